@@ -1,0 +1,148 @@
+"""nox sessions of the mori monorepo, generated per package from the PKGS table.
+
+Dependencies are built once as wheels into ./wheelhouse and installed from there (never editable:
+meson-python's editable installs hide the other halves of the shared ``mori`` namespace and lack
+the on-disk SDK layout that dependents compile against). ``nox -l`` lists the sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "ci"))  # the shared helpers, also used by CI scripts directly
+
+import wheelhouse  # noqa: E402
+from pkggraph import closure, topo_order  # noqa: E402
+
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "tests"]  # a bare `nox`; benchmarks and docs are asked for by name
+
+#: The package graph: package -> the packages it needs (to build against, or at run time).
+#: ci/changed_packages.py reads this literal, so keep it a plain dict of lists.
+PKGS: dict[str, list[str]] = {
+    "shmem": [],
+    "ep": ["shmem"],
+    "cco": ["shmem"],
+    "ir": ["shmem"],
+    "viz": [],
+    "io": [],
+    "umbp": ["io"],
+}
+
+#: Packages that have a benchmark, and the console script that runs it.
+BENCH: dict[str, list[str]] = {
+    "shmem": ["mori-shmem-bench"],
+}
+
+#: Installed into every build venv (builds run without isolation, so these are the backend).
+BUILD_REQS: tuple[str, ...] = ("meson-python==0.22.1", "meson>=1.6", "ninja", "pybind11==3.1.0")
+
+#: What each package's tests import beyond the mori wheels; torch stays pinned to the CPU wheel.
+TEST_DEPS: dict[str, list[str]] = {
+    "shmem": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "mpich", "mpi4py"],
+}
+DEFAULT_TEST_DEPS: list[str] = ["pytest", "pytest-timeout"]
+
+#: The wheels the docs build installs, so autodoc can import them.
+DOCS_PKGS: list[str] = ["shmem"]
+
+ORDER = topo_order(PKGS)
+SessionFn = Callable[[nox.Session], None]
+
+
+def _tests_dir(pkg: str) -> Path:
+    return wheelhouse.package_dir(pkg) / "tests"
+
+
+def _install_wheels(session: nox.Session, pkgs: Sequence[str]) -> None:
+    """Install the wheelhouse wheels of ``pkgs`` (non-editable) and their run dependencies."""
+    if not pkgs:
+        return
+    # Every rebuild keeps version 0.1.0, so pip would keep a stale copy: uninstall first.
+    session.run("python", "-m", "pip", "uninstall", "-y", "-q", *[f"mori-{p}" for p in pkgs], silent=True)
+    wheels = [str(wheelhouse.wheel_path(p)) for p in pkgs]
+    session.install("--find-links", str(wheelhouse.WHEELHOUSE), *wheels)
+
+
+def _build(pkg: str) -> SessionFn:
+    def build(session: nox.Session) -> None:
+        digest = wheelhouse.source_hash(PKGS, pkg, BUILD_REQS)
+        if wheelhouse.up_to_date(pkg, digest):
+            session.log(f"{wheelhouse.wheel_path(pkg).name}: sources unchanged, not rebuilding")
+            return
+        session.install(*BUILD_REQS)
+        _install_wheels(session, closure(PKGS, pkg))  # dependents compile against these SDKs
+        wheelhouse.WHEELHOUSE.mkdir(exist_ok=True)
+        wheelhouse.remove_wheels(pkg)
+        build_dir = ROOT / "build" / f"mori-{pkg}-{wheelhouse.interp_tag()}"  # kept: incremental rebuilds
+        session.run(
+            "python", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+            "-w", str(wheelhouse.WHEELHOUSE), f"-Cbuild-dir={build_dir}", str(wheelhouse.package_dir(pkg)),
+        )  # fmt: skip
+        session.log(f"built {wheelhouse.record(pkg, digest).name}")
+
+    build.__doc__ = f"Build the mori-{pkg} wheel into ./wheelhouse (skipped when its sources are unchanged)."
+    return build
+
+
+def _test(pkg: str) -> SessionFn:
+    def test(session: nox.Session) -> None:
+        if not _tests_dir(pkg).is_dir():
+            session.skip(f"mori-{pkg} has no tests yet")
+        session.install(*TEST_DEPS.get(pkg, DEFAULT_TEST_DEPS))
+        _install_wheels(session, [*closure(PKGS, pkg), pkg])
+        args = session.posargs or ["-m", "not slow"]
+        session.run("pytest", str(_tests_dir(pkg).relative_to(ROOT)), *args)
+
+    test.__doc__ = f'Install mori-{pkg} and its dependencies from ./wheelhouse, run its tests (-m "not slow").'
+    return test
+
+
+def _bench(pkg: str, command: list[str]) -> SessionFn:
+    def bench(session: nox.Session) -> None:
+        _install_wheels(session, [*closure(PKGS, pkg), pkg])
+        session.run(*command, *session.posargs)
+
+    bench.__doc__ = f"Run mori-{pkg}'s benchmark ({' '.join(command)}); arguments after -- go to it."
+    return bench
+
+
+for _pkg in ORDER:
+    _builds = [f"build-{d}" for d in PKGS[_pkg]]
+    nox.session(name=f"build-{_pkg}", tags=[_pkg, "build"], requires=_builds)(_build(_pkg))
+    _needs = [f"build-{_pkg}", *(f"build-{d}" for d in closure(PKGS, _pkg))]
+    nox.session(name=f"test-{_pkg}", tags=[_pkg, "test"], requires=_needs)(_test(_pkg))
+    if _pkg in BENCH:
+        nox.session(name=f"bench-{_pkg}", tags=[_pkg, "bench"], requires=_needs)(_bench(_pkg, BENCH[_pkg]))
+
+
+@nox.session(requires=[f"test-{p}" for p in ORDER if _tests_dir(p).is_dir()], venv_backend="none")
+def tests(session: nox.Session) -> None:
+    """Run every package's tests, dependencies first; fails if any package's tests fail."""
+    session.log("passed: " + ", ".join(f"test-{p}" for p in ORDER if _tests_dir(p).is_dir()))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check, and mypy on the packages' python/ trees and ci/."""
+    session.install("ruff", "mypy", "numpy")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    trees = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("mori-*/python"))
+    # `mori` is one namespace spread over several python/ trees: mypy must see them all at once.
+    session.run("mypy", *trees, "ci", env={"MYPYPATH": os.pathsep.join([*trees, "ci"])})
+
+
+@nox.session(requires=[f"build-{p}" for p in DOCS_PKGS])
+def docs(session: nox.Session) -> None:
+    """Build the Sphinx site into docs/_build/html; warnings are errors, autodoc imports the wheels."""
+    session.install("sphinx", "myst-parser", "furo")
+    _install_wheels(session, [q for p in DOCS_PKGS for q in [*closure(PKGS, p), p]])
+    # -E: re-read every page, so warnings from unchanged pages are not hidden by the cache.
+    session.run("sphinx-build", "-W", "--keep-going", "-E", "-b", "html", "docs", "docs/_build/html", *session.posargs)

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The C ABI of libmori_shmem.
+ *
+ * This is the only contract between mori-shmem and the packages built on it (mori-ep, mori-cco,
+ * mori-ir): they compile against this header and link the one libmori_shmem.so that the
+ * mori-shmem wheel ships. Keep it small. Any change to a signature, a struct layout or an enum
+ * value bumps MORI_SHMEM_ABI_VERSION in version.h.
+ *
+ * Conventions:
+ *   - Every function that can fail returns a mori_shmem_status_t; 0 is success. The message of
+ *     the last failure on the calling thread is available from mori_shmem_last_error().
+ *   - "Symmetric address" means an address inside the calling PE's own mapping of the symmetric
+ *     heap (what mori_shmem_malloc returned). Remote operations take the symmetric address and a
+ *     PE number; the library translates it to that PE's copy.
+ *   - Calls marked COLLECTIVE must be made by every PE, in the same order.
+ */
+#ifndef MORI_SHMEM_H_
+#define MORI_SHMEM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mori_shmem/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MORI_SHMEM_API __attribute__((visibility("default")))
+
+#define MORI_SHMEM_UNIQUE_ID_BYTES 128
+
+typedef enum {
+  MORI_SHMEM_SUCCESS = 0,
+  MORI_SHMEM_ERR_INVALID_ARGUMENT = 1,
+  MORI_SHMEM_ERR_NOT_INITIALIZED = 2,
+  MORI_SHMEM_ERR_ALREADY_INITIALIZED = 3,
+  MORI_SHMEM_ERR_HEAP_EXHAUSTED = 4,
+  MORI_SHMEM_ERR_TIMEOUT = 5,
+  MORI_SHMEM_ERR_PEER_LOST = 6,
+  MORI_SHMEM_ERR_AUTH = 7,
+  MORI_SHMEM_ERR_SYSTEM = 8,
+  MORI_SHMEM_ERR_SYMMETRY = 9,
+  MORI_SHMEM_ERR_INVALID_POINTER = 10,
+  MORI_SHMEM_ERR_PE_OUT_OF_RANGE = 11,
+  MORI_SHMEM_ERR_UNSUPPORTED = 12,
+  MORI_SHMEM_ERR_INTERNAL = 13,
+  MORI_SHMEM_ERR_CONFIG = 14,
+} mori_shmem_status_t;
+
+/* Init flags, numbered as in MORI. */
+enum {
+  MORI_SHMEM_INIT_WITH_MPI_COMM = 0,
+  MORI_SHMEM_INIT_WITH_UNIQUEID = 1,
+};
+
+typedef struct {
+  char internal[MORI_SHMEM_UNIQUE_ID_BYTES];
+} mori_shmem_uniqueid_t;
+
+typedef struct {
+  int32_t rank;
+  int32_t nranks;
+  mori_shmem_uniqueid_t uid;
+  void* mpi_comm; /* reserved: MPI communicators are handled by the Python layer (mpi4py) */
+} mori_shmem_init_attr_t;
+
+/* Atomic operation codes, numbered as MORI's core::atomicType (IR passes them as raw ints). */
+typedef enum {
+  MORI_SHMEM_AMO_INC = 2,
+  MORI_SHMEM_AMO_SET = 3,
+  MORI_SHMEM_AMO_ADD = 4,
+  MORI_SHMEM_AMO_AND = 5,
+  MORI_SHMEM_AMO_OR = 6,
+  MORI_SHMEM_AMO_XOR = 7,
+  MORI_SHMEM_SIGNAL_SET = 9,
+  MORI_SHMEM_SIGNAL_ADD = 10,
+  MORI_SHMEM_AMO_FETCH = 12,
+  MORI_SHMEM_AMO_FETCH_INC = 13,
+  MORI_SHMEM_AMO_FETCH_ADD = 14,
+  MORI_SHMEM_AMO_FETCH_AND = 15,
+  MORI_SHMEM_AMO_FETCH_OR = 16,
+  MORI_SHMEM_AMO_FETCH_XOR = 17,
+  MORI_SHMEM_AMO_SWAP = 18,
+  MORI_SHMEM_AMO_COMPARE_SWAP = 19,
+} mori_shmem_amo_t;
+
+/* Comparison operators for wait_until / test, numbered as NVSHMEM's. */
+typedef enum {
+  MORI_SHMEM_CMP_EQ = 0,
+  MORI_SHMEM_CMP_NE = 1,
+  MORI_SHMEM_CMP_GT = 2,
+  MORI_SHMEM_CMP_LE = 3,
+  MORI_SHMEM_CMP_LT = 4,
+  MORI_SHMEM_CMP_GE = 5,
+} mori_shmem_cmp_t;
+
+/* Integer element types of atomics and waits. */
+typedef enum {
+  MORI_SHMEM_TYPE_INT32 = 0,
+  MORI_SHMEM_TYPE_UINT32 = 1,
+  MORI_SHMEM_TYPE_INT64 = 2,
+  MORI_SHMEM_TYPE_UINT64 = 3,
+} mori_shmem_int_type_t;
+
+typedef struct {
+  uintptr_t base;          /* this PE's mapping of the heap */
+  uint64_t size;           /* total bytes of the heap */
+  uint64_t reserved;       /* bytes at the start kept for the library's own sync words */
+  uint64_t used;           /* bytes handed out to callers, padding included */
+  uint64_t largest_free;   /* largest contiguous free block */
+  uint64_t num_allocations;
+  const char* backend;     /* "cpu", later "cuda" */
+} mori_shmem_heap_info_t;
+
+/* ---- version and errors ---- */
+MORI_SHMEM_API int mori_shmem_abi_version(void);
+MORI_SHMEM_API const char* mori_shmem_version(void);
+MORI_SHMEM_API const char* mori_shmem_last_error(void);
+
+/* ---- bootstrap and lifetime ---- */
+/* Creates the rendezvous: binds the listening socket in this process and fills uid with its
+ * address, a fresh job secret and the protocol version. Call it on the PE that will be rank 0
+ * (or in the process that spawns the PEs: rank 0 then binds the same port). */
+MORI_SHMEM_API int mori_shmem_get_unique_id(mori_shmem_uniqueid_t* uid);
+MORI_SHMEM_API int mori_shmem_set_attr_uniqueid_args(int rank, int nranks, const mori_shmem_uniqueid_t* uid,
+                                                     mori_shmem_init_attr_t* attr);
+/* COLLECTIVE. Rendezvous, heap creation and mapping of every peer's heap. */
+MORI_SHMEM_API int mori_shmem_init_attr(unsigned int flags, mori_shmem_init_attr_t* attr);
+/* COLLECTIVE. Unmaps the heap and closes the bootstrap; init may be called again afterwards. */
+MORI_SHMEM_API int mori_shmem_finalize(void);
+MORI_SHMEM_API int mori_shmem_is_initialized(void);
+MORI_SHMEM_API int mori_shmem_my_pe(void);
+MORI_SHMEM_API int mori_shmem_n_pes(void);
+MORI_SHMEM_API const char* mori_shmem_backend(void);
+/* COLLECTIVE. Host barrier over the bootstrap network; completes outstanding host RMA first. */
+MORI_SHMEM_API int mori_shmem_barrier_all(void);
+
+/* Bootstrap collectives for packages built on mori-shmem. COLLECTIVE. */
+MORI_SHMEM_API int mori_shmem_bootstrap_allgather(const void* send, void* recv, size_t bytes_per_pe);
+MORI_SHMEM_API int mori_shmem_bootstrap_broadcast(void* buf, size_t bytes, int root);
+
+/* ---- symmetric heap ---- */
+/* COLLECTIVE. size 0 yields *out = NULL. Every allocation is at least 256-byte aligned. */
+MORI_SHMEM_API int mori_shmem_malloc(size_t size, void** out);
+MORI_SHMEM_API int mori_shmem_malloc_align(size_t alignment, size_t size, void** out);
+MORI_SHMEM_API int mori_shmem_ext_malloc_with_flags(size_t size, unsigned int flags, void** out);
+/* COLLECTIVE. NULL is a no-op. */
+MORI_SHMEM_API int mori_shmem_free(void* ptr);
+MORI_SHMEM_API int mori_shmem_heap_info(mori_shmem_heap_info_t* info);
+/* Registers local (non-symmetric) memory for use as a source or destination of transfers. */
+MORI_SHMEM_API int mori_shmem_buffer_register(void* ptr, size_t size);
+MORI_SHMEM_API int mori_shmem_buffer_deregister(void* ptr, size_t size);
+/* The address through which this process reaches dest_pe's copy of the symmetric address dest.
+ * Writes NULL to *out when dest is not inside the heap or dest_pe is not load/store reachable. */
+MORI_SHMEM_API int mori_shmem_ptr_p2p(const void* dest, int my_pe, int dest_pe, void** out);
+
+/* ---- host-initiated RMA ---- */
+/* dest (put) / src (get) are symmetric addresses; the other side is any local memory. */
+MORI_SHMEM_API int mori_shmem_putmem(void* dest, const void* src, size_t nbytes, int pe);
+MORI_SHMEM_API int mori_shmem_getmem(void* dest, const void* src, size_t nbytes, int pe);
+/* Put, then update the 64-bit signal word sig_addr on pe with sig_op (SIGNAL_SET / SIGNAL_ADD)
+ * so that a PE which observes the signal also observes the data. */
+MORI_SHMEM_API int mori_shmem_putmem_signal(void* dest, const void* src, size_t nbytes, uint64_t* sig_addr,
+                                            uint64_t signal, int sig_op, int pe);
+MORI_SHMEM_API int mori_shmem_signal_op(uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
+/* Atomic on the integer of type `type` at symmetric address dest on pe. `value` and `compare` carry
+ * the operand bits (sign-extended for signed types). For fetching operations *fetched receives the
+ * old value; it may be NULL for non-fetching ones. */
+MORI_SHMEM_API int mori_shmem_atomic(void* dest, int amo, int type, uint64_t value, uint64_t compare, int pe,
+                                     uint64_t* fetched);
+/* Waits until the local integer at ivar satisfies (*ivar cmp value), or timeout_ms passes
+ * (timeout_ms < 0: MORI_SHMEM_WAIT_TIMEOUT). *observed receives the value that satisfied it. */
+MORI_SHMEM_API int mori_shmem_wait_until(const void* ivar, int type, int cmp, uint64_t value, int64_t timeout_ms,
+                                         uint64_t* observed);
+/* One non-blocking check of the same condition: *satisfied is 1 or 0. */
+MORI_SHMEM_API int mori_shmem_test(const void* ivar, int type, int cmp, uint64_t value, int* satisfied);
+/* Orders this PE's earlier puts before its later ones to the same PE. */
+MORI_SHMEM_API int mori_shmem_fence(void);
+/* Completes every outstanding put/get/atomic of this PE. */
+MORI_SHMEM_API int mori_shmem_quiet(void);
+
+/* ---- configuration ---- */
+/* Number of registered environment variables and their fields; value is the effective one. */
+MORI_SHMEM_API int mori_shmem_env_count(void);
+MORI_SHMEM_API int mori_shmem_env_entry(int index, const char** name, const char** type, const char** default_value,
+                                        const char** doc, const char** effective_value);
+/* Parses a size string ("6G", "512M", "4096", "1.5GiB") into bytes. */
+MORI_SHMEM_API int mori_shmem_parse_size(const char* text, uint64_t* bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MORI_SHMEM_H_ */

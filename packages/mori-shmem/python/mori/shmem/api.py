@@ -1,0 +1,433 @@
+# SPDX-License-Identifier: MIT
+"""The host API of mori.shmem, with MORI's names and semantics.
+
+Addresses are Python ints. A *symmetric address* is one inside this PE's mapping of the heap
+(what ``shmem_malloc`` returned); remote operations take it plus the target PE. Calls documented
+as collective must be made by every PE in the same order.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mori.shmem._native import _C
+from mori.shmem.dtypes import from_bits, int_type_code, to_bits
+from mori.shmem.errors import InvalidArgumentError
+
+logger = logging.getLogger("mori.shmem")
+
+MORI_SHMEM_INIT_WITH_MPI_COMM = 0
+MORI_SHMEM_INIT_WITH_UNIQUEID = 1
+UNIQUE_ID_BYTES = 128
+
+
+class AmoType(enum.IntEnum):
+    """Atomic operation codes (MORI's ``core::atomicType`` numbering)."""
+
+    INC = 2
+    SET = 3
+    ADD = 4
+    AND = 5
+    OR = 6
+    XOR = 7
+    SIGNAL_SET = 9
+    SIGNAL_ADD = 10
+    FETCH = 12
+    FETCH_INC = 13
+    FETCH_ADD = 14
+    FETCH_AND = 15
+    FETCH_OR = 16
+    FETCH_XOR = 17
+    SWAP = 18
+    COMPARE_SWAP = 19
+
+
+_FETCHING = {AmoType.FETCH, AmoType.FETCH_INC, AmoType.FETCH_ADD, AmoType.FETCH_AND, AmoType.FETCH_OR,
+             AmoType.FETCH_XOR, AmoType.SWAP, AmoType.COMPARE_SWAP}
+
+
+class CmpOp(enum.IntEnum):
+    """Comparison operators of ``shmem_wait_until`` and ``shmem_test``."""
+
+    EQ = 0
+    NE = 1
+    GT = 2
+    LE = 3
+    LT = 4
+    GE = 5
+
+
+@dataclass(frozen=True)
+class HeapInfo:
+    """A snapshot of this PE's symmetric heap."""
+
+    base: int
+    size: int
+    reserved: int
+    used: int
+    largest_free: int
+    num_allocations: int
+    backend: str
+
+
+def _check_nonnegative(name: str, value: int) -> None:
+    if value < 0:
+        raise InvalidArgumentError(f"{name}={value} must be >= 0")
+
+
+# ---- lifetime ----------------------------------------------------------------------------------
+
+
+def shmem_get_unique_id() -> bytes:
+    """A fresh 128-byte unique id: the rendezvous address plus a random job secret.
+
+    Make it once (in rank 0 or in the launcher) and hand it to every PE.
+    """
+    uid: bytes = _C.get_unique_id()
+    return uid
+
+
+def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
+    """Collective: joins the job as PE ``rank`` of ``nranks``.
+
+    ``flags`` is ``MORI_SHMEM_INIT_WITH_UNIQUEID`` (``unique_id`` is the bytes from
+    ``shmem_get_unique_id``) or ``MORI_SHMEM_INIT_WITH_MPI_COMM`` (``unique_id`` is an mpi4py
+    communicator, or None for COMM_WORLD; rank/nranks may be -1 to take them from it).
+    """
+    if flags == MORI_SHMEM_INIT_WITH_MPI_COMM:
+        from mori.shmem.frameworks import init_with_mpi_comm
+
+        return init_with_mpi_comm(unique_id, rank, nranks)
+    if flags != MORI_SHMEM_INIT_WITH_UNIQUEID:
+        raise InvalidArgumentError(
+            f"flags={flags} is not an init flag (MORI_SHMEM_INIT_WITH_MPI_COMM=0, MORI_SHMEM_INIT_WITH_UNIQUEID=1)"
+        )
+    if not isinstance(unique_id, (bytes, bytearray)):
+        raise InvalidArgumentError(f"unique_id must be bytes from shmem_get_unique_id, got {type(unique_id).__name__}")
+    _C.init_uniqueid(rank, nranks, bytes(unique_id))
+    logger.debug("PE %d of %d initialized", rank, nranks)
+    return 0
+
+
+def shmem_finalize() -> int:
+    """Collective: leaves the job, unmapping the heap; init may run again afterwards."""
+    _C.finalize()
+    return 0
+
+
+def shmem_is_initialized() -> bool:
+    return bool(_C.is_initialized())
+
+
+def shmem_mype() -> int:
+    """This PE's number."""
+    pe: int = _C.my_pe()
+    return pe
+
+
+def shmem_npes() -> int:
+    """The number of PEs in the job."""
+    n: int = _C.n_pes()
+    return n
+
+
+def shmem_backend() -> str:
+    """The backend the heap lives on: ``"cpu"``."""
+    name: str = _C.backend()
+    return name
+
+
+def shmem_barrier_all() -> None:
+    """Collective host barrier over the bootstrap network; completes this PE's RMA first."""
+    _C.barrier_all()
+
+
+def shmem_bootstrap_allgather(data: bytes) -> list[bytes]:
+    """Collective: every PE's ``data`` (all of the same length), indexed by PE."""
+    gathered: bytes = _C.bootstrap_allgather(bytes(data))
+    size = len(data)
+    return [gathered[pe * size : (pe + 1) * size] for pe in range(shmem_npes())]
+
+
+def shmem_bootstrap_broadcast(data: bytes, root: int = 0) -> bytes:
+    """Collective: PE ``root``'s ``data`` on every PE (all pass buffers of the same length)."""
+    result: bytes = _C.bootstrap_broadcast(bytes(data), root)
+    return result
+
+
+# ---- heap --------------------------------------------------------------------------------------
+
+
+def shmem_malloc(size: int) -> int:
+    """Collective: ``size`` bytes of symmetric memory (256-byte aligned); 0 when size is 0."""
+    _check_nonnegative("size", size)
+    ptr: int = _C.malloc_align(256, size)
+    return ptr
+
+
+def shmem_malloc_align(alignment: int, size: int) -> int:
+    """Collective: like ``shmem_malloc`` with ``alignment`` (a power of two); size is rounded up."""
+    _check_nonnegative("size", size)
+    if alignment <= 0 or alignment & (alignment - 1):
+        raise InvalidArgumentError(f"alignment={alignment} is not a power of two")
+    ptr: int = _C.malloc_align(alignment, size)
+    return ptr
+
+
+def shmem_ext_malloc_with_flags(size: int, flags: int) -> int:
+    """Collective: as ``shmem_malloc``; the heap has one memory type, so flags are accepted and ignored."""
+    _check_nonnegative("size", size)
+    ptr: int = _C.ext_malloc_with_flags(size, flags)
+    return ptr
+
+
+def shmem_free(ptr: int) -> None:
+    """Collective: returns ``ptr`` to the heap; 0 is a no-op."""
+    _C.free(ptr)
+
+
+def shmem_heap_info() -> HeapInfo:
+    return HeapInfo(**_C.heap_info())
+
+
+def shmem_buffer_register(ptr: int, size: int) -> int:
+    """Registers local memory as a transfer source/target; overlapping registrations are refused."""
+    _C.buffer_register(ptr, size)
+    return 0
+
+
+def shmem_buffer_deregister(ptr: int, size: int) -> int:
+    _C.buffer_deregister(ptr, size)
+    return 0
+
+
+def shmem_ptr_p2p(dest_ptr: int, my_pe: int, dest_pe: int) -> int:
+    """The address of ``dest_pe``'s copy of symmetric address ``dest_ptr``.
+
+    ``dest_ptr`` itself when ``dest_pe == my_pe``; 0 when ``dest_ptr`` is outside the heap.
+    """
+    ptr: int = _C.ptr_p2p(dest_ptr, my_pe, dest_pe)
+    return ptr
+
+
+# ---- host RMA ----------------------------------------------------------------------------------
+
+
+def shmem_putmem(dest: int, src: int, nbytes: int, pe: int) -> None:
+    """Copies ``nbytes`` from local ``src`` to symmetric ``dest`` on PE ``pe``."""
+    _check_nonnegative("nbytes", nbytes)
+    _C.putmem(dest, src, nbytes, pe)
+
+
+def shmem_getmem(dest: int, src: int, nbytes: int, pe: int) -> None:
+    """Copies ``nbytes`` from symmetric ``src`` on PE ``pe`` to local ``dest``."""
+    _check_nonnegative("nbytes", nbytes)
+    _C.getmem(dest, src, nbytes, pe)
+
+
+def _check_signal_op(sig_op: int) -> None:
+    if sig_op not in (AmoType.SIGNAL_SET, AmoType.SIGNAL_ADD):
+        raise InvalidArgumentError(f"sig_op={sig_op} must be AmoType.SIGNAL_SET (9) or AmoType.SIGNAL_ADD (10)")
+
+
+def shmem_putmem_signal(dest: int, src: int, nbytes: int, sig_addr: int, signal: int, sig_op: int, pe: int) -> None:
+    """Put, then update the uint64 signal at ``sig_addr`` on ``pe``; the data is visible before the signal."""
+    _check_nonnegative("nbytes", nbytes)
+    _check_signal_op(sig_op)
+    _, uint64 = int_type_code(np.uint64)
+    _C.putmem_signal(dest, src, nbytes, sig_addr, to_bits(signal, uint64, "signal"), int(sig_op), pe)
+
+
+def shmem_signal_op(sig_addr: int, signal: int, sig_op: int, pe: int) -> None:
+    """Sets or adds to the uint64 signal at ``sig_addr`` on ``pe`` (release ordering)."""
+    _check_signal_op(sig_op)
+    _, uint64 = int_type_code(np.uint64)
+    _C.signal_op(sig_addr, to_bits(signal, uint64, "signal"), int(sig_op), pe)
+
+
+def shmem_signal_fetch(sig_addr: int) -> int:
+    """Reads this PE's uint64 signal at ``sig_addr`` (acquire ordering)."""
+    value = shmem_atomic(sig_addr, AmoType.FETCH, 0, shmem_mype())
+    assert value is not None
+    return value
+
+
+def shmem_atomic(dest: int, op: AmoType | int, value: int, pe: int, *, compare: int = 0,
+                 dtype: Any = np.uint64) -> int | None:
+    """Atomic ``op`` on the integer at symmetric ``dest`` on ``pe``.
+
+    Returns the old value for fetching operations (FETCH*, SWAP, COMPARE_SWAP), else None.
+    """
+    try:
+        amo = AmoType(op)
+    except ValueError:
+        raise InvalidArgumentError(f"op={op} is not an AmoType ({', '.join(f'{a.name}={a.value}' for a in AmoType)})")
+    type_code, resolved = int_type_code(dtype)
+    old = _C.atomic(dest, int(amo), type_code, to_bits(value, resolved, "value"),
+                    to_bits(compare, resolved, "compare"), pe)
+    return from_bits(old, resolved) if amo in _FETCHING else None
+
+
+def shmem_atomic_add(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> None:
+    shmem_atomic(dest, AmoType.ADD, value, pe, dtype=dtype)
+
+
+def shmem_atomic_inc(dest: int, pe: int, dtype: Any = np.uint64) -> None:
+    shmem_atomic(dest, AmoType.INC, 0, pe, dtype=dtype)
+
+
+def shmem_atomic_set(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> None:
+    shmem_atomic(dest, AmoType.SET, value, pe, dtype=dtype)
+
+
+def shmem_atomic_and(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> None:
+    shmem_atomic(dest, AmoType.AND, value, pe, dtype=dtype)
+
+
+def shmem_atomic_or(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> None:
+    shmem_atomic(dest, AmoType.OR, value, pe, dtype=dtype)
+
+
+def shmem_atomic_xor(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> None:
+    shmem_atomic(dest, AmoType.XOR, value, pe, dtype=dtype)
+
+
+def _fetching(dest: int, op: AmoType, value: int, pe: int, dtype: Any, compare: int = 0) -> int:
+    old = shmem_atomic(dest, op, value, pe, compare=compare, dtype=dtype)
+    assert old is not None
+    return old
+
+
+def shmem_atomic_fetch(dest: int, pe: int, dtype: Any = np.uint64) -> int:
+    return _fetching(dest, AmoType.FETCH, 0, pe, dtype)
+
+
+def shmem_atomic_fetch_add(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> int:
+    return _fetching(dest, AmoType.FETCH_ADD, value, pe, dtype)
+
+
+def shmem_atomic_fetch_inc(dest: int, pe: int, dtype: Any = np.uint64) -> int:
+    return _fetching(dest, AmoType.FETCH_INC, 0, pe, dtype)
+
+
+def shmem_atomic_fetch_and(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> int:
+    return _fetching(dest, AmoType.FETCH_AND, value, pe, dtype)
+
+
+def shmem_atomic_fetch_or(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> int:
+    return _fetching(dest, AmoType.FETCH_OR, value, pe, dtype)
+
+
+def shmem_atomic_fetch_xor(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> int:
+    return _fetching(dest, AmoType.FETCH_XOR, value, pe, dtype)
+
+
+def shmem_atomic_swap(dest: int, value: int, pe: int, dtype: Any = np.uint64) -> int:
+    return _fetching(dest, AmoType.SWAP, value, pe, dtype)
+
+
+def shmem_atomic_compare_swap(dest: int, compare: int, value: int, pe: int, dtype: Any = np.uint64) -> int:
+    """Stores ``value`` if the current value equals ``compare``; returns the old value either way."""
+    return _fetching(dest, AmoType.COMPARE_SWAP, value, pe, dtype, compare=compare)
+
+
+def _cmp(cmp: CmpOp | int) -> int:
+    try:
+        return int(CmpOp(cmp))
+    except ValueError:
+        raise InvalidArgumentError(f"cmp={cmp} is not a CmpOp (EQ=0, NE=1, GT=2, LE=3, LT=4, GE=5)")
+
+
+def shmem_wait_until(ivar: int, cmp: CmpOp | int, value: int, *, dtype: Any = np.uint64,
+                     timeout: float | None = None) -> int:
+    """Blocks until this PE's integer at symmetric ``ivar`` satisfies ``ivar <cmp> value``.
+
+    Returns the value that satisfied it. ``timeout`` is in seconds (None: MORI_SHMEM_WAIT_TIMEOUT);
+    expiry raises WaitTimeoutError.
+    """
+    type_code, resolved = int_type_code(dtype)
+    if timeout is not None and timeout < 0:
+        raise InvalidArgumentError(f"timeout={timeout} must be >= 0 seconds")
+    timeout_ms = -1 if timeout is None else int(timeout * 1000)
+    observed = _C.wait_until(ivar, type_code, _cmp(cmp), to_bits(value, resolved, "value"), timeout_ms)
+    return from_bits(observed, resolved)
+
+
+def shmem_test(ivar: int, cmp: CmpOp | int, value: int, *, dtype: Any = np.uint64) -> bool:
+    """One non-blocking check of the ``shmem_wait_until`` condition."""
+    type_code, resolved = int_type_code(dtype)
+    return bool(_C.test(ivar, type_code, _cmp(cmp), to_bits(value, resolved, "value")))
+
+
+def shmem_fence() -> None:
+    """Orders this PE's earlier puts to each PE before its later ones."""
+    _C.fence()
+
+
+def shmem_quiet() -> None:
+    """Completes every outstanding put, get and atomic of this PE."""
+    _C.quiet()
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size string such as ``"6G"``, ``"512M"``, ``"1.5GiB"`` or ``"4096"``."""
+    size: int = _C.parse_size(text)
+    return size
+
+
+__all__ = [
+    "MORI_SHMEM_INIT_WITH_MPI_COMM",
+    "MORI_SHMEM_INIT_WITH_UNIQUEID",
+    "UNIQUE_ID_BYTES",
+    "AmoType",
+    "CmpOp",
+    "HeapInfo",
+    "shmem_get_unique_id",
+    "shmem_init_attr",
+    "shmem_finalize",
+    "shmem_is_initialized",
+    "shmem_mype",
+    "shmem_npes",
+    "shmem_backend",
+    "shmem_barrier_all",
+    "shmem_bootstrap_allgather",
+    "shmem_bootstrap_broadcast",
+    "shmem_malloc",
+    "shmem_malloc_align",
+    "shmem_ext_malloc_with_flags",
+    "shmem_free",
+    "shmem_heap_info",
+    "shmem_buffer_register",
+    "shmem_buffer_deregister",
+    "shmem_ptr_p2p",
+    "shmem_putmem",
+    "shmem_getmem",
+    "shmem_putmem_signal",
+    "shmem_signal_op",
+    "shmem_signal_fetch",
+    "shmem_atomic",
+    "shmem_atomic_add",
+    "shmem_atomic_inc",
+    "shmem_atomic_set",
+    "shmem_atomic_and",
+    "shmem_atomic_or",
+    "shmem_atomic_xor",
+    "shmem_atomic_fetch",
+    "shmem_atomic_fetch_add",
+    "shmem_atomic_fetch_inc",
+    "shmem_atomic_fetch_and",
+    "shmem_atomic_fetch_or",
+    "shmem_atomic_fetch_xor",
+    "shmem_atomic_swap",
+    "shmem_atomic_compare_swap",
+    "shmem_wait_until",
+    "shmem_test",
+    "shmem_fence",
+    "shmem_quiet",
+    "parse_size",
+]

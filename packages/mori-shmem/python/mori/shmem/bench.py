@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: MIT
+"""``mori-shmem-bench``: host put/get bandwidth and signal latency between local PEs.
+
+Every PE puts to (and gets from) its right neighbour at once, so the figure is the aggregate of
+all PEs, reported beside a memcpy ceiling measured in the same run (numpy copying the same
+sizes within one process). Latency is half the round trip of an 8-byte put-with-signal ping-pong
+between PE 0 and PE 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import logging
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mori.shmem import api
+
+logger = logging.getLogger("mori.shmem.bench")
+
+_TARGET_BYTES_PER_SIZE = 256 << 20  # bytes moved per measured size (bounds the time per size)
+
+
+def _iterations(size: int) -> int:
+    return max(5, min(20000, _TARGET_BYTES_PER_SIZE // max(size, 1)))
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    width = 30
+    filled = width * done // total
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<14}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _timed(fn: Any, iterations: int) -> float:
+    start = time.perf_counter()
+    for _ in range(iterations):
+        fn()
+    api.shmem_quiet()
+    return time.perf_counter() - start
+
+
+def _pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pingpongs: int) -> dict[str, Any]:
+    api.shmem_init_attr(api.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, nranks, uid)
+    largest = max(sizes)
+    heap_buf = api.shmem_malloc(largest)
+    signal = api.shmem_malloc(8)
+    local = np.random.default_rng(rank).integers(0, 255, size=largest, dtype=np.uint8)
+    scratch = np.empty_like(local)
+    src, dst = local.ctypes.data, scratch.ctypes.data
+    peer = (rank + 1) % nranks
+    rows = []
+    for index, size in enumerate(sizes):
+        iterations = _iterations(size)
+        # Warm up pages and caches before timing.
+        api.shmem_putmem(heap_buf, src, size, peer)
+        api.shmem_barrier_all()
+        put_s = _timed(lambda: api.shmem_putmem(heap_buf, src, size, peer), iterations)
+        api.shmem_barrier_all()
+        get_s = _timed(lambda: api.shmem_getmem(dst, heap_buf, size, peer), iterations)
+        api.shmem_barrier_all()
+        copy_s = _timed(lambda: ctypes.memmove(dst, src, size), iterations)
+        rows.append({"size": size, "iterations": iterations, "put_s": put_s, "get_s": get_s, "memcpy_s": copy_s})
+        if rank == 0:
+            _progress(index + 1, len(sizes), f"{size} B")
+    latencies = _pingpong(rank, nranks, heap_buf, signal, src, pingpongs)
+    api.shmem_barrier_all()
+    api.shmem_finalize()
+    return {"rows": rows, "latency_s": latencies}
+
+
+def _pingpong(rank: int, nranks: int, heap_buf: int, signal: int, src: int, rounds: int) -> list[float]:
+    """Half round trips of an 8-byte put-with-signal between PE 0 and PE 1."""
+    api.shmem_signal_op(signal, 0, api.AmoType.SIGNAL_SET, rank)
+    api.shmem_barrier_all()
+    if rank > 1 or nranks < 2:
+        return []
+    samples = []
+    peer = 1 - rank
+    for round_index in range(1, rounds + 1):
+        start = time.perf_counter()
+        if rank == 0:
+            api.shmem_putmem_signal(heap_buf, src, 8, signal, round_index, api.AmoType.SIGNAL_SET, peer)
+            api.shmem_wait_until(signal, api.CmpOp.GE, round_index)
+        else:
+            api.shmem_wait_until(signal, api.CmpOp.GE, round_index)
+            api.shmem_putmem_signal(heap_buf, src, 8, signal, round_index, api.AmoType.SIGNAL_SET, peer)
+        samples.append((time.perf_counter() - start) / 2)
+    return samples
+
+
+def _summarize(per_pe: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, float]]:
+    table = []
+    for index, size in enumerate(sizes):
+        rows = [pe["rows"][index] for pe in per_pe]
+        moved = size * rows[0]["iterations"]
+        table.append({
+            "size_bytes": size,
+            # Aggregate over PEs: every PE moves `moved` bytes in its own time.
+            "put_GBps": sum(moved / row["put_s"] for row in rows) / 1e9,
+            "get_GBps": sum(moved / row["get_s"] for row in rows) / 1e9,
+            "memcpy_GBps": sum(moved / row["memcpy_s"] for row in rows) / 1e9,
+            "put_us": statistics.median(row["put_s"] / row["iterations"] for row in rows) * 1e6,
+        })
+    return table
+
+
+def _sizes(low: int, high: int) -> list[int]:
+    sizes, size = [], low
+    while size <= high:
+        sizes.append(size)
+        size *= 4
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mori-shmem-bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--pes", type=int, default=2, help="number of local PEs (processes)")
+    parser.add_argument("--min-size", type=api.parse_size, default=8)
+    parser.add_argument("--max-size", type=api.parse_size, default=64 << 20)
+    parser.add_argument("--pingpongs", type=int, default=2000)
+    parser.add_argument("--output", type=Path, default=Path("mori-shmem-bench.json"))
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    if args.pes < 2:
+        parser.error(f"--pes={args.pes}: the benchmark needs at least 2 PEs")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    from mori.shmem.testing import run_pes
+
+    sizes = _sizes(args.min_size, args.max_size)
+    heap = max(sizes) + (16 << 20)
+    per_pe = run_pes(_pe_program, args.pes, sizes, args.pingpongs, timeout=args.timeout,
+                     env={"MORI_SHMEM_HEAP_SIZE": str(heap)})
+    table = _summarize(per_pe, sizes)
+    latencies = per_pe[0]["latency_s"]
+    latency_us = statistics.median(latencies) * 1e6
+
+    header = f"{'size':>10} {'put GB/s':>10} {'get GB/s':>10} {'memcpy GB/s':>12} {'put/memcpy':>11} {'put us':>9}"
+    lines = [f"mori-shmem-bench: {args.pes} PEs, cpu backend, aggregate over PEs", header]
+    for row in table:
+        lines.append(
+            f"{row['size_bytes']:>10} {row['put_GBps']:>10.2f} {row['get_GBps']:>10.2f} {row['memcpy_GBps']:>12.2f} "
+            f"{row['put_GBps'] / row['memcpy_GBps']:>10.0%} {row['put_us']:>9.2f}"
+        )
+    lines.append(f"8-byte put-with-signal latency (half round trip, median of {len(latencies)}): {latency_us:.2f} us")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+    report = {
+        "benchmark": "mori-shmem-bench", "backend": "cpu", "pes": args.pes, "host": platform.node(),
+        "rows": table, "latency_us_median": latency_us,
+        "latency_us_p99": float(np.percentile(np.array(latencies), 99)) * 1e6,
+    }
+    args.output.write_text(json.dumps(report, indent=2))
+    logger.info("wrote %s", args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

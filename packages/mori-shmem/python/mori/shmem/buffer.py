@@ -1,0 +1,174 @@
+# SPDX-License-Identifier: MIT
+"""Typed views of symmetric memory that numpy and torch consume without copying (DLPack)."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mori.shmem import api
+from mori.shmem._native import _C
+from mori.shmem.dtypes import DType, resolve
+from mori.shmem.errors import InvalidArgumentError
+
+_KDL_CPU = 1
+
+
+class _Allocation:
+    """Owns one symmetric allocation; freed collectively by ``free`` or leaked until finalize."""
+
+    def __init__(self, ptr: int, nbytes: int) -> None:
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.freed = False
+
+
+class SymmetricBuffer:
+    """A contiguous, typed array in the symmetric heap, as seen from this process.
+
+    ``pe`` says whose copy the view addresses: the local one (``shmem_mype()``) or a peer's one
+    reached through ``shmem_ptr_p2p``. Exports ``__dlpack__`` so ``np.from_dlpack(buf)`` and
+    ``torch.from_dlpack(buf)`` alias the heap memory.
+    """
+
+    def __init__(self, allocation: _Allocation, shape: tuple[int, ...], dtype: DType, pe: int, ptr: int) -> None:
+        self._allocation = allocation
+        self.shape = shape
+        self.dtype = dtype
+        self.pe = pe
+        self.ptr = ptr
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def symmetric_ptr(self) -> int:
+        """The address of the local copy: what put/get and atomics take as the symmetric address."""
+        return self._allocation.ptr
+
+    def _strides(self) -> list[int]:
+        strides, step = [], 1
+        for extent in reversed(self.shape):
+            strides.append(step)
+            step *= extent
+        return list(reversed(strides))
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_KDL_CPU, 0)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        if self._allocation.freed:
+            raise InvalidArgumentError(f"buffer at {self.symmetric_ptr:#x} was freed")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise InvalidArgumentError(f"dl_device={dl_device} differs from the buffer's device (kDLCPU, 0)")
+        if copy:
+            raise InvalidArgumentError("copy=True: a symmetric buffer is exported without copies only")
+        versioned = max_version is not None and max_version[0] >= 1
+        return _C.make_dlpack(self, self.ptr, list(self.shape), self._strides(), self.dtype.dlpack_code,
+                              self.dtype.bits, _KDL_CPU, 0, versioned)
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """A numpy array over the same memory (no copy)."""
+        if self.dtype.numpy is None:
+            raise InvalidArgumentError(f"numpy has no {self.dtype.name}; use .torch() instead")
+        return np.from_dlpack(self)
+
+    def torch(self) -> Any:
+        """A torch CPU tensor over the same memory (no copy)."""
+        import torch
+
+        return torch.from_dlpack(self)
+
+    def peer(self, pe: int) -> SymmetricBuffer:
+        """The same array in PE ``pe``'s copy of the heap."""
+        ptr = api.shmem_ptr_p2p(self.symmetric_ptr, api.shmem_mype(), pe)
+        return SymmetricBuffer(self._allocation, self.shape, self.dtype, pe, ptr)
+
+    def free(self) -> None:
+        """Collective: returns the allocation to the heap. Views must not be used afterwards."""
+        if not self._allocation.freed:
+            api.shmem_free(self._allocation.ptr)
+            self._allocation.freed = True
+
+    def __enter__(self) -> SymmetricBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        return f"SymmetricBuffer(shape={self.shape}, dtype={self.dtype.name}, pe={self.pe}, ptr={self.ptr:#x})"
+
+
+def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+    if any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"shape={dims} has a negative extent")
+    return dims
+
+
+def shmem_empty(shape: int | Sequence[int], dtype: Any = np.float32) -> SymmetricBuffer:
+    """Collective: a new symmetric array. Its contents are undefined (memory may be reused)."""
+    dims, resolved = _shape(shape), resolve(dtype)
+    nbytes = math.prod(dims) * resolved.itemsize
+    ptr = api.shmem_malloc(max(nbytes, 1))
+    return SymmetricBuffer(_Allocation(ptr, nbytes), dims, resolved, api.shmem_mype(), ptr)
+
+
+def shmem_zeros(shape: int | Sequence[int], dtype: Any = np.float32) -> SymmetricBuffer:
+    """Collective: a new symmetric array filled with zeros on this PE.
+
+    Peers may write into it only after a barrier, or their data could be zeroed over.
+    """
+    buffer = shmem_empty(shape, dtype)
+    ctypes.memset(buffer.ptr, 0, buffer.nbytes)
+    return buffer
+
+
+def _address_and_nbytes(obj: Any, argument: str) -> tuple[int, int]:
+    """Base address and size of a contiguous CPU array: SymmetricBuffer, numpy array or torch tensor."""
+    if isinstance(obj, SymmetricBuffer):
+        return obj.symmetric_ptr, obj.nbytes
+    if isinstance(obj, np.ndarray):
+        if not obj.flags.c_contiguous:
+            raise InvalidArgumentError(f"{argument} must be C-contiguous")
+        return int(obj.__array_interface__["data"][0]), int(obj.nbytes)
+    if hasattr(obj, "data_ptr") and hasattr(obj, "is_contiguous"):
+        if obj.device.type != "cpu":
+            raise InvalidArgumentError(f"{argument} is on {obj.device}; the cpu backend moves host memory")
+        if not obj.is_contiguous():
+            raise InvalidArgumentError(f"{argument} must be contiguous")
+        return int(obj.data_ptr()), int(obj.numel() * obj.element_size())
+    raise InvalidArgumentError(
+        f"{argument} must be a SymmetricBuffer, numpy array or torch tensor, got {type(obj).__name__}"
+    )
+
+
+def shmem_put(dest: Any, src: Any, pe: int) -> None:
+    """Copies array ``src`` into PE ``pe``'s copy of the symmetric array ``dest`` (same byte size)."""
+    dest_ptr, dest_bytes = _address_and_nbytes(dest, "dest")
+    src_ptr, src_bytes = _address_and_nbytes(src, "src")
+    if src_bytes > dest_bytes:
+        raise InvalidArgumentError(f"src holds {src_bytes} bytes, more than dest's {dest_bytes}")
+    api.shmem_putmem(dest_ptr, src_ptr, src_bytes, pe)
+
+
+def shmem_get(dest: Any, src: Any, pe: int) -> None:
+    """Copies PE ``pe``'s copy of the symmetric array ``src`` into local array ``dest``."""
+    dest_ptr, dest_bytes = _address_and_nbytes(dest, "dest")
+    src_ptr, src_bytes = _address_and_nbytes(src, "src")
+    if dest_bytes > src_bytes:
+        raise InvalidArgumentError(f"dest holds {dest_bytes} bytes, more than src's {src_bytes}")
+    api.shmem_getmem(dest_ptr, src_ptr, dest_bytes, pe)

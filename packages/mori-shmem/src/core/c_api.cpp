@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+// The exported C functions: each one runs its body under `guarded`, which turns a C++ exception
+// into a status code and the thread-local message that mori_shmem_last_error() returns.
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "bootstrap/bootstrap.hpp"
+#include "core/env.hpp"
+#include "core/error.hpp"
+#include "core/host_rma.hpp"
+#include "core/state.hpp"
+#include "core/symmetric_alloc.hpp"
+#include "mori_shmem/mori_shmem.h"
+
+using namespace mori::shmem;
+
+namespace {
+
+thread_local std::string t_last_error;
+
+template <typename Body>
+int guarded(Body&& body) {
+  try {
+    body();
+    return MORI_SHMEM_SUCCESS;
+  } catch (const Error& error) {
+    t_last_error = error.what();
+    return error.status();
+  } catch (const std::bad_alloc&) {
+    t_last_error = "out of host memory";
+    return MORI_SHMEM_ERR_SYSTEM;
+  } catch (const std::exception& error) {
+    t_last_error = std::string("internal error: ") + error.what();
+    return MORI_SHMEM_ERR_INTERNAL;
+  }
+}
+
+template <typename T>
+void require_out(T* out, const char* name) {
+  if (out == nullptr) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, name, " must not be NULL");
+}
+
+}  // namespace
+
+extern "C" {
+
+int mori_shmem_abi_version(void) { return MORI_SHMEM_ABI_VERSION; }
+const char* mori_shmem_version(void) { return MORI_SHMEM_VERSION; }
+const char* mori_shmem_last_error(void) { return t_last_error.c_str(); }
+
+int mori_shmem_get_unique_id(mori_shmem_uniqueid_t* uid) {
+  return guarded([&] {
+    require_out(uid, "uid");
+    create_unique_id(uid);
+  });
+}
+
+int mori_shmem_set_attr_uniqueid_args(int rank, int nranks, const mori_shmem_uniqueid_t* uid,
+                                      mori_shmem_init_attr_t* attr) {
+  return guarded([&] {
+    require_out(uid, "uid");
+    require_out(attr, "attr");
+    decode_unique_id(*uid);
+    attr->rank = rank;
+    attr->nranks = nranks;
+    attr->uid = *uid;
+    attr->mpi_comm = nullptr;
+  });
+}
+
+int mori_shmem_init_attr(unsigned int flags, mori_shmem_init_attr_t* attr) {
+  return guarded([&] {
+    require_out(attr, "attr");
+    if (flags == MORI_SHMEM_INIT_WITH_MPI_COMM) {
+      throw_error(MORI_SHMEM_ERR_UNSUPPORTED,
+                  "MORI_SHMEM_INIT_WITH_MPI_COMM: libmori_shmem does not link MPI; use mori.shmem.shmem_mpi_init() "
+                  "(mpi4py) or broadcast a unique id over your communicator and use MORI_SHMEM_INIT_WITH_UNIQUEID");
+    }
+    if (flags != MORI_SHMEM_INIT_WITH_UNIQUEID) {
+      throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "flags=", flags,
+                  " is not an init flag (MORI_SHMEM_INIT_WITH_MPI_COMM=0, MORI_SHMEM_INIT_WITH_UNIQUEID=1)");
+    }
+    initialize(attr->uid, attr->rank, attr->nranks);
+  });
+}
+
+int mori_shmem_finalize(void) { return guarded([] { finalize(); }); }
+int mori_shmem_is_initialized(void) { return is_initialized() ? 1 : 0; }
+
+int mori_shmem_my_pe(void) {
+  int pe = -1;
+  guarded([&] { pe = require_state("shmem_mype").rank(); });
+  return pe;
+}
+
+int mori_shmem_n_pes(void) {
+  int n = -1;
+  guarded([&] { n = require_state("shmem_npes").nranks(); });
+  return n;
+}
+
+const char* mori_shmem_backend(void) { return "cpu"; }
+
+int mori_shmem_barrier_all(void) {
+  return guarded([] {
+    PeState& state = require_state("shmem_barrier_all");
+    rma::quiet();
+    state.bootstrap->barrier("shmem_barrier_all");
+  });
+}
+
+int mori_shmem_bootstrap_allgather(const void* send, void* recv, size_t bytes_per_pe) {
+  return guarded([&] {
+    PeState& state = require_state("mori_shmem_bootstrap_allgather");
+    if (bytes_per_pe > 0) {
+      require_out(send, "send");
+      require_out(recv, "recv");
+    }
+    state.bootstrap->allgather(send, recv, bytes_per_pe, "mori_shmem_bootstrap_allgather");
+  });
+}
+
+int mori_shmem_bootstrap_broadcast(void* buf, size_t bytes, int root) {
+  return guarded([&] {
+    PeState& state = require_state("mori_shmem_bootstrap_broadcast");
+    check_pe(state, root, "root");
+    if (bytes > 0) require_out(buf, "buf");
+    state.bootstrap->broadcast(buf, bytes, root, "mori_shmem_bootstrap_broadcast");
+  });
+}
+
+int mori_shmem_malloc_align(size_t alignment, size_t size, void** out) {
+  return guarded([&] {
+    require_out(out, "out");
+    PeState& state = require_state("shmem_malloc");
+    *out = size == 0 ? nullptr : symmetric_malloc(state, size, alignment, "shmem_malloc");
+  });
+}
+
+int mori_shmem_malloc(size_t size, void** out) {
+  return mori_shmem_malloc_align(HeapAllocator::kMinAlignment, size, out);
+}
+
+int mori_shmem_ext_malloc_with_flags(size_t size, unsigned int /*flags: one heap type for all, as MORI's heaps*/,
+                                     void** out) {
+  return mori_shmem_malloc_align(HeapAllocator::kMinAlignment, size, out);
+}
+
+int mori_shmem_free(void* ptr) {
+  return guarded([&] {
+    PeState& state = require_state("shmem_free");
+    if (ptr != nullptr) symmetric_free(state, ptr);
+  });
+}
+
+int mori_shmem_heap_info(mori_shmem_heap_info_t* info) {
+  return guarded([&] {
+    require_out(info, "info");
+    PeState& state = require_state("shmem_heap_info");
+    std::lock_guard<std::mutex> lock(state_mutex());
+    info->base = reinterpret_cast<uintptr_t>(state.heap->local_base());
+    info->size = state.heap->size();
+    info->reserved = state.allocator->reserved();
+    info->used = state.allocator->used();
+    info->largest_free = state.allocator->largest_free();
+    info->num_allocations = state.allocator->num_allocations();
+    info->backend = "cpu";
+  });
+}
+
+int mori_shmem_buffer_register(void* ptr, size_t size) {
+  return guarded([&] {
+    PeState& state = require_state("shmem_buffer_register");
+    if (ptr == nullptr || size == 0) {
+      throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "shmem_buffer_register: ptr=", ptr, " size=", size,
+                  ": a registered buffer needs a non-NULL pointer and a size > 0");
+    }
+    std::lock_guard<std::mutex> lock(state_mutex());
+    const auto begin = reinterpret_cast<uintptr_t>(ptr);
+    auto next = state.registered_buffers.lower_bound(begin);
+    const bool overlaps_next = next != state.registered_buffers.end() && next->first < begin + size;
+    const bool overlaps_prev = next != state.registered_buffers.begin() &&
+                               std::prev(next)->first + std::prev(next)->second > begin;
+    if (overlaps_next || overlaps_prev) {
+      throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "shmem_buffer_register: [", ptr, ", +", size,
+                  ") overlaps a buffer that is already registered");
+    }
+    state.registered_buffers.emplace(begin, size);
+  });
+}
+
+int mori_shmem_buffer_deregister(void* ptr, size_t size) {
+  return guarded([&] {
+    PeState& state = require_state("shmem_buffer_deregister");
+    std::lock_guard<std::mutex> lock(state_mutex());
+    auto it = state.registered_buffers.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == state.registered_buffers.end() || it->second != size) {
+      throw_error(MORI_SHMEM_ERR_INVALID_POINTER, "shmem_buffer_deregister: [", ptr, ", +", size,
+                  ") was not registered with shmem_buffer_register (pointer and size must match)");
+    }
+    state.registered_buffers.erase(it);
+  });
+}
+
+int mori_shmem_ptr_p2p(const void* dest, int my_pe, int dest_pe, void** out) {
+  return guarded([&] {
+    require_out(out, "out");
+    PeState& state = require_state("shmem_ptr_p2p");
+    check_pe(state, my_pe, "my_pe");
+    check_pe(state, dest_pe, "dest_pe");
+    *out = nullptr;
+    const auto base = reinterpret_cast<uintptr_t>(state.heap->local_base());
+    const auto addr = reinterpret_cast<uintptr_t>(dest);
+    if (addr < base || addr >= base + state.heap->size()) return;
+    *out = dest_pe == my_pe ? const_cast<void*>(dest) : state.heap->peer_base(dest_pe) + (addr - base);
+  });
+}
+
+int mori_shmem_putmem(void* dest, const void* src, size_t nbytes, int pe) {
+  return guarded([&] { rma::put(require_state("shmem_putmem"), dest, src, nbytes, pe); });
+}
+
+int mori_shmem_getmem(void* dest, const void* src, size_t nbytes, int pe) {
+  return guarded([&] { rma::get(require_state("shmem_getmem"), dest, src, nbytes, pe); });
+}
+
+int mori_shmem_putmem_signal(void* dest, const void* src, size_t nbytes, uint64_t* sig_addr, uint64_t signal,
+                             int sig_op, int pe) {
+  return guarded([&] {
+    rma::put_signal(require_state("shmem_putmem_signal"), dest, src, nbytes, sig_addr, signal, sig_op, pe);
+  });
+}
+
+int mori_shmem_signal_op(uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {
+  return guarded([&] { rma::signal_op(require_state("shmem_signal_op"), sig_addr, signal, sig_op, pe); });
+}
+
+int mori_shmem_atomic(void* dest, int amo, int type, uint64_t value, uint64_t compare, int pe, uint64_t* fetched) {
+  return guarded([&] {
+    uint64_t old = rma::atomic(require_state("shmem_atomic"), dest, amo, type, value, compare, pe);
+    if (fetched != nullptr) *fetched = old;
+  });
+}
+
+int mori_shmem_wait_until(const void* ivar, int type, int cmp, uint64_t value, int64_t timeout_ms,
+                          uint64_t* observed) {
+  return guarded([&] {
+    uint64_t seen = rma::wait_until(require_state("shmem_wait_until"), ivar, type, cmp, value, timeout_ms);
+    if (observed != nullptr) *observed = seen;
+  });
+}
+
+int mori_shmem_test(const void* ivar, int type, int cmp, uint64_t value, int* satisfied) {
+  return guarded([&] {
+    require_out(satisfied, "satisfied");
+    *satisfied = rma::test(require_state("shmem_test"), ivar, type, cmp, value) ? 1 : 0;
+  });
+}
+
+int mori_shmem_fence(void) {
+  return guarded([] {
+    require_state("shmem_fence");
+    rma::quiet();
+  });
+}
+
+int mori_shmem_quiet(void) {
+  return guarded([] {
+    require_state("shmem_quiet");
+    rma::quiet();
+  });
+}
+
+int mori_shmem_env_count(void) { return static_cast<int>(env::registry().size()); }
+
+int mori_shmem_env_entry(int index, const char** name, const char** type, const char** default_value,
+                         const char** doc, const char** effective_value) {
+  // The effective value must outlive the call: keep one string per entry.
+  static thread_local std::vector<std::string> effective_values;
+  return guarded([&] {
+    const auto& vars = env::registry();
+    if (index < 0 || index >= static_cast<int>(vars.size())) {
+      throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "index=", index, " is outside [0, ", vars.size(), ")");
+    }
+    effective_values.resize(vars.size());
+    const env::Var& var = vars[index];
+    effective_values[index] = env::effective(var.name);
+    if (name) *name = var.name;
+    if (type) *type = env::type_name(var.type);
+    if (default_value) *default_value = var.default_value;
+    if (doc) *doc = var.doc;
+    if (effective_value) *effective_value = effective_values[index].c_str();
+  });
+}
+
+int mori_shmem_parse_size(const char* text, uint64_t* bytes) {
+  return guarded([&] {
+    require_out(text, "text");
+    require_out(bytes, "bytes");
+    *bytes = env::parse_size(text);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+#include "core/env.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace mori::shmem::env {
+
+const std::vector<Var>& registry() {
+  static const std::vector<Var> vars = {
+      {"MORI_SHMEM_HEAP_SIZE", Type::Size, "4G",
+       "Bytes of symmetric heap per PE (e.g. 6G, 512M, 4096). POSIX shared memory, allocated lazily.", nullptr},
+      {"MORI_SHMEM_BACKEND", Type::Choice, "auto", "Heap and transport backend; auto picks the best available.",
+       "auto,cpu"},
+      {"MORI_SOCKET_IFNAME", Type::String, "",
+       "Network interface the bootstrap listens on; empty means loopback (127.0.0.1).", nullptr},
+      {"MORI_BOOTSTRAP_TIMEOUT", Type::Seconds, "60",
+       "Deadline for the rendezvous and for each bootstrap collective (barrier, malloc check).", nullptr},
+      {"MORI_SHMEM_WAIT_TIMEOUT", Type::Seconds, "300",
+       "Default deadline of shmem_wait_until on the host; a peer that never signals gives an error, not a hang.",
+       nullptr},
+      {"MORI_SHMEM_CHECK_SYMMETRY", Type::Bool, "1",
+       "Verify with an allgather that every PE got the same heap offset from malloc/free.", nullptr},
+      {"MORI_LOG_LEVEL", Type::Choice, "WARNING", "Log level of mori's native and Python code.",
+       "debug,info,warning,error,critical"},
+  };
+  return vars;
+}
+
+const char* type_name(Type type) {
+  switch (type) {
+    case Type::String: return "string";
+    case Type::Size: return "size";
+    case Type::Seconds: return "seconds";
+    case Type::Bool: return "bool";
+    case Type::Int: return "int";
+    case Type::Choice: return "choice";
+  }
+  return "?";
+}
+
+namespace {
+
+const Var& lookup(const char* name) {
+  for (const Var& var : registry()) {
+    if (std::strcmp(var.name, name) == 0) return var;
+  }
+  throw_error(MORI_SHMEM_ERR_INTERNAL, "environment variable ", name, " is not in mori-shmem's registry");
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+std::string trim(const std::string& text) {
+  size_t begin = text.find_first_not_of(" \t\n");
+  if (begin == std::string::npos) return "";
+  size_t end = text.find_last_not_of(" \t\n");
+  return text.substr(begin, end - begin + 1);
+}
+
+[[noreturn]] void bad_value(const Var& var, const std::string& value, const char* expected) {
+  throw_error(MORI_SHMEM_ERR_CONFIG, var.name, "=", value, " is not valid: expected ", expected);
+}
+
+// Splits "1.5GiB" into a number and a unit; returns false if the number part is missing.
+bool split_number(const std::string& text, double* number, std::string* unit) {
+  char* end = nullptr;
+  *number = std::strtod(text.c_str(), &end);
+  if (end == text.c_str()) return false;
+  *unit = lower(trim(end));
+  return std::isfinite(*number);
+}
+
+}  // namespace
+
+std::string effective(const char* name) {
+  const Var& var = lookup(name);
+  const char* value = std::getenv(var.name);
+  if (value == nullptr || value[0] == '\0') return var.default_value;
+  return value;
+}
+
+std::string get_string(const char* name) { return effective(name); }
+
+std::string get_choice(const char* name) {
+  const Var& var = lookup(name);
+  std::string value = lower(trim(effective(name)));
+  std::string choices = var.choices;
+  size_t start = 0;
+  while (start <= choices.size()) {
+    size_t comma = choices.find(',', start);
+    if (comma == std::string::npos) comma = choices.size();
+    if (choices.compare(start, comma - start, value) == 0) return value;
+    start = comma + 1;
+  }
+  bad_value(var, effective(name), (std::string("one of ") + var.choices).c_str());
+}
+
+uint64_t parse_size(const std::string& text) {
+  double number = 0;
+  std::string unit;
+  std::string body = trim(text);
+  if (body.empty() || body[0] == '-' || !split_number(body, &number, &unit) || number < 0) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "size '", text,
+                "' is not a size: expected a non-negative number with an optional unit K, M, G or T "
+                "(KB/KiB/... are the same binary units), e.g. 512M or 6G");
+  }
+  static const struct {
+    const char* suffixes[3];
+    int shift;
+  } units[] = {{{"", "b", nullptr}, 0},      {{"k", "kb", "kib"}, 10}, {{"m", "mb", "mib"}, 20},
+               {{"g", "gb", "gib"}, 30},     {{"t", "tb", "tib"}, 40}};
+  for (const auto& entry : units) {
+    for (const char* suffix : entry.suffixes) {
+      if (suffix != nullptr && unit == suffix) {
+        double bytes = std::ldexp(number, entry.shift);
+        if (bytes >= 18446744073709551615.0) {
+          throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "size '", text, "' does not fit in 64 bits");
+        }
+        return static_cast<uint64_t>(bytes);
+      }
+    }
+  }
+  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "size '", text, "' has an unknown unit '", unit,
+              "': expected K, M, G or T (optionally followed by B or iB)");
+}
+
+uint64_t get_size(const char* name) {
+  const Var& var = lookup(name);
+  try {
+    return parse_size(effective(name));
+  } catch (const Error&) {
+    bad_value(var, effective(name), "a size such as 4096, 512M or 6G");
+  }
+}
+
+double get_seconds(const char* name) {
+  const Var& var = lookup(name);
+  std::string text = effective(name);
+  double number = 0;
+  std::string unit;
+  if (!split_number(trim(text), &number, &unit) || number < 0) bad_value(var, text, "seconds, e.g. 30, 2.5, 500ms");
+  if (unit.empty() || unit == "s") return number;
+  if (unit == "ms") return number / 1000.0;
+  if (unit == "m" || unit == "min") return number * 60.0;
+  bad_value(var, text, "seconds, e.g. 30, 2.5, 500ms, 2m");
+}
+
+bool get_bool(const char* name) {
+  const Var& var = lookup(name);
+  std::string value = lower(trim(effective(name)));
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off") return false;
+  bad_value(var, effective(name), "1/0, true/false, yes/no or on/off");
+}
+
+int64_t get_int(const char* name) {
+  const Var& var = lookup(name);
+  std::string text = trim(effective(name));
+  char* end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0') bad_value(var, text, "an integer");
+  return value;
+}
+
+}  // namespace mori::shmem::env

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+#include "core/host_rma.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "core/symmetric_alloc.hpp"
+
+namespace mori::shmem::rma {
+
+namespace {
+
+// dest_pe's mapping of the symmetric range [ptr, ptr + nbytes) of this PE.
+uint8_t* translate(PeState& state, const void* ptr, size_t nbytes, int pe, const char* argument) {
+  check_pe(state, pe, "pe");
+  const uint64_t offset = heap_offset(state, ptr, nbytes, argument);
+  return state.heap->peer_base(pe) + offset;
+}
+
+void check_local(const void* ptr, size_t nbytes, const char* argument) {
+  if (ptr == nullptr && nbytes > 0) {
+    throw_error(MORI_SHMEM_ERR_INVALID_POINTER, argument, " is NULL with nbytes=", nbytes);
+  }
+}
+
+size_t type_width(int type) {
+  switch (type) {
+    case MORI_SHMEM_TYPE_INT32:
+    case MORI_SHMEM_TYPE_UINT32: return 4;
+    case MORI_SHMEM_TYPE_INT64:
+    case MORI_SHMEM_TYPE_UINT64: return 8;
+  }
+  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "type=", type,
+              " is not an integer type code (int32=0, uint32=1, int64=2, uint64=3)");
+}
+
+void check_aligned(const void* ptr, size_t width, const char* argument) {
+  if (reinterpret_cast<uintptr_t>(ptr) % width != 0) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, argument, "=", ptr, " is not aligned to its ", width,
+                "-byte type");
+  }
+}
+
+template <typename T>
+T apply(T* target, int amo, T value, T compare) {
+  switch (amo) {
+    case MORI_SHMEM_AMO_SET:
+    case MORI_SHMEM_SIGNAL_SET: __atomic_store_n(target, value, __ATOMIC_SEQ_CST); return 0;
+    case MORI_SHMEM_AMO_ADD:
+    case MORI_SHMEM_SIGNAL_ADD:
+    case MORI_SHMEM_AMO_FETCH_ADD: return __atomic_fetch_add(target, value, __ATOMIC_SEQ_CST);
+    case MORI_SHMEM_AMO_INC:
+    case MORI_SHMEM_AMO_FETCH_INC: return __atomic_fetch_add(target, T{1}, __ATOMIC_SEQ_CST);
+    case MORI_SHMEM_AMO_AND:
+    case MORI_SHMEM_AMO_FETCH_AND: return __atomic_fetch_and(target, value, __ATOMIC_SEQ_CST);
+    case MORI_SHMEM_AMO_OR:
+    case MORI_SHMEM_AMO_FETCH_OR: return __atomic_fetch_or(target, value, __ATOMIC_SEQ_CST);
+    case MORI_SHMEM_AMO_XOR:
+    case MORI_SHMEM_AMO_FETCH_XOR: return __atomic_fetch_xor(target, value, __ATOMIC_SEQ_CST);
+    case MORI_SHMEM_AMO_FETCH: return __atomic_load_n(target, __ATOMIC_SEQ_CST);
+    case MORI_SHMEM_AMO_SWAP: return __atomic_exchange_n(target, value, __ATOMIC_SEQ_CST);
+    case MORI_SHMEM_AMO_COMPARE_SWAP:
+      __atomic_compare_exchange_n(target, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+      return compare;  // the old value, whether or not the swap happened
+  }
+  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "amo=", amo, " is not an atomic operation code");
+}
+
+// Old values travel back as 64-bit patterns; signed 32-bit ones are sign-extended.
+template <typename T>
+uint64_t widen(T value) {
+  return static_cast<uint64_t>(static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(value));
+}
+
+template <typename T>
+bool compare(T observed, int cmp, T value) {
+  switch (cmp) {
+    case MORI_SHMEM_CMP_EQ: return observed == value;
+    case MORI_SHMEM_CMP_NE: return observed != value;
+    case MORI_SHMEM_CMP_GT: return observed > value;
+    case MORI_SHMEM_CMP_LE: return observed <= value;
+    case MORI_SHMEM_CMP_LT: return observed < value;
+    case MORI_SHMEM_CMP_GE: return observed >= value;
+  }
+  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "cmp=", cmp, " is not a comparison code (EQ=0 .. GE=5)");
+}
+
+// Loads ivar with acquire ordering and evaluates the condition; *observed gets the value.
+bool check(const void* ivar, int type, int cmp, uint64_t value, uint64_t* observed) {
+  switch (type) {
+    case MORI_SHMEM_TYPE_INT32: {
+      int32_t v = __atomic_load_n(static_cast<const int32_t*>(ivar), __ATOMIC_ACQUIRE);
+      *observed = widen(v);
+      return compare<int32_t>(v, cmp, static_cast<int32_t>(value));
+    }
+    case MORI_SHMEM_TYPE_UINT32: {
+      uint32_t v = __atomic_load_n(static_cast<const uint32_t*>(ivar), __ATOMIC_ACQUIRE);
+      *observed = v;
+      return compare<uint32_t>(v, cmp, static_cast<uint32_t>(value));
+    }
+    case MORI_SHMEM_TYPE_INT64: {
+      int64_t v = __atomic_load_n(static_cast<const int64_t*>(ivar), __ATOMIC_ACQUIRE);
+      *observed = static_cast<uint64_t>(v);
+      return compare<int64_t>(v, cmp, static_cast<int64_t>(value));
+    }
+    default: {
+      uint64_t v = __atomic_load_n(static_cast<const uint64_t*>(ivar), __ATOMIC_ACQUIRE);
+      *observed = v;
+      return compare<uint64_t>(v, cmp, value);
+    }
+  }
+}
+
+void check_signal_op(int sig_op) {
+  if (sig_op != MORI_SHMEM_SIGNAL_SET && sig_op != MORI_SHMEM_SIGNAL_ADD) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "sig_op=", sig_op, " must be SIGNAL_SET (9) or SIGNAL_ADD (10)");
+  }
+}
+
+void apply_signal(uint64_t* remote, uint64_t signal, int sig_op) {
+  if (sig_op == MORI_SHMEM_SIGNAL_SET) {
+    __atomic_store_n(remote, signal, __ATOMIC_RELEASE);
+  } else {
+    __atomic_fetch_add(remote, signal, __ATOMIC_RELEASE);
+  }
+}
+
+}  // namespace
+
+void put(PeState& state, void* dest, const void* src, size_t nbytes, int pe) {
+  uint8_t* remote = translate(state, dest, nbytes, pe, "dest");
+  check_local(src, nbytes, "src");
+  if (nbytes > 0) std::memmove(remote, src, nbytes);
+}
+
+void get(PeState& state, void* dest, const void* src, size_t nbytes, int pe) {
+  const uint8_t* remote = translate(state, src, nbytes, pe, "src");
+  check_local(dest, nbytes, "dest");
+  if (nbytes > 0) std::memmove(dest, remote, nbytes);
+}
+
+void put_signal(PeState& state, void* dest, const void* src, size_t nbytes, uint64_t* sig_addr, uint64_t signal,
+                int sig_op, int pe) {
+  check_signal_op(sig_op);
+  check_aligned(sig_addr, sizeof(uint64_t), "sig_addr");
+  auto* remote_signal = reinterpret_cast<uint64_t*>(translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr"));
+  put(state, dest, src, nbytes, pe);
+  apply_signal(remote_signal, signal, sig_op);
+}
+
+void signal_op(PeState& state, uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {
+  check_signal_op(sig_op);
+  check_aligned(sig_addr, sizeof(uint64_t), "sig_addr");
+  apply_signal(reinterpret_cast<uint64_t*>(translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr")), signal,
+               sig_op);
+}
+
+uint64_t atomic(PeState& state, void* dest, int amo, int type, uint64_t value, uint64_t compare_value, int pe) {
+  const size_t width = type_width(type);
+  check_aligned(dest, width, "dest");
+  void* remote = translate(state, dest, width, pe, "dest");
+  switch (type) {
+    case MORI_SHMEM_TYPE_INT32:
+      return widen(apply(static_cast<int32_t*>(remote), amo, static_cast<int32_t>(value),
+                         static_cast<int32_t>(compare_value)));
+    case MORI_SHMEM_TYPE_UINT32:
+      return widen(apply(static_cast<uint32_t*>(remote), amo, static_cast<uint32_t>(value),
+                         static_cast<uint32_t>(compare_value)));
+    case MORI_SHMEM_TYPE_INT64:
+      return widen(apply(static_cast<int64_t*>(remote), amo, static_cast<int64_t>(value),
+                         static_cast<int64_t>(compare_value)));
+    default: return apply(static_cast<uint64_t*>(remote), amo, value, compare_value);
+  }
+}
+
+bool test(PeState& state, const void* ivar, int type, int cmp, uint64_t value) {
+  const size_t width = type_width(type);
+  check_aligned(ivar, width, "ivar");
+  heap_offset(state, ivar, width, "ivar");
+  uint64_t observed = 0;
+  return check(ivar, type, cmp, value, &observed);
+}
+
+uint64_t wait_until(PeState& state, const void* ivar, int type, int cmp, uint64_t value, int64_t timeout_ms) {
+  const size_t width = type_width(type);
+  check_aligned(ivar, width, "ivar");
+  heap_offset(state, ivar, width, "ivar");
+  const double timeout_s = timeout_ms < 0 ? state.wait_timeout_s : static_cast<double>(timeout_ms) / 1000.0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  uint64_t observed = 0;
+  // Spin first (a peer's store lands within microseconds), then yield, then sleep briefly so a
+  // long wait does not burn a core that the signalling PE may need.
+  for (uint64_t spins = 0;; ++spins) {
+    if (check(ivar, type, cmp, value, &observed)) return observed;
+    if (spins < 2000) continue;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw_error(MORI_SHMEM_ERR_TIMEOUT, "shmem_wait_until: ivar=", ivar, " still holds ", observed,
+                  " after ", timeout_s, " s (waited for cmp=", cmp, " against ", value,
+                  "); the peer that should signal it may be dead or stuck (MORI_SHMEM_WAIT_TIMEOUT)");
+    }
+    if (spins < 20000) {
+      sched_yield();
+    } else {
+      timespec pause{0, 20000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+void quiet() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+}  // namespace mori::shmem::rma

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+#include "core/state.hpp"
+
+#include <atomic>
+
+#include "core/env.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace mori::shmem {
+
+namespace {
+
+std::unique_ptr<PeState> g_state;
+// Lets RMA calls check for a live state without taking the mutex.
+std::atomic<PeState*> g_live{nullptr};
+
+void validate_backend() {
+  const std::string backend = env::get_choice("MORI_SHMEM_BACKEND");
+  if (backend != "auto" && backend != "cpu") {
+    throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "MORI_SHMEM_BACKEND=", backend, " is not available in this build");
+  }
+}
+
+}  // namespace
+
+std::mutex& state_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+PeState& require_state(const char* caller) {
+  PeState* state = g_live.load(std::memory_order_acquire);
+  if (state == nullptr) {
+    throw_error(MORI_SHMEM_ERR_NOT_INITIALIZED, caller,
+                ": mori-shmem is not initialized; call shmem_init_attr (or shmem_torch_process_group_init) first");
+  }
+  return *state;
+}
+
+bool is_initialized() { return g_live.load(std::memory_order_acquire) != nullptr; }
+
+void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
+  std::lock_guard<std::mutex> lock(state_mutex());
+  if (g_state) {
+    throw_error(MORI_SHMEM_ERR_ALREADY_INITIALIZED, "shmem_init_attr: this process is already PE ", g_state->rank(),
+                " of ", g_state->nranks(), "; call shmem_finalize before initializing again");
+  }
+  if (nranks < 1) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "nranks=", nranks, " must be at least 1");
+  if (rank < 0 || rank >= nranks) {
+    throw_error(MORI_SHMEM_ERR_PE_OUT_OF_RANGE, "rank=", rank, " is outside [0, nranks=", nranks, ")");
+  }
+  // Read every setting before touching the network, so a bad value fails alone and at once.
+  validate_backend();
+  const uint64_t heap_size = env::get_size("MORI_SHMEM_HEAP_SIZE");
+  const double bootstrap_timeout = env::get_seconds("MORI_BOOTSTRAP_TIMEOUT");
+  auto state = std::make_unique<PeState>();
+  state->check_symmetry = env::get_bool("MORI_SHMEM_CHECK_SYMMETRY");
+  state->wait_timeout_s = env::get_seconds("MORI_SHMEM_WAIT_TIMEOUT");
+  if (heap_size <= kReservedHeapBytes) {
+    throw_error(MORI_SHMEM_ERR_CONFIG, "MORI_SHMEM_HEAP_SIZE=", env::effective("MORI_SHMEM_HEAP_SIZE"),
+                " is too small: the heap must exceed the ", kReservedHeapBytes, " bytes the library reserves");
+  }
+
+  state->bootstrap = connect_tcp_bootstrap(uid, rank, nranks, bootstrap_timeout);
+  state->heap = std::make_unique<SharedMemoryHeap>(*state->bootstrap, heap_size);
+  state->allocator = std::make_unique<HeapAllocator>(heap_size, kReservedHeapBytes);
+  log::emit(log::Level::Info, "PE ", rank, " of ", nranks, " initialized: cpu heap of ", heap_size, " bytes at ",
+            static_cast<void*>(state->heap->local_base()));
+  g_state = std::move(state);
+  g_live.store(g_state.get(), std::memory_order_release);
+}
+
+void finalize() {
+  std::lock_guard<std::mutex> lock(state_mutex());
+  if (!g_state) throw_error(MORI_SHMEM_ERR_NOT_INITIALIZED, "shmem_finalize: mori-shmem is not initialized");
+  // Peers may still be reading this PE's heap; unmap only once everyone is done with it.
+  std::unique_ptr<PeState> state = std::move(g_state);
+  g_live.store(nullptr, std::memory_order_release);
+  state->bootstrap->barrier("finalize");
+}
+
+}  // namespace mori::shmem

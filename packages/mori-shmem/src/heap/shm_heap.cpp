@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+#include "heap/shm_heap.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace mori::shmem {
+
+namespace {
+
+constexpr size_t kHostKeyBytes = 128;
+
+// Two PEs share a host when they see the same kernel boot id and hostname.
+std::string host_key() {
+  std::string boot_id;
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  std::getline(file, boot_id);
+  char hostname[64] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  std::string key = boot_id + "/" + hostname;
+  key.resize(kHostKeyBytes, '\0');
+  return key;
+}
+
+std::string segment_name(const Secret& secret, int pe) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/mori-shmem-%02x%02x%02x%02x%02x%02x%02x%02x-pe%d", secret[0], secret[1],
+                secret[2], secret[3], secret[4], secret[5], secret[6], secret[7], pe);
+  return name;
+}
+
+uint8_t* map_segment(const std::string& name, uint64_t size, bool create) {
+  int flags = create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR;
+  int fd = shm_open(name.c_str(), flags | O_CLOEXEC, 0600);
+  if (fd < 0) throw_system_error("shm_open(" + name + ")");
+  if (create && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int saved = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    errno = saved;
+    throw_system_error("ftruncate(" + name + ", " + std::to_string(size) + ")");
+  }
+  void* addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  int saved = errno;
+  close(fd);
+  if (addr == MAP_FAILED) {
+    if (create) shm_unlink(name.c_str());
+    errno = saved;
+    throw_system_error("mmap of " + name + " (" + std::to_string(size) + " bytes)");
+  }
+  return static_cast<uint8_t*>(addr);
+}
+
+void warn_if_tmpfs_too_small(uint64_t size, int nranks) {
+  struct statvfs fs {};
+  if (statvfs("/dev/shm", &fs) != 0) return;
+  const double capacity = static_cast<double>(fs.f_blocks) * static_cast<double>(fs.f_frsize);
+  const double wanted = static_cast<double>(size) * nranks;
+  if (wanted > capacity) {
+    log::emit(log::Level::Warning, "the heaps of ", nranks, " PEs (", nranks, " x ", size,
+              " bytes) exceed /dev/shm (", static_cast<uint64_t>(capacity),
+              " bytes): pages are allocated on first touch, and filling them past /dev/shm ends in SIGBUS; "
+              "lower MORI_SHMEM_HEAP_SIZE");
+  }
+}
+
+}  // namespace
+
+SharedMemoryHeap::SharedMemoryHeap(Bootstrap& bootstrap, uint64_t size)
+    : rank_(bootstrap.rank()), size_(size), mappings_(bootstrap.nranks(), nullptr) {
+  const int nranks = bootstrap.nranks();
+  std::string mine = host_key();
+  std::vector<char> keys(kHostKeyBytes * nranks);
+  bootstrap.allgather(mine.data(), keys.data(), kHostKeyBytes, "heap: host check");
+  for (int pe = 0; pe < nranks; ++pe) {
+    if (std::memcmp(keys.data() + pe * kHostKeyBytes, mine.data(), kHostKeyBytes) != 0) {
+      throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "PE ", pe, " runs on another host than PE ", rank_,
+                  ": the CPU backend maps peers' heaps through POSIX shared memory and needs all PEs on one host");
+    }
+  }
+  if (rank_ == 0) warn_if_tmpfs_too_small(size, nranks);
+
+  const std::string own_name = segment_name(bootstrap.secret(), rank_);
+  mappings_[rank_] = map_segment(own_name, size, /*create=*/true);
+  try {
+    bootstrap.barrier("heap: segments created");
+    for (int pe = 0; pe < nranks; ++pe) {
+      if (pe != rank_) mappings_[pe] = map_segment(segment_name(bootstrap.secret(), pe), size, /*create=*/false);
+    }
+    bootstrap.barrier("heap: segments mapped");
+  } catch (...) {
+    shm_unlink(own_name.c_str());
+    for (uint8_t* mapping : mappings_) {
+      if (mapping != nullptr) munmap(mapping, size_);
+    }
+    throw;
+  }
+  shm_unlink(own_name.c_str());
+}
+
+SharedMemoryHeap::~SharedMemoryHeap() {
+  for (uint8_t* mapping : mappings_) {
+    if (mapping != nullptr) munmap(mapping, size_);
+  }
+}
+
+}  // namespace mori::shmem

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// NOTE [CPU heap]
+// On the CPU backend each PE owns one POSIX shared-memory segment of MORI_SHMEM_HEAP_SIZE bytes
+// and maps every peer's segment too, so a "remote" put is a memcpy into the peer's mapping. The
+// segments are unlinked as soon as every PE has mapped them: they vanish with the processes even
+// when a PE crashes, and nothing is left behind in /dev/shm.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+
+namespace mori::shmem {
+
+class SharedMemoryHeap {
+ public:
+  // COLLECTIVE over bootstrap. Throws MORI_SHMEM_ERR_UNSUPPORTED when the PEs are not all on one
+  // host (the remote transport is needed then).
+  SharedMemoryHeap(Bootstrap& bootstrap, uint64_t size);
+  ~SharedMemoryHeap();
+  SharedMemoryHeap(const SharedMemoryHeap&) = delete;
+  SharedMemoryHeap& operator=(const SharedMemoryHeap&) = delete;
+
+  uint8_t* local_base() const { return mappings_[rank_]; }
+  uint8_t* peer_base(int pe) const { return mappings_[pe]; }
+  uint64_t size() const { return size_; }
+
+ private:
+  int rank_;
+  uint64_t size_;
+  std::vector<uint8_t*> mappings_;
+};
+
+}  // namespace mori::shmem
