@@ -76,7 +76,7 @@ def up_to_date(pkg: str, digest: str) -> bool:
 def wheel_path(pkg: str) -> Path:
     """The wheel the last build of ``pkg`` recorded for this interpreter."""
     try:
-        return WHEELHOUSE / json.loads(_stamp(pkg).read_text())["wheel"]
+        return WHEELHOUSE / str(json.loads(_stamp(pkg).read_text())["wheel"])
     except (OSError, ValueError, KeyError) as exc:
         raise FileNotFoundError(f"no wheel of mori-{pkg} for {interp_tag()}; run `nox -s build-{pkg}`") from exc
 
