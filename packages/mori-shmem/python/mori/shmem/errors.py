@@ -89,6 +89,7 @@ STATUS_CLASSES: dict[int, type[MoriShmemError]] = {
     12: UnsupportedError,
     13: InternalError,
     14: ConfigError,
+    15: WaitTimeoutError,
 }
 
 __all__ = [cls.__name__ for cls in {MoriShmemError, *STATUS_CLASSES.values()}]
