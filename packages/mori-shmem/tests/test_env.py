@@ -76,7 +76,7 @@ def test_env_shows_effective_values_of_overrides() -> None:
         "MORI_SHMEM_HEAP_SIZE": ("768M", str(768 << 20)),
         "MORI_BOOTSTRAP_TIMEOUT": ("17", "17"),
         "MORI_SHMEM_WAIT_TIMEOUT": ("123", "123"),
-        "MORI_SOCKET_IFNAME": ("lo", "lo"),
+        "MORI_SOCKET_IFNAME": ("mori-test-if0", "mori-test-if0"),
         "MORI_LOG_LEVEL": ("DEBUG", "debug"),
     }
     found = blocks(run_env_command(clean_env(**{k: v[0] for k, v in overrides.items()})))

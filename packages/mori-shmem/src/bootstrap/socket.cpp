@@ -58,7 +58,7 @@ void set_nodelay(int fd) {
 }
 
 [[noreturn]] void throw_lost(const std::string& peer, const std::string& what, const char* how) {
-  throw_error(MORI_SHMEM_ERR_PEER_LOST, "lost the connection to ", peer, " (", how, ") while waiting for ", what);
+  throw_error(MORI_SHMEM_ERR_PEER_LOST, "lost ", peer, " (", how, ") while waiting for ", what);
 }
 
 // Waits until fd is ready for `events` or the deadline passes; false on timeout.
@@ -135,7 +135,7 @@ void Socket::send_all(const void* data, size_t len, const Deadline& deadline, co
       continue;
     }
     if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-      throw_error(MORI_SHMEM_ERR_PEER_LOST, "lost the connection to ", peer_, " (", std::strerror(errno),
+      throw_error(MORI_SHMEM_ERR_PEER_LOST, "lost ", peer_, " (", std::strerror(errno),
                   ") while sending ", what);
     }
     throw_system_error("send to " + peer_);

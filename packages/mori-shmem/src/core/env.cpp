@@ -104,14 +104,37 @@ std::string get_choice(const char* name) {
 }
 
 uint64_t parse_size(const std::string& text) {
-  double number = 0;
-  std::string unit;
-  std::string body = trim(text);
-  if (body.empty() || body[0] == '-' || !split_number(body, &number, &unit) || number < 0) {
+  const std::string body = trim(text);
+  // Grammar: digits [ "." digits ] [ unit ]; parsed by hand so that hex, signs and exponents,
+  // which strtod would take, are refused.
+  size_t pos = 0;
+  uint64_t whole = 0;
+  bool overflow = false;
+  while (pos < body.size() && std::isdigit(static_cast<unsigned char>(body[pos]))) {
+    const uint64_t digit = static_cast<uint64_t>(body[pos] - '0');
+    if (whole > (UINT64_MAX - digit) / 10) overflow = true;
+    whole = whole * 10 + digit;
+    ++pos;
+  }
+  const size_t whole_digits = pos;
+  double fraction = 0;
+  if (pos < body.size() && body[pos] == '.') {
+    double scale = 0.1;
+    ++pos;
+    const size_t fraction_start = pos;
+    while (pos < body.size() && std::isdigit(static_cast<unsigned char>(body[pos]))) {
+      fraction += (body[pos] - '0') * scale;
+      scale /= 10;
+      ++pos;
+    }
+    if (pos == fraction_start) pos = std::string::npos;
+  }
+  if (whole_digits == 0 || pos == std::string::npos) {
     throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "size '", text,
                 "' is not a size: expected a non-negative number with an optional unit K, M, G or T "
                 "(KB/KiB/... are the same binary units), e.g. 512M or 6G");
   }
+  const std::string unit = lower(body.substr(pos));
   static const struct {
     const char* suffixes[3];
     int shift;
@@ -119,13 +142,13 @@ uint64_t parse_size(const std::string& text) {
                {{"g", "gb", "gib"}, 30},     {{"t", "tb", "tib"}, 40}};
   for (const auto& entry : units) {
     for (const char* suffix : entry.suffixes) {
-      if (suffix != nullptr && unit == suffix) {
-        double bytes = std::ldexp(number, entry.shift);
-        if (bytes >= 18446744073709551615.0) {
-          throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "size '", text, "' does not fit in 64 bits");
-        }
-        return static_cast<uint64_t>(bytes);
+      if (suffix == nullptr || unit != suffix) continue;
+      const uint64_t limit = UINT64_MAX >> entry.shift;
+      if (overflow || whole > limit || (whole == limit && fraction > 0)) {
+        throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "size '", text, "' does not fit in 64 bits");
       }
+      const auto extra = static_cast<uint64_t>(std::ldexp(fraction, entry.shift));
+      return (whole << entry.shift) + extra;
     }
   }
   throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "size '", text, "' has an unknown unit '", unit,

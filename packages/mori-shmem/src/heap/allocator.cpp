@@ -28,6 +28,10 @@ uint64_t HeapAllocator::allocate(uint64_t size, uint64_t alignment) {
   if (!is_power_of_two(alignment)) {
     throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "alignment ", alignment, " is not a power of two");
   }
+  if (alignment > kMaxAlignment) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "alignment ", alignment, " exceeds the largest supported, ",
+                kMaxAlignment, " bytes");
+  }
   alignment = std::max(alignment, kMinAlignment);
   if (size > capacity_) {
     throw_error(MORI_SHMEM_ERR_HEAP_EXHAUSTED, "cannot allocate ", size, " bytes: the symmetric heap holds ",

@@ -14,6 +14,7 @@ namespace mori::shmem {
 class HeapAllocator {
  public:
   static constexpr uint64_t kMinAlignment = 256;
+  static constexpr uint64_t kMaxAlignment = uint64_t(1) << 30;  // = kHeapBaseAlignment of the mappings
 
   // Manages [reserved, capacity); reserved bytes at the start belong to the library.
   HeapAllocator(uint64_t capacity, uint64_t reserved);

@@ -50,7 +50,21 @@ uint8_t* map_segment(const std::string& name, uint64_t size, bool create) {
     errno = saved;
     throw_system_error("ftruncate(" + name + ", " + std::to_string(size) + ")");
   }
-  void* addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  // Offsets are aligned relative to the base, so the base itself must be aligned to the largest
+  // alignment malloc_align accepts: reserve a larger range, then map the segment at its aligned start.
+  void* addr = MAP_FAILED;
+  void* reservation = mmap(nullptr, size + kHeapBaseAlignment, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                           -1, 0);
+  if (reservation != MAP_FAILED) {
+    const auto start = reinterpret_cast<uintptr_t>(reservation);
+    const uintptr_t aligned = (start + kHeapBaseAlignment - 1) & ~(uintptr_t(kHeapBaseAlignment) - 1);
+    if (aligned > start) munmap(reservation, aligned - start);
+    const uintptr_t tail = aligned + size;
+    const uintptr_t end = start + size + kHeapBaseAlignment;
+    if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
+    addr = mmap(reinterpret_cast<void*>(aligned), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED,
+                fd, 0);
+  }
   int saved = errno;
   close(fd);
   if (addr == MAP_FAILED) {

@@ -14,6 +14,9 @@
 
 namespace mori::shmem {
 
+// Every mapping of a heap starts at a multiple of this, the largest alignment malloc_align takes.
+constexpr uint64_t kHeapBaseAlignment = uint64_t(1) << 30;
+
 class SharedMemoryHeap {
  public:
   // COLLECTIVE over bootstrap. Throws MORI_SHMEM_ERR_UNSUPPORTED when the PEs are not all on one

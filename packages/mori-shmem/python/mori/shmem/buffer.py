@@ -38,13 +38,18 @@ class SymmetricBuffer:
     def __init__(self, allocation: _Allocation, shape: tuple[int, ...], dtype: DType, pe: int, ptr: int) -> None:
         self._allocation = allocation
         self.shape = shape
-        self.dtype = dtype
+        self._dtype = dtype
         self.pe = pe
         self.ptr = ptr
 
     @property
+    def dtype(self) -> Any:
+        """The numpy dtype, or the type's name where numpy has none ("bfloat16", "float8_e4m3fn")."""
+        return self._dtype.numpy if self._dtype.numpy is not None else self._dtype.name
+
+    @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
+        return math.prod(self.shape) * self._dtype.itemsize
 
     @property
     def symmetric_ptr(self) -> int:
@@ -76,13 +81,13 @@ class SymmetricBuffer:
         if copy:
             raise InvalidArgumentError("copy=True: a symmetric buffer is exported without copies only")
         versioned = max_version is not None and max_version[0] >= 1
-        return _C.make_dlpack(self, self.ptr, list(self.shape), self._strides(), self.dtype.dlpack_code,
-                              self.dtype.bits, _KDL_CPU, 0, versioned)
+        return _C.make_dlpack(self, self.ptr, list(self.shape), self._strides(), self._dtype.dlpack_code,
+                              self._dtype.bits, _KDL_CPU, 0, versioned)
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """A numpy array over the same memory (no copy)."""
-        if self.dtype.numpy is None:
-            raise InvalidArgumentError(f"numpy has no {self.dtype.name}; use .torch() instead")
+        if self._dtype.numpy is None:
+            raise InvalidArgumentError(f"numpy has no {self._dtype.name}; use .torch() instead")
         return np.from_dlpack(self)
 
     def torch(self) -> Any:
@@ -94,7 +99,7 @@ class SymmetricBuffer:
     def peer(self, pe: int) -> SymmetricBuffer:
         """The same array in PE ``pe``'s copy of the heap."""
         ptr = api.shmem_ptr_p2p(self.symmetric_ptr, api.shmem_mype(), pe)
-        return SymmetricBuffer(self._allocation, self.shape, self.dtype, pe, ptr)
+        return SymmetricBuffer(self._allocation, self.shape, self._dtype, pe, ptr)
 
     def free(self) -> None:
         """Collective: returns the allocation to the heap. Views must not be used afterwards."""
@@ -109,7 +114,7 @@ class SymmetricBuffer:
         self.free()
 
     def __repr__(self) -> str:
-        return f"SymmetricBuffer(shape={self.shape}, dtype={self.dtype.name}, pe={self.pe}, ptr={self.ptr:#x})"
+        return f"SymmetricBuffer(shape={self.shape}, dtype={self._dtype.name}, pe={self.pe}, ptr={self.ptr:#x})"
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from mori.shmem import api
-from mori.shmem.errors import InvalidArgumentError, UnsupportedError
+from mori.shmem.errors import InvalidArgumentError, NotInitializedError, UnsupportedError
 
 logger = logging.getLogger("mori.shmem")
 
@@ -20,7 +20,7 @@ def _resolve_torch_group(group_name: str) -> Any:
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
-        raise UnsupportedError(
+        raise NotInitializedError(
             "shmem_torch_process_group_init: torch.distributed is not initialized; call "
             "torch.distributed.init_process_group first"
         )
