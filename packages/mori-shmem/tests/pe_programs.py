@@ -52,6 +52,12 @@ def typed(addr: int, count: int, dtype: Any) -> np.ndarray:
     return mem(addr, count * dt.itemsize).view(dt)
 
 
+def same_bytes(a: Any, b: Any) -> bool:
+    """Bitwise equality of two arrays (NaN payloads in random float bit patterns included)."""
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
+
+
 def pattern(seed: int, nbytes: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size=nbytes, dtype=np.uint8)
 
@@ -694,6 +700,7 @@ def get_all_to_all(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
 def put_get_array_forms(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
     with pe_session(rank, nranks, uid):
         buf = shmem.shmem_zeros((nranks, 100), np.int64)
+        shmem.shmem_barrier_all()  # shmem_zeros fills only this PE's copy: peers write after a barrier
         row = np.arange(100, dtype=np.int64) * (rank + 1) - 50
         for pe in range(nranks):
             # Put into row `rank` of every PE's copy: dest is an array view over the heap.
@@ -1036,6 +1043,13 @@ def fence_quiet_ordering(rank: int, nranks: int, uid: bytes, rounds: int) -> dic
 # ----------------------------------------------------------------------------- DLPack / arrays
 
 
+def values(seed: int, n: int, dt: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """n values of dt from a seed; floats are finite, since numpy may quiet NaN bit patterns on copy."""
+    if dt.kind == "f":
+        return np.random.default_rng(seed).standard_normal(n).astype(dt)
+    return pattern(seed, n * dt.itemsize).view(dt)
+
+
 def dlpack_numpy(rank: int, nranks: int, uid: bytes, dtype_name: str) -> dict[str, Any]:
     dt = np.dtype(dtype_name)
     n = 1000
@@ -1059,25 +1073,25 @@ def dlpack_numpy(rank: int, nranks: int, uid: bytes, dtype_name: str) -> dict[st
         attrs["from_dlpack_dtype"] = str(a.dtype)
         b = buf.numpy()
         attrs["numpy_ptr_ok"] = b.ctypes.data == buf.ptr
-        mine = pattern(500 + rank, n * dt.itemsize).view(dt)
+        mine = values(500 + rank, n, dt)
         a[:] = mine  # write through the DLPack view
-        attrs["numpy_sees_write"] = bool(np.array_equal(b, mine))
-        attrs["raw_sees_write"] = bool(np.array_equal(typed(buf.ptr, n, dt), mine))
+        attrs["numpy_sees_write"] = bool(same_bytes(b, mine))
+        attrs["raw_sees_write"] = bool(same_bytes(typed(buf.ptr, n, dt), mine))
         shmem.shmem_barrier_all()
         for pe in range(nranks):
-            expect = pattern(500 + pe, n * dt.itemsize).view(dt)
+            expect = values(500 + pe, n, dt)
             got = np.empty(n, dtype=dt)
             shmem.shmem_getmem(got.ctypes.data, buf.ptr, buf.nbytes, pe)
-            if not np.array_equal(got, expect):
+            if not same_bytes(got, expect):
                 failures.append(f"getmem of PE {pe}'s copy differs")
             view = buf.peer(pe)
             if view.pe != pe:
                 failures.append(f"peer({pe}).pe == {view.pe}")
             if pe == rank and view.ptr != buf.ptr:
                 failures.append("peer(mype).ptr != ptr")
-            if not np.array_equal(view.numpy(), expect):
+            if not same_bytes(view.numpy(), expect):
                 failures.append(f"peer({pe}).numpy() differs from PE {pe}'s data")
-            if not np.array_equal(np.from_dlpack(view), expect):
+            if not same_bytes(np.from_dlpack(view), expect):
                 failures.append(f"np.from_dlpack(peer({pe})) differs from PE {pe}'s data")
         # Writes through a peer view land in the peer's copy.
         nxt = (rank + 1) % nranks

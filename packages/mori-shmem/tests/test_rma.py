@@ -172,7 +172,8 @@ CMP = {
 def test_test_and_wait_until_every_cmp() -> None:
     (r,) = run_pes(pe_programs.wait_and_test_local, 1, timeout=120)
     outcomes = r["outcomes"]
-    assert len(outcomes) > 1000
+    # 7 boundary values for signed dtypes, 5 for unsigned: (2 * 49 + 2 * 25) * 6 combinations.
+    assert len(outcomes) == 888
     wrong = []
     for name, x, cmp, v, t, w in outcomes:
         expect = CMP[cmp](x, v)

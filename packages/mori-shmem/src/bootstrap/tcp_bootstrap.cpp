@@ -1,180 +1,318 @@
 // SPDX-License-Identifier: MIT
-#include <algorithm>
-#include <cmath>
+// The TCP bootstrap: a star with rank 0 as the root. Ranks 1..n-1 connect to the root, answer a
+// challenge with HMAC-SHA256(secret, nonce || rank || nranks), and then every collective is a
+// request from each rank to the root followed by one reply from the root. The root checks that all
+// ranks are in the same collective (kind, label, byte count, sequence number) before it mixes any
+// data, and on any failure sends every rank the reason, so all PEs fail with the same message.
+#include <arpa/inet.h>
+
 #include <cstring>
-#include <sstream>
+#include <mutex>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/hmac_sha256.hpp"
-#include "bootstrap/tcp_bootstrap_internal.hpp"
+#include "bootstrap/socket.hpp"
+#include "bootstrap/unique_id_registry.hpp"
 #include "core/error.hpp"
 
 namespace mori::shmem {
 
 namespace {
 
-void check_allgather(const void* send, void* recv, size_t bytes_per_rank, int nranks) {
-  if (bytes_per_rank > wire::kMaxPayloadBytes / uint64_t(nranks)) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "bootstrap allgather of ", bytes_per_rank, " bytes per PE x ",
-                nranks, " PEs exceeds the bootstrap limit of ", wire::kMaxPayloadBytes,
-                " bytes (the bootstrap is a control plane; move bulk data through the heap)");
-  }
-  if (bytes_per_rank > 0 && (send == nullptr || recv == nullptr)) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "bootstrap allgather of ", bytes_per_rank,
-                " bytes per PE got a NULL ", send == nullptr ? "send" : "recv", " buffer");
-  }
+constexpr uint32_t kHelloMagic = 0x4d4f5248;  // "MORH"
+constexpr size_t kNonceBytes = 32;
+constexpr uint64_t kMaxPayload = uint64_t(1) << 30;
+constexpr uint32_t kMaxLabel = 256;
+
+enum Kind : uint32_t { kAllgather = 1, kBroadcast = 2, kBarrier = 3 };
+
+struct Request {
+  uint32_t kind;
+  int32_t arg;
+  uint64_t seq;
+  uint64_t bytes;
+  uint32_t label_len;
+  uint32_t pad;
+};
+
+struct Reply {
+  uint32_t status;
+  uint32_t reason_len;
+  uint64_t payload_len;
+};
+
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t nranks;
+  uint32_t pad;
+  uint8_t mac[32];
+};
+
+Sha256Digest hello_mac(const Secret& secret, const uint8_t* nonce, int32_t rank, int32_t nranks) {
+  uint8_t msg[kNonceBytes + 8];
+  std::memcpy(msg, nonce, kNonceBytes);
+  std::memcpy(msg + kNonceBytes, &rank, 4);
+  std::memcpy(msg + kNonceBytes + 4, &nranks, 4);
+  return hmac_sha256(secret.data(), secret.size(), msg, sizeof(msg));
 }
 
-void check_broadcast(void* buf, size_t bytes, int root, int nranks) {
-  if (root < 0 || root >= nranks) {
-    throw_error(MORI_SHMEM_ERR_PE_OUT_OF_RANGE, "bootstrap broadcast root ", root, " is not a PE of this job [0, ",
-                nranks, ")");
+const char* kind_name(uint32_t kind) {
+  switch (kind) {
+    case kAllgather: return "allgather";
+    case kBroadcast: return "broadcast";
+    case kBarrier: return "barrier";
   }
-  if (bytes > wire::kMaxPayloadBytes) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "bootstrap broadcast of ", bytes,
-                " bytes exceeds the bootstrap limit of ", wire::kMaxPayloadBytes, " bytes");
-  }
-  if (bytes > 0 && buf == nullptr) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "bootstrap broadcast of ", bytes, " bytes got a NULL buffer");
-  }
+  return "unknown";
 }
 
-// A job of one PE: collectives are local copies and no socket is ever opened.
-class SingleBootstrap final : public Bootstrap {
+void send_reply(Socket& socket, uint32_t status, const std::string& reason, const void* data, uint64_t len,
+                const Deadline& deadline) {
+  Reply reply{status, static_cast<uint32_t>(reason.size()), len};
+  socket.send_all(&reply, sizeof(reply), deadline, "a bootstrap reply");
+  if (!reason.empty()) socket.send_all(reason.data(), reason.size(), deadline, "a bootstrap reply");
+  if (len > 0) socket.send_all(data, len, deadline, "a bootstrap reply");
+}
+
+// Reads a reply; a non-success status becomes the Error it carries.
+std::vector<uint8_t> recv_reply(Socket& socket, const Deadline& deadline, const std::string& what) {
+  Reply reply{};
+  socket.recv_all(&reply, sizeof(reply), deadline, what);
+  if (reply.reason_len > 16384 || reply.payload_len > kMaxPayload) {
+    throw_error(MORI_SHMEM_ERR_INTERNAL, "malformed bootstrap reply from ", socket.peer());
+  }
+  std::string reason(reply.reason_len, '\0');
+  if (reply.reason_len > 0) socket.recv_all(reason.data(), reason.size(), deadline, what);
+  std::vector<uint8_t> payload(reply.payload_len);
+  if (reply.payload_len > 0) socket.recv_all(payload.data(), payload.size(), deadline, what);
+  if (reply.status != MORI_SHMEM_SUCCESS) throw Error(static_cast<mori_shmem_status_t>(reply.status), reason);
+  return payload;
+}
+
+class TcpBootstrap final : public Bootstrap {
  public:
-  explicit SingleBootstrap(const Secret& secret) : secret_(secret) {}
-  int rank() const override { return 0; }
-  int nranks() const override { return 1; }
-  const Secret& secret() const override { return secret_; }
-  void allgather(const void* send, void* recv, size_t bytes_per_rank, const char*) override {
-    check_allgather(send, recv, bytes_per_rank, 1);
-    if (bytes_per_rank > 0) std::memmove(recv, send, bytes_per_rank);
+  TcpBootstrap(const UniqueIdFields& fields, int rank, int nranks, double timeout_s)
+      : rank_(rank), nranks_(nranks), timeout_s_(timeout_s), secret_(fields.secret) {
+    if (nranks_ == 1) return;
+    if (rank_ == 0) {
+      accept_all(fields);
+    } else {
+      join(fields);
+    }
   }
-  void broadcast(void* buf, size_t bytes, int root, const char*) override { check_broadcast(buf, bytes, root, 1); }
-  void barrier(const char*) override {}
+
+  ~TcpBootstrap() override = default;
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  const Secret& secret() const override { return secret_; }
+
+  void allgather(const void* send, void* recv, size_t bytes, const char* what) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (nranks_ == 1) {
+      if (bytes > 0) std::memmove(recv, send, bytes);
+      return;
+    }
+    std::vector<uint8_t> out = collective(kAllgather, 0, send, bytes, what);
+    if (!out.empty()) std::memcpy(recv, out.data(), out.size());
+  }
+
+  void broadcast(void* buf, size_t bytes, int root, const char* what) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (nranks_ == 1) return;
+    std::vector<uint8_t> out = collective(kBroadcast, root, buf, bytes, what);
+    if (!out.empty()) std::memcpy(buf, out.data(), out.size());
+  }
+
+  void barrier(const char* what) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (nranks_ == 1) return;
+    collective(kBarrier, 0, nullptr, 0, what);
+  }
 
  private:
+  void accept_all(const UniqueIdFields& fields) {
+    int bind_errno = 0;
+    listener_ = listen_tcp(fields.host, fields.port, /*reuse_addr=*/true, 128, &bind_errno);
+    if (!listener_.valid()) {
+      errno = bind_errno;
+      throw_error(MORI_SHMEM_ERR_SYSTEM, "rendezvous: cannot listen on ", fields.host, ":", fields.port, ": ",
+                  std::strerror(bind_errno),
+                  unique_id_made_here(fields.port, fields.secret)
+                      ? " (the port was taken since the unique id was made; make a new one)"
+                      : "");
+    }
+    peers_.resize(nranks_);
+    const Deadline deadline = Deadline::after(timeout_s_);
+    int joined = 1;
+    while (joined < nranks_) {
+      Socket socket = accept_until(listener_, deadline);
+      if (!socket.valid()) {
+        std::string missing;
+        for (int r = 1; r < nranks_; ++r) {
+          if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
+        std::string reason = "rendezvous: only " + std::to_string(joined) + " of " + std::to_string(nranks_) +
+                             " PEs arrived within " + format_seconds(timeout_s_) + " s (MORI_BOOTSTRAP_TIMEOUT); " +
+                             "missing ranks [" + missing + "]";
+        abort_all(MORI_SHMEM_ERR_TIMEOUT, reason);
+        throw Error(MORI_SHMEM_ERR_TIMEOUT, reason);
+      }
+      try {
+        int rank = handshake(socket, deadline);
+        if (rank > 0) {
+          peers_[rank] = std::move(socket);
+          ++joined;
+        }
+      } catch (const Error&) {
+        // A client that vanished mid-handshake is not a member yet: keep waiting for real ranks.
+      }
+    }
+    for (int r = 1; r < nranks_; ++r) send_reply(peers_[r], MORI_SHMEM_SUCCESS, "", nullptr, 0, deadline);
+    listener_.close();
+  }
+
+  // Returns the rank of an accepted member, or -1 after rejecting the client.
+  int handshake(Socket& socket, const Deadline& deadline) {
+    uint8_t nonce[kNonceBytes];
+    random_bytes(nonce, sizeof(nonce));
+    socket.send_all(nonce, sizeof(nonce), deadline, "the rendezvous challenge");
+    Hello hello{};
+    socket.recv_all(&hello, sizeof(hello), deadline, "the hello of a joining PE");
+    Sha256Digest expected = hello_mac(secret_, nonce, hello.rank, hello.nranks);
+    auto reject = [&](mori_shmem_status_t status, const std::string& reason) {
+      send_reply(socket, status, reason, nullptr, 0, deadline);
+      return -1;
+    };
+    if (hello.magic != kHelloMagic || !constant_time_equal(expected.data(), hello.mac, expected.size())) {
+      return reject(MORI_SHMEM_ERR_AUTH,
+                    "rendezvous refused: the job secret does not match (the unique id is from another job)");
+    }
+    if (hello.nranks != nranks_) {
+      return reject(MORI_SHMEM_ERR_INVALID_ARGUMENT, "rendezvous refused: nranks=" + std::to_string(hello.nranks) +
+                                                         " but the root has nranks=" + std::to_string(nranks_));
+    }
+    if (hello.rank <= 0 || hello.rank >= nranks_) {
+      return reject(MORI_SHMEM_ERR_PE_OUT_OF_RANGE, "rendezvous refused: rank=" + std::to_string(hello.rank) +
+                                                        " is outside [1, " + std::to_string(nranks_) + ")");
+    }
+    if (peers_[hello.rank].valid()) {
+      return reject(MORI_SHMEM_ERR_INVALID_ARGUMENT,
+                    "rendezvous refused: rank " + std::to_string(hello.rank) + " has already joined");
+    }
+    socket.set_peer("rank " + std::to_string(hello.rank));
+    return hello.rank;
+  }
+
+  void join(const UniqueIdFields& fields) {
+    const Deadline deadline = Deadline::after(timeout_s_);
+    root_ = connect_with_retry(fields.host, fields.port, deadline, "the bootstrap root (rank 0)");
+    root_.set_peer("the bootstrap root (rank 0) at " + fields.host + ":" + std::to_string(fields.port));
+    uint8_t nonce[kNonceBytes];
+    root_.recv_all(nonce, sizeof(nonce), deadline, "the rendezvous challenge");
+    Hello hello{};
+    hello.magic = kHelloMagic;
+    hello.rank = rank_;
+    hello.nranks = nranks_;
+    Sha256Digest mac = hello_mac(secret_, nonce, rank_, nranks_);
+    std::memcpy(hello.mac, mac.data(), mac.size());
+    root_.send_all(&hello, sizeof(hello), deadline, "the hello");
+    recv_reply(root_, deadline, "the welcome of the rendezvous");
+  }
+
+  void abort_all(mori_shmem_status_t status, const std::string& reason) {
+    Reply reply{static_cast<uint32_t>(status), static_cast<uint32_t>(reason.size()), 0};
+    for (int r = 1; r < nranks_; ++r) {
+      if (!peers_[r].valid()) continue;
+      std::vector<uint8_t> frame(sizeof(reply) + reason.size());
+      std::memcpy(frame.data(), &reply, sizeof(reply));
+      std::memcpy(frame.data() + sizeof(reply), reason.data(), reason.size());
+      peers_[r].try_send(frame.data(), frame.size());
+      peers_[r].shutdown_write();
+    }
+    failed_ = true;
+  }
+
+  std::vector<uint8_t> collective(uint32_t kind, int arg, const void* data, size_t bytes, const char* what) {
+    if (failed_) throw_error(MORI_SHMEM_ERR_PEER_LOST, "the bootstrap failed earlier; finalize and start again");
+    const Deadline deadline = Deadline::after(timeout_s_);
+    const std::string label(what, std::min<size_t>(std::strlen(what), kMaxLabel));
+    const uint64_t seq = ++seq_;
+    if (rank_ != 0) {
+      Request request{kind, arg, seq, bytes, static_cast<uint32_t>(label.size()), 0};
+      root_.send_all(&request, sizeof(request), deadline, label);
+      root_.send_all(label.data(), label.size(), deadline, label);
+      const size_t send_len = (kind == kBroadcast && arg != rank_) ? 0 : bytes;
+      if (send_len > 0) root_.send_all(data, send_len, deadline, label);
+      return recv_reply(root_, deadline, std::string("the result of ") + label);
+    }
+    return relay(kind, arg, data, bytes, label, seq, deadline);
+  }
+
+  std::vector<uint8_t> relay(uint32_t kind, int arg, const void* data, size_t bytes, const std::string& label,
+                             uint64_t seq, const Deadline& deadline) {
+    std::vector<std::vector<uint8_t>> blocks(nranks_);
+    blocks[0].assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + (data ? bytes : 0));
+    try {
+      for (int r = 1; r < nranks_; ++r) {
+        Request request{};
+        peers_[r].recv_all(&request, sizeof(request), deadline, label);
+        if (request.label_len > kMaxLabel || request.bytes > kMaxPayload) {
+          throw_error(MORI_SHMEM_ERR_INTERNAL, "malformed bootstrap request from rank ", r);
+        }
+        std::string their_label(request.label_len, '\0');
+        if (request.label_len > 0) peers_[r].recv_all(their_label.data(), their_label.size(), deadline, label);
+        const size_t len = (request.kind == kBroadcast && request.arg != r) ? 0 : request.bytes;
+        blocks[r].resize(len);
+        if (len > 0) peers_[r].recv_all(blocks[r].data(), len, deadline, label);
+        if (request.kind != kind || their_label != label || request.bytes != bytes || request.seq != seq ||
+            request.arg != arg) {
+          throw_error(MORI_SHMEM_ERR_SYMMETRY, "collective mismatch: rank 0 called ", kind_name(kind), " '", label,
+                      "' (", bytes, " bytes, #", seq, ") while rank ", r, " called ", kind_name(request.kind), " '",
+                      their_label, "' (", request.bytes, " bytes, #", request.seq,
+                      "); every PE must make the same collective calls in the same order");
+        }
+      }
+    } catch (const Error& error) {
+      abort_all(error.status(), error.what());
+      throw;
+    }
+    std::vector<uint8_t> result;
+    if (kind == kAllgather) {
+      for (const auto& block : blocks) result.insert(result.end(), block.begin(), block.end());
+    } else if (kind == kBroadcast) {
+      result = blocks[arg];
+    }
+    for (int r = 1; r < nranks_; ++r) {
+      try {
+        send_reply(peers_[r], MORI_SHMEM_SUCCESS, "", result.data(), result.size(), deadline);
+      } catch (const Error& error) {
+        abort_all(error.status(), error.what());
+        throw;
+      }
+    }
+    return result;
+  }
+
+  int rank_;
+  int nranks_;
+  double timeout_s_;
   Secret secret_;
+  std::mutex mutex_;
+  uint64_t seq_ = 0;
+  bool failed_ = false;
+  Socket listener_;
+  Socket root_;                // non-root ranks: the connection to rank 0
+  std::vector<Socket> peers_;  // root: the connection to each rank
 };
 
 }  // namespace
 
-std::string describe(const CollectiveCall& call) {
-  std::ostringstream out;
-  out << wire::kind_name(call.kind) << " '" << call.label << "'";
-  if (call.kind == wire::Kind::Allgather) out << " of " << call.bytes << " B per PE";
-  if (call.kind == wire::Kind::Broadcast) out << " of " << call.bytes << " B from PE " << call.arg;
-  out << " (call #" << call.seq << ")";
-  return out.str();
-}
-
-bool same_call(const CollectiveCall& a, const CollectiveCall& b) {
-  return a.kind == b.kind && a.arg == b.arg && a.seq == b.seq && a.bytes == b.bytes && a.label == b.label;
-}
-
-uint64_t contribution_bytes(const CollectiveCall& call, int rank) {
-  switch (call.kind) {
-    case wire::Kind::Allgather: return call.bytes;
-    case wire::Kind::Broadcast: return rank == call.arg ? call.bytes : 0;
-    default: return 0;
-  }
-}
-
-uint64_t result_bytes(const CollectiveCall& call, int rank, int nranks) {
-  switch (call.kind) {
-    case wire::Kind::Allgather: return call.bytes * uint64_t(nranks);
-    case wire::Kind::Broadcast: return rank == call.arg ? 0 : call.bytes;  // the source has it already
-    default: return 0;
-  }
-}
-
-std::string format_ranks(const std::vector<int>& ranks) {
-  std::string out = "[";
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (i > 0) out += ", ";
-    out += std::to_string(ranks[i]);
-    if (j > i) out += "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out + "]";
-}
-
-std::array<uint8_t, wire::kMacBytes> hello_mac(const Secret& secret, const uint8_t* nonce, int32_t rank,
-                                               int32_t nranks) {
-  uint8_t message[wire::kNonceBytes + 8];
-  std::memcpy(message, nonce, wire::kNonceBytes);
-  wire::put_u32(message + wire::kNonceBytes, uint32_t(rank));
-  wire::put_u32(message + wire::kNonceBytes + 4, uint32_t(nranks));
-  return hmac_sha256(secret.data(), secret.size(), message, sizeof(message));
-}
-
-mori_shmem_status_t status_from_wire(uint32_t status) {
-  if (status >= MORI_SHMEM_ERR_INVALID_ARGUMENT && status <= MORI_SHMEM_ERR_CONFIG) {
-    return mori_shmem_status_t(status);
-  }
-  return MORI_SHMEM_ERR_INTERNAL;
-}
-
-double reply_grace_s(double timeout_s) { return std::min(2.0, 0.25 * timeout_s); }
-
-void TcpBootstrapBase::allgather(const void* send, void* recv, size_t bytes_per_rank, const char* what) {
-  check_allgather(send, recv, bytes_per_rank, nranks_);
-  CollectiveBuffers io;
-  io.send = send;
-  io.recv = recv;
-  run(wire::Kind::Allgather, 0, bytes_per_rank, what, io);
-}
-
-void TcpBootstrapBase::broadcast(void* buf, size_t bytes, int root, const char* what) {
-  check_broadcast(buf, bytes, root, nranks_);
-  CollectiveBuffers io;
-  io.buf = buf;
-  run(wire::Kind::Broadcast, root, bytes, what, io);
-}
-
-void TcpBootstrapBase::barrier(const char* what) { run(wire::Kind::Barrier, 0, 0, what, CollectiveBuffers{}); }
-
-void TcpBootstrapBase::run(wire::Kind kind, int32_t arg, uint64_t bytes, const char* what,
-                           const CollectiveBuffers& io) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  // After a failure the PEs no longer agree on where the stream of frames stands; carrying on
-  // would pair one PE's barrier with another's allgather, so the failure is permanent.
-  if (failed_) {
-    throw Error(failed_status_, "the bootstrap network failed earlier and cannot be used any more: " + failed_message_);
-  }
-  CollectiveCall call;
-  call.kind = kind;
-  call.arg = arg;
-  call.seq = next_seq_++;
-  call.bytes = bytes;
-  call.label = what == nullptr ? "" : what;
-  if (call.label.size() > wire::kMaxLabelBytes) call.label.resize(wire::kMaxLabelBytes);
-  try {
-    exchange(call, io);
-  } catch (const Error& error) {
-    failed_ = true;
-    failed_status_ = error.status();
-    failed_message_ = error.what();
-    throw;
-  }
-}
-
 std::unique_ptr<Bootstrap> connect_tcp_bootstrap(const mori_shmem_uniqueid_t& uid, int rank, int nranks,
                                                  double timeout_s) {
-  if (nranks < 1) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "nranks must be at least 1, got ", nranks);
-  if (rank < 0 || rank >= nranks) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "rank ", rank, " is out of range [0, ", nranks, ")");
-  }
-  if (!(timeout_s > 0) || !std::isfinite(timeout_s)) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "bootstrap timeout must be a positive number of seconds, got ",
-                timeout_s);
-  }
-  const UniqueIdFields id = decode_unique_id(uid);
-  if (nranks == 1) return std::make_unique<SingleBootstrap>(id.secret);
-  if (rank == 0) return make_root_bootstrap(id, nranks, timeout_s);
-  return make_client_bootstrap(id, rank, nranks, timeout_s);
+  UniqueIdFields fields = decode_unique_id(uid);
+  return std::make_unique<TcpBootstrap>(fields, rank, nranks, timeout_s);
 }
 
 }  // namespace mori::shmem
