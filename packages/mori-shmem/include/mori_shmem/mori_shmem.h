@@ -121,9 +121,9 @@ MORI_SHMEM_API const char* mori_shmem_version(void);
 MORI_SHMEM_API const char* mori_shmem_last_error(void);
 
 /* ---- bootstrap and lifetime ---- */
-/* Creates the rendezvous: binds the listening socket in this process and fills uid with its
- * address, a fresh job secret and the protocol version. Call it on the PE that will be rank 0
- * (or in the process that spawns the PEs: rank 0 then binds the same port). */
+/* Creates the rendezvous: finds a free port on the bootstrap interface and fills uid with that
+ * address, a fresh job secret and the protocol version. Rank 0 listens on the port when it joins,
+ * in whatever process it runs (the one that made the id, or a PE the launcher spawned). */
 MORI_SHMEM_API int mori_shmem_get_unique_id(mori_shmem_uniqueid_t* uid);
 MORI_SHMEM_API int mori_shmem_set_attr_uniqueid_args(int rank, int nranks, const mori_shmem_uniqueid_t* uid,
                                                      mori_shmem_init_attr_t* attr);

@@ -35,9 +35,8 @@ struct UniqueIdFields {
 void encode_unique_id(const UniqueIdFields& fields, mori_shmem_uniqueid_t* out);
 UniqueIdFields decode_unique_id(const mori_shmem_uniqueid_t& uid);
 
-// Picks the interface (MORI_SOCKET_IFNAME, loopback by default), binds a listening TCP socket
-// on a free port there and keeps it open in this process so that rank 0 of a job started from
-// this uid adopts it (no window in which another process could take the port).
+// Picks the interface (MORI_SOCKET_IFNAME, loopback by default) and a free port there (probed,
+// not held: Linux refuses a second listener on a bound port); rank 0 binds it when it joins.
 void create_unique_id(mori_shmem_uniqueid_t* out);
 
 class Bootstrap {
