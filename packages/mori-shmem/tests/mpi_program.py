@@ -68,7 +68,7 @@ def main() -> None:
         shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_MPI_COMM, (rank + 1) % world.Get_size() + 100, -1, None)
     except shmem.InvalidArgumentError:
         pass
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         fail(f"wrong rank: {type(exc).__name__}: {exc}")
     else:
         fail("wrong rank for the communicator was accepted")

@@ -13,8 +13,9 @@ array helpers, so that the reference is independent of the code under test.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import ctypes
+import dataclasses
+import itertools
 import logging
 import os
 import random
@@ -87,7 +88,7 @@ def catch(fn, *args, **kwargs) -> dict[str, Any] | None:
     """Calls fn; returns error_info of what it raised, or None if it returned."""
     try:
         fn(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return error_info(exc)
     return None
 
@@ -256,10 +257,7 @@ def diverging_collectives(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
     init_pe(rank, nranks, uid)
     shmem.shmem_barrier_all()
     t0 = time.monotonic()
-    if rank == 0:
-        err = catch(shmem.shmem_barrier_all)
-    else:
-        err = catch(shmem.shmem_malloc, 4096)
+    err = catch(shmem.shmem_barrier_all) if rank == 0 else catch(shmem.shmem_malloc, 4096)
     return {"error": err, "elapsed": time.monotonic() - t0}
 
 
@@ -376,7 +374,7 @@ def heap_exhaustion(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
         while True:
             try:
                 ptrs.append(shmem.shmem_malloc(block))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 failure = error_info(exc)
                 break
             check(len(ptrs) < 100, "allocated 100 blocks of 16 MiB from a 64 MiB heap")
@@ -540,7 +538,13 @@ def hypothesis_allocator(rank: int, nranks: int, uid: bytes, max_examples: int) 
     """Runs a hypothesis state machine over the allocator inside one initialized PE."""
     from hypothesis import HealthCheck, settings
     from hypothesis import strategies as st
-    from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+    from hypothesis.stateful import (
+        RuleBasedStateMachine,
+        invariant,
+        precondition,
+        rule,
+        run_state_machine_as_test,
+    )
 
     init_pe(rank, nranks, uid)
     info0 = shmem.shmem_heap_info()
@@ -556,7 +560,9 @@ def hypothesis_allocator(rank: int, nranks: int, uid: bytes, max_examples: int) 
             self.live: dict[int, tuple[int, int]] = {}  # addr -> (requested size, alignment)
             start = shmem.shmem_heap_info()
             check(start.num_allocations == 0, f"previous example leaked: {info_dict(start)}")
-            check(start.largest_free == info0.largest_free, f"largest_free {start.largest_free} != {info0.largest_free}")
+            check(
+                start.largest_free == info0.largest_free, f"largest_free {start.largest_free} != {info0.largest_free}"
+            )
 
         def _alloc(self, n: int, align: int, use_align_api: bool) -> None:
             before = shmem.shmem_heap_info()
@@ -566,10 +572,15 @@ def hypothesis_allocator(rank: int, nranks: int, uid: bytes, max_examples: int) 
                 stats["exhausted"] += 1
                 need = roundup(n, align)
                 # A block of size + (alignment - 256) always holds an aligned block of size bytes.
-                check(need + align - 256 > before.largest_free,
-                      f"HeapExhaustedError for {n} B aligned {align} with largest_free {before.largest_free}")
+                check(
+                    need + align - 256 > before.largest_free,
+                    f"HeapExhaustedError for {n} B aligned {align} with largest_free {before.largest_free}",
+                )
                 after = shmem.shmem_heap_info()
-                check(info_dict(after) == info_dict(before), f"failed malloc changed the heap: {info_dict(before)} -> {info_dict(after)}")
+                check(
+                    info_dict(after) == info_dict(before),
+                    f"failed malloc changed the heap: {info_dict(before)} -> {info_dict(after)}",
+                )
                 return
             stats["mallocs"] += 1
             check(addr % align == 0 and addr % 256 == 0, f"{addr:#x} not aligned to {align}")
@@ -602,21 +613,27 @@ def hypothesis_allocator(rank: int, nranks: int, uid: bytes, max_examples: int) 
             spans = sorted((addr, addr + roundup(n, a)) for addr, (n, a) in self.live.items())
             for lo, hi in spans:
                 check(base + reserved <= lo and hi <= base + size, f"[{lo:#x}, {hi:#x}) outside the heap")
-            for (lo1, hi1), (lo2, hi2) in zip(spans, spans[1:]):
+            for (lo1, hi1), (lo2, hi2) in itertools.pairwise(spans):
                 check(hi1 <= lo2, f"allocations overlap: [{lo1:#x},{hi1:#x}) and [{lo2:#x},{hi2:#x})")
             requested = sum(roundup(n, 256) for n, _ in self.live.values())
             check(info.used >= requested, f"used {info.used} < sum of live sizes {requested}")
-            check(info.used + info.largest_free <= size - reserved,
-                  f"used {info.used} + largest_free {info.largest_free} > usable {size - reserved}")
+            check(
+                info.used + info.largest_free <= size - reserved,
+                f"used {info.used} + largest_free {info.largest_free} > usable {size - reserved}",
+            )
 
         def teardown(self) -> None:
             for addr in list(self.live):
                 shmem.shmem_free(addr)
             self.live.clear()
             end = shmem.shmem_heap_info()
-            check(end.num_allocations == 0 and end.used == 0, f"heap not empty after freeing everything: {info_dict(end)}")
-            check(end.largest_free == info0.largest_free,
-                  f"largest_free {end.largest_free} after freeing everything, {info0.largest_free} at start")
+            check(
+                end.num_allocations == 0 and end.used == 0, f"heap not empty after freeing everything: {info_dict(end)}"
+            )
+            check(
+                end.largest_free == info0.largest_free,
+                f"largest_free {end.largest_free} after freeing everything, {info0.largest_free} at start",
+            )
 
     run_state_machine_as_test(
         Allocator,
@@ -718,7 +735,9 @@ def put_get_array_forms(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
         return {"put_ok": put_ok, "get_ok": get_ok}
 
 
-def putmem_signal_stream(rank: int, nranks: int, uid: bytes, messages: list[tuple[int, str, int]], seed: int) -> dict[str, Any]:
+def putmem_signal_stream(
+    rank: int, nranks: int, uid: bytes, messages: list[tuple[int, str, int]], seed: int
+) -> dict[str, Any]:
     """Rank 0 sends each message with putmem_signal to rank 1, which waits for the signal value it
     expects and checks the data before acknowledging."""
     total = sum(size for size, _, _ in messages) + 64
@@ -798,8 +817,8 @@ def atomics(rank: int, nranks: int, uid: bytes, dtype_names: list[str], m: int) 
             cells = shmem.shmem_malloc(nslots * 8)
             view = typed(cells, nslots, dt)
 
-            def addr(i: int) -> int:
-                return cells + i * dt.itemsize
+            def addr(i: int, cells: int = cells, itemsize: int = dt.itemsize) -> int:
+                return cells + i * itemsize
 
             # Initial values (every PE writes its own copy identically).
             view[:] = 0
@@ -833,7 +852,9 @@ def atomics(rank: int, nranks: int, uid: bytes, dtype_names: list[str], m: int) 
             my_value = wrap(-(rank + 1) * 12345 if lo < 0 else hi - rank, name)
             shmem.shmem_atomic_set(addr(5 + rank), my_value, owner_of_mine, **dtype_kw)
             # compare_swap: one winner
-            r["cas_old"] = int(shmem.shmem_atomic_compare_swap(addr(20), wrap(0x1234567, name), 100 + rank, 0, **dtype_kw))
+            r["cas_old"] = int(
+                shmem.shmem_atomic_compare_swap(addr(20), wrap(0x1234567, name), 100 + rank, 0, **dtype_kw)
+            )
             # CAS loop increments
             retries = 0
             for _ in range(m):
@@ -933,7 +954,14 @@ def wait_and_test_local(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
 def wait_remote_wakeup(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
     """PE 0 waits for each CmpOp on a word that PE 1 changes (with an atomic) after a delay."""
     # (initial, cmp, target, value PE 1 writes)
-    plan = [(0, "EQ", 42, 42), (5, "NE", 5, 6), (10, "GT", 10, 11), (10, "LE", 3, 2), (10, "LT", 3, 1), (0, "GE", 100, 250)]
+    plan = [
+        (0, "EQ", 42, 42),
+        (5, "NE", 5, 6),
+        (10, "GT", 10, 11),
+        (10, "LE", 3, 2),
+        (10, "LT", 3, 1),
+        (0, "GE", 100, 250),
+    ]
     rounds = []
     with pe_session(rank, nranks, uid):
         cell = shmem.shmem_malloc(256)
@@ -988,7 +1016,9 @@ def rma_errors(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
             "atomic_pe_npes": catch(shmem.shmem_atomic_add, p, 1, nranks),
             "fetch_add_pe_neg": catch(shmem.shmem_atomic_fetch_add, p, 1, -1),
             "signal_pe_npes": catch(shmem.shmem_signal_op, p, 1, shmem.AmoType.SIGNAL_SET, nranks),
-            "put_signal_pe_npes": catch(shmem.shmem_putmem_signal, p + 64, la, 8, p, 1, shmem.AmoType.SIGNAL_SET, nranks),
+            "put_signal_pe_npes": catch(
+                shmem.shmem_putmem_signal, p + 64, la, 8, p, 1, shmem.AmoType.SIGNAL_SET, nranks
+            ),
             "put_dest_offheap": catch(shmem.shmem_putmem, la, la + 64, 8, 0),
             "get_src_offheap": catch(shmem.shmem_getmem, la, la + 64, 8, 0),
             "put_past_end": catch(shmem.shmem_putmem, end - 16, la, 64, 0),
@@ -1245,3 +1275,27 @@ def heap_size_from_env(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
     with pe_session(rank, nranks, uid):
         info = shmem.shmem_heap_info()
         return {"size": info.size, "backend": info.backend}
+
+
+# ----------------------------------------------------------------------------- harness self-tests
+# These do not initialize mori-shmem: they exercise mori.shmem.testing.run_pes itself.
+
+
+def harness_echo_env(rank: int, nranks: int, uid: bytes, names: list[str]) -> dict[str, Any]:
+    return {"rank": rank, "nranks": nranks, "uid_len": len(uid), "env": {n: os.environ.get(n) for n in names}}
+
+
+def harness_rank1_raises(rank: int, nranks: int, uid: bytes) -> int:
+    if rank == 1:
+        raise KeyError("rank one failed on purpose")
+    return rank * 10
+
+
+def harness_hang(rank: int, nranks: int, uid: bytes) -> None:
+    if rank == 0:
+        return None
+    time.sleep(600)
+
+
+def harness_unpicklable(rank: int, nranks: int, uid: bytes) -> Any:
+    return lambda: None

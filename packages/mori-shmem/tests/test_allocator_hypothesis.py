@@ -12,9 +12,9 @@ re-checks overlap and alignment from the returned trace.
 
 from __future__ import annotations
 
+import pe_programs
 import pytest
 
-import pe_programs
 from mori.shmem.testing import run_pes
 
 

@@ -4,9 +4,9 @@ and MORI's torch tensor helpers."""
 
 from __future__ import annotations
 
+import pe_programs
 import pytest
 
-import pe_programs
 from mori.shmem.testing import run_pes
 
 

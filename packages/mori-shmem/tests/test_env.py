@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
+import pe_programs
 import pytest
 
-import pe_programs
 from mori.shmem.testing import run_pes
 
 # name -> (type, default) as the spec lists them.
@@ -55,7 +55,7 @@ def blocks(output: str) -> dict[str, str]:
                 starts.append((i, name))
     starts.sort()
     out = {}
-    for (i, name), nxt in zip(starts, starts[1:] + [(len(lines), None)]):
+    for (i, name), nxt in zip(starts, [*starts[1:], (len(lines), None)], strict=True):
         out[name] = "\n".join(lines[i : nxt[0]])
     return out
 

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-import pytest
+import itertools
 
 import pe_programs
+import pytest
 from conftest import HEAP_SIZE
+
 from mori.shmem.testing import run_pes
 
 MIB = 1 << 20
@@ -53,11 +55,11 @@ def test_alignment_and_symmetric_offsets(nranks: int) -> None:
         # malloc_align rounds the size up to the alignment.
         spans.append((off, off + roundup(size, align)))
     spans.sort()
-    for (a_lo, a_hi), (b_lo, b_hi) in zip(spans, spans[1:]):
+    for (a_lo, a_hi), (b_lo, b_hi) in itertools.pairwise(spans):
         assert a_hi <= b_lo, f"allocations overlap: [{a_lo}, {a_hi}) and [{b_lo}, {b_hi})"
     for r in results:
         base = r["info0"]["base"]
-        for kind, size, align, off in r["allocs"]:
+        for kind, _size, align, off in r["allocs"]:
             assert (base + off) % align == 0, f"rank address {base + off:#x} not aligned to {align} ({kind})"
         info1 = r["info1"]
         assert info1["num_allocations"] == len(r["allocs"])

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pe_programs
 import pytest
 
-import pe_programs
 from mori.shmem.testing import PeFailure, RankError, find_free_port, run_pes
 
 TESTS_DIR = Path(__file__).resolve().parent

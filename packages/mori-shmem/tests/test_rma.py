@@ -7,18 +7,19 @@ two's-complement wraparound for atomics, Python's comparison operators for waits
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import Counter
 from functools import reduce
 
 import numpy as np
+import pe_programs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import pe_programs
-from mori.shmem.testing import run_pes
 from pe_programs import INT_DTYPES, wrap
+
+from mori.shmem.testing import run_pes
 
 
 def assert_error(err: dict | None, *type_names: str) -> None:
@@ -112,7 +113,7 @@ def check_atomics(results: list[dict], nranks: int, m: int) -> None:
         assert olds == Counter(wrap(hi - 5 + 3 * k, name) for k in range(nranks * m)), ctx
         assert final[2] == wrap(hi - 5 + 3 * nranks * m, name), ctx
         for p in per:  # each PE's own fetches are increasing in issue order (modulo wrap)
-            steps = [wrap(b - a, name) % (1 << bits) for a, b in zip(p["fetch_add"], p["fetch_add"][1:])]
+            steps = [wrap(b - a, name) % (1 << bits) for a, b in itertools.pairwise(p["fetch_add"])]
             assert all(s % 3 == 0 and s > 0 for s in steps), ctx
         olds = Counter(v for p in per for v in p["fetch_inc"])
         assert olds == Counter(wrap(hi - 1 + k, name) for k in range(nranks * m)), ctx

@@ -196,7 +196,7 @@ def _child_main(
         value = fn(rank, nranks, uid, *args)
         # Queue.put pickles in a background thread and drops what fails there: check here.
         pickle.dumps(value)
-    except BaseException as exc:  # noqa: BLE001 - every failure must travel to the parent
+    except BaseException as exc:
         message: tuple[Any, ...] = (rank, False, _describe_exception(exc))
     else:
         message = (rank, True, value)
@@ -310,8 +310,7 @@ def run_pes(
             if rank not in outcomes:
                 outcomes[rank] = RankError(
                     "Timeout",
-                    f"rank {rank} did not finish within {elapsed:.1f} s "
-                    f"(timeout {timeout:.1f} s); killed",
+                    f"rank {rank} did not finish within {elapsed:.1f} s (timeout {timeout:.1f} s); killed",
                 )
     finally:
         for proc in procs:
