@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 
-import pe_programs
 import pytest
-from conftest import HEAP_SIZE
 
+import pe_programs
+from conftest import HEAP_SIZE
+from expectations import assert_error
 from mori.shmem.testing import run_pes
 
 MIB = 1 << 20
@@ -26,12 +27,6 @@ def mentions_size(message: str, n: int) -> bool:
             v = n // 1024**k
             forms |= {f"{v}{unit}", f"{v} {unit}iB", f"{v}{unit}iB", f"{v}.0 {unit}iB", f"{v} {unit}B", f"{v}{unit}B"}
     return any(f in message for f in forms)
-
-
-def assert_error(err: dict | None, *type_names: str) -> None:
-    assert err is not None, f"expected one of {type_names}, but the call succeeded"
-    assert err["type"] in type_names, f"expected one of {type_names}, got {err['type']}: {err['message']}"
-    assert "MoriShmemError" in err["mro"], err
 
 
 @pytest.mark.parametrize("nranks", [1, 2, 4, 8])

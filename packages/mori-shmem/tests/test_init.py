@@ -10,18 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pe_programs
 import pytest
 
+import pe_programs
+from expectations import assert_error
 from mori.shmem.testing import PeFailure, RankError, find_free_port, run_pes
 
 TESTS_DIR = Path(__file__).resolve().parent
-
-
-def assert_error(err: dict | None, *type_names: str) -> None:
-    assert err is not None, f"expected one of {type_names}, but the call succeeded"
-    assert err["type"] in type_names, f"expected one of {type_names}, got {err['type']}: {err['message']}"
-    assert "MoriShmemError" in err["mro"], err
 
 
 # ----------------------------------------------------------------------------- basic lifetime

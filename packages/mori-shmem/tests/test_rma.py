@@ -13,20 +13,14 @@ from collections import Counter
 from functools import reduce
 
 import numpy as np
-import pe_programs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pe_programs import INT_DTYPES, wrap
 
+import pe_programs
+from expectations import assert_error
 from mori.shmem.testing import run_pes
-
-
-def assert_error(err: dict | None, *type_names: str) -> None:
-    assert err is not None, f"expected one of {type_names}, but the call succeeded"
-    assert err["type"] in type_names, f"expected one of {type_names}, got {err['type']}: {err['message']}"
-    assert "MoriShmemError" in err["mro"], err
-
+from pe_programs import INT_DTYPES, wrap
 
 # ----------------------------------------------------------------------------- put / get
 
