@@ -12,10 +12,11 @@ re-checks overlap and alignment from the returned trace.
 
 from __future__ import annotations
 
-import pe_programs
 import pytest
 
 from mori.shmem.testing import run_pes
+
+import pe_programs
 
 
 def roundup(n: int, a: int) -> int:

@@ -4,10 +4,11 @@ and MORI's torch tensor helpers."""
 
 from __future__ import annotations
 
-import pe_programs
 import pytest
 
 from mori.shmem.testing import run_pes
+
+import pe_programs
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int64", "uint8"])

@@ -7,10 +7,11 @@ import os
 import subprocess
 import sys
 
-import pe_programs
 import pytest
 
 from mori.shmem.testing import run_pes
+
+import pe_programs
 
 # name -> (type, default) as the spec lists them.
 SPEC_VARS = {

@@ -6,11 +6,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from conftest import HEAP_SIZE
+
+from mori.shmem.testing import run_pes
 
 import pe_programs
-from conftest import HEAP_SIZE
 from expectations import assert_error
-from mori.shmem.testing import run_pes
 
 MIB = 1 << 20
 

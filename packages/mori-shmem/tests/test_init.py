@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from mori.shmem.testing import PeFailure, RankError, find_free_port, run_pes
+
 import pe_programs
 from expectations import assert_error
-from mori.shmem.testing import PeFailure, RankError, find_free_port, run_pes
 
 TESTS_DIR = Path(__file__).resolve().parent
 

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mori.shmem.testing import run_pes
+
 import pe_programs
 from expectations import assert_error
-from mori.shmem.testing import run_pes
 from pe_programs import INT_DTYPES, wrap
 
 # ----------------------------------------------------------------------------- put / get

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import time
 
-import pe_programs
 import pytest
 
 from mori.shmem.testing import PeFailure, RankError, run_pes
+
+import pe_programs
 
 
 def test_results_in_rank_order_with_env() -> None:

@@ -19,13 +19,23 @@
 #include "bootstrap/hmac_sha256.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/unique_id_registry.hpp"
-#include "bootstrap/wire.hpp"
 #include "core/env.hpp"
 #include "core/error.hpp"
 
 namespace mori::shmem {
 
 namespace {
+
+// Bumped whenever the rendezvous protocol changes, so PEs of different builds refuse each other.
+constexpr uint32_t kProtocolVersion = 1;
+
+void put_u32(uint8_t* out, uint32_t value) {
+  for (int i = 0; i < 4; ++i) out[i] = uint8_t(value >> (8 * i));
+}
+
+uint32_t get_u32(const uint8_t* in) {
+  return uint32_t(in[0]) | (uint32_t(in[1]) << 8) | (uint32_t(in[2]) << 16) | (uint32_t(in[3]) << 24);
+}
 
 constexpr char kMagic[8] = {'M', 'O', 'R', 'I', 'U', 'I', 'D', '1'};
 constexpr size_t kVersionOffset = 8;
@@ -87,7 +97,7 @@ void encode_unique_id(const UniqueIdFields& fields, mori_shmem_uniqueid_t* out) 
   if (fields.port == 0) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "unique id port must not be 0");
   uint8_t bytes[MORI_SHMEM_UNIQUE_ID_BYTES] = {};
   std::memcpy(bytes, kMagic, sizeof(kMagic));
-  wire::put_u32(bytes + kVersionOffset, fields.protocol_version);
+  put_u32(bytes + kVersionOffset, fields.protocol_version);
   std::memcpy(bytes + kAddressOffset, &address.s_addr, 4);
   bytes[kPortOffset] = uint8_t(fields.port >> 8);
   bytes[kPortOffset + 1] = uint8_t(fields.port);
@@ -105,10 +115,10 @@ UniqueIdFields decode_unique_id(const mori_shmem_uniqueid_t& uid) {
   UniqueIdFields fields;
   // Version before checksum: an id from a newer library may lay out the rest differently, and
   // "version 2, this library speaks 1" is the useful message then.
-  fields.protocol_version = wire::get_u32(bytes + kVersionOffset);
-  if (fields.protocol_version != wire::kProtocolVersion) {
+  fields.protocol_version = get_u32(bytes + kVersionOffset);
+  if (fields.protocol_version != kProtocolVersion) {
     throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "unique id has bootstrap protocol version ", fields.protocol_version,
-                " but this libmori_shmem speaks version ", wire::kProtocolVersion,
+                " but this libmori_shmem speaks version ", kProtocolVersion,
                 "; all PEs must run the same mori-shmem release");
   }
   uint8_t expected[kChecksumBytes];
@@ -148,7 +158,7 @@ UniqueIdFields decode_unique_id(const mori_shmem_uniqueid_t& uid) {
 void create_unique_id(mori_shmem_uniqueid_t* out) {
   if (out == nullptr) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "unique id output pointer is NULL");
   UniqueIdFields fields;
-  fields.protocol_version = wire::kProtocolVersion;
+  fields.protocol_version = kProtocolVersion;
   fields.host = interface_ipv4(env::get_string("MORI_SOCKET_IFNAME"));
   {
     Socket probe = listen_tcp(fields.host, 0, /*reuse_addr=*/false, /*backlog=*/1);

@@ -26,13 +26,13 @@ from mori.shmem.buffer import SymmetricBuffer, shmem_empty, shmem_get, shmem_put
 from mori.shmem.errors import *  # noqa: F403
 from mori.shmem.errors import __all__ as _errors_all
 from mori.shmem.frameworks import shmem_mpi_init, shmem_torch_process_group_init
-from mori.shmem.unique_id import describe_unique_id, unique_id_with_secret
 from mori.shmem.torch_tensors import (
     mori_shmem_create_tensor,
     mori_shmem_create_tensor_list_intra_node,
     mori_shmem_free_tensor,
     symm_mori_shmem_tensor,
 )
+from mori.shmem.unique_id import describe_unique_id, unique_id_with_secret
 
 logging.getLogger("mori.shmem").addHandler(logging.NullHandler())
 

@@ -14,7 +14,7 @@ LIBRARY_PATH = Path(__file__).resolve().parent / "lib" / "libmori_shmem.so"
 
 _library = ctypes.CDLL(str(LIBRARY_PATH), mode=ctypes.RTLD_GLOBAL)
 
-from mori.shmem import _C  # noqa: E402  (must follow the preload)
+from mori.shmem import _C as _C  # noqa: E402  (must follow the preload; re-exported)
 from mori.shmem.errors import STATUS_CLASSES  # noqa: E402
 
 _C.set_error_classes(STATUS_CLASSES)

@@ -47,8 +47,16 @@ class AmoType(enum.IntEnum):
     COMPARE_SWAP = 19
 
 
-_FETCHING = {AmoType.FETCH, AmoType.FETCH_INC, AmoType.FETCH_ADD, AmoType.FETCH_AND, AmoType.FETCH_OR,
-             AmoType.FETCH_XOR, AmoType.SWAP, AmoType.COMPARE_SWAP}
+_FETCHING = {
+    AmoType.FETCH,
+    AmoType.FETCH_INC,
+    AmoType.FETCH_ADD,
+    AmoType.FETCH_AND,
+    AmoType.FETCH_OR,
+    AmoType.FETCH_XOR,
+    AmoType.SWAP,
+    AmoType.COMPARE_SWAP,
+}
 
 
 class CmpOp(enum.IntEnum):
@@ -257,8 +265,9 @@ def shmem_signal_fetch(sig_addr: int) -> int:
     return value
 
 
-def shmem_atomic(dest: int, op: AmoType | int, value: int, pe: int, *, compare: int = 0,
-                 dtype: Any = np.uint64) -> int | None:
+def shmem_atomic(
+    dest: int, op: AmoType | int, value: int, pe: int, *, compare: int = 0, dtype: Any = np.uint64
+) -> int | None:
     """Atomic ``op`` on the integer at symmetric ``dest`` on ``pe``.
 
     Returns the old value for fetching operations (FETCH*, SWAP, COMPARE_SWAP), else None.
@@ -266,10 +275,13 @@ def shmem_atomic(dest: int, op: AmoType | int, value: int, pe: int, *, compare: 
     try:
         amo = AmoType(op)
     except ValueError:
-        raise InvalidArgumentError(f"op={op} is not an AmoType ({', '.join(f'{a.name}={a.value}' for a in AmoType)})")
+        raise InvalidArgumentError(
+            f"op={op} is not an AmoType ({', '.join(f'{a.name}={a.value}' for a in AmoType)})"
+        ) from None
     type_code, resolved = int_type_code(dtype)
-    old = _C.atomic(dest, int(amo), type_code, to_bits(value, resolved, "value"),
-                    to_bits(compare, resolved, "compare"), pe)
+    old = _C.atomic(
+        dest, int(amo), type_code, to_bits(value, resolved, "value"), to_bits(compare, resolved, "compare"), pe
+    )
     return from_bits(old, resolved) if amo in _FETCHING else None
 
 
@@ -340,11 +352,12 @@ def _cmp(cmp: CmpOp | int) -> int:
     try:
         return int(CmpOp(cmp))
     except ValueError:
-        raise InvalidArgumentError(f"cmp={cmp} is not a CmpOp (EQ=0, NE=1, GT=2, LE=3, LT=4, GE=5)")
+        raise InvalidArgumentError(f"cmp={cmp} is not a CmpOp (EQ=0, NE=1, GT=2, LE=3, LT=4, GE=5)") from None
 
 
-def shmem_wait_until(ivar: int, cmp: CmpOp | int, value: int, *, dtype: Any = np.uint64,
-                     timeout: float | None = None) -> int:
+def shmem_wait_until(
+    ivar: int, cmp: CmpOp | int, value: int, *, dtype: Any = np.uint64, timeout: float | None = None
+) -> int:
     """Blocks until this PE's integer at symmetric ``ivar`` satisfies ``ivar <cmp> value``.
 
     Returns the value that satisfied it. ``timeout`` is in seconds (None: MORI_SHMEM_WAIT_TIMEOUT);
@@ -387,47 +400,47 @@ __all__ = [
     "AmoType",
     "CmpOp",
     "HeapInfo",
-    "shmem_get_unique_id",
-    "shmem_init_attr",
-    "shmem_finalize",
-    "shmem_is_initialized",
-    "shmem_mype",
-    "shmem_npes",
+    "parse_size",
+    "shmem_atomic",
+    "shmem_atomic_add",
+    "shmem_atomic_and",
+    "shmem_atomic_compare_swap",
+    "shmem_atomic_fetch",
+    "shmem_atomic_fetch_add",
+    "shmem_atomic_fetch_and",
+    "shmem_atomic_fetch_inc",
+    "shmem_atomic_fetch_or",
+    "shmem_atomic_fetch_xor",
+    "shmem_atomic_inc",
+    "shmem_atomic_or",
+    "shmem_atomic_set",
+    "shmem_atomic_swap",
+    "shmem_atomic_xor",
     "shmem_backend",
     "shmem_barrier_all",
     "shmem_bootstrap_allgather",
     "shmem_bootstrap_broadcast",
+    "shmem_buffer_deregister",
+    "shmem_buffer_register",
+    "shmem_ext_malloc_with_flags",
+    "shmem_fence",
+    "shmem_finalize",
+    "shmem_free",
+    "shmem_get_unique_id",
+    "shmem_getmem",
+    "shmem_heap_info",
+    "shmem_init_attr",
+    "shmem_is_initialized",
     "shmem_malloc",
     "shmem_malloc_align",
-    "shmem_ext_malloc_with_flags",
-    "shmem_free",
-    "shmem_heap_info",
-    "shmem_buffer_register",
-    "shmem_buffer_deregister",
+    "shmem_mype",
+    "shmem_npes",
     "shmem_ptr_p2p",
     "shmem_putmem",
-    "shmem_getmem",
     "shmem_putmem_signal",
-    "shmem_signal_op",
-    "shmem_signal_fetch",
-    "shmem_atomic",
-    "shmem_atomic_add",
-    "shmem_atomic_inc",
-    "shmem_atomic_set",
-    "shmem_atomic_and",
-    "shmem_atomic_or",
-    "shmem_atomic_xor",
-    "shmem_atomic_fetch",
-    "shmem_atomic_fetch_add",
-    "shmem_atomic_fetch_inc",
-    "shmem_atomic_fetch_and",
-    "shmem_atomic_fetch_or",
-    "shmem_atomic_fetch_xor",
-    "shmem_atomic_swap",
-    "shmem_atomic_compare_swap",
-    "shmem_wait_until",
-    "shmem_test",
-    "shmem_fence",
     "shmem_quiet",
-    "parse_size",
+    "shmem_signal_fetch",
+    "shmem_signal_op",
+    "shmem_test",
+    "shmem_wait_until",
 ]

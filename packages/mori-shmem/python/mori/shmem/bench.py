@@ -65,11 +65,11 @@ def _pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pingpongs:
         # Warm up pages and caches before timing.
         api.shmem_putmem(heap_buf, src, size, peer)
         api.shmem_barrier_all()
-        put_s = _timed(lambda: api.shmem_putmem(heap_buf, src, size, peer), iterations)
+        put_s = _timed(lambda size=size: api.shmem_putmem(heap_buf, src, size, peer), iterations)
         api.shmem_barrier_all()
-        get_s = _timed(lambda: api.shmem_getmem(dst, heap_buf, size, peer), iterations)
+        get_s = _timed(lambda size=size: api.shmem_getmem(dst, heap_buf, size, peer), iterations)
         api.shmem_barrier_all()
-        copy_s = _timed(lambda: ctypes.memmove(dst, src, size), iterations)
+        copy_s = _timed(lambda size=size: ctypes.memmove(dst, src, size), iterations)
         rows.append({"size": size, "iterations": iterations, "put_s": put_s, "get_s": get_s, "memcpy_s": copy_s})
         if rank == 0:
             _progress(index + 1, len(sizes), f"{size} B")
@@ -104,14 +104,16 @@ def _summarize(per_pe: list[dict[str, Any]], sizes: list[int]) -> list[dict[str,
     for index, size in enumerate(sizes):
         rows = [pe["rows"][index] for pe in per_pe]
         moved = size * rows[0]["iterations"]
-        table.append({
-            "size_bytes": size,
-            # Aggregate over PEs: every PE moves `moved` bytes in its own time.
-            "put_GBps": sum(moved / row["put_s"] for row in rows) / 1e9,
-            "get_GBps": sum(moved / row["get_s"] for row in rows) / 1e9,
-            "memcpy_GBps": sum(moved / row["memcpy_s"] for row in rows) / 1e9,
-            "put_us": statistics.median(row["put_s"] / row["iterations"] for row in rows) * 1e6,
-        })
+        table.append(
+            {
+                "size_bytes": size,
+                # Aggregate over PEs: every PE moves `moved` bytes in its own time.
+                "put_GBps": sum(moved / row["put_s"] for row in rows) / 1e9,
+                "get_GBps": sum(moved / row["get_s"] for row in rows) / 1e9,
+                "memcpy_GBps": sum(moved / row["memcpy_s"] for row in rows) / 1e9,
+                "put_us": statistics.median(row["put_s"] / row["iterations"] for row in rows) * 1e6,
+            }
+        )
     return table
 
 
@@ -140,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = _sizes(args.min_size, args.max_size)
     heap = max(sizes) + (16 << 20)
-    per_pe = run_pes(_pe_program, args.pes, sizes, args.pingpongs, timeout=args.timeout,
-                     env={"MORI_SHMEM_HEAP_SIZE": str(heap)})
+    per_pe = run_pes(
+        _pe_program, args.pes, sizes, args.pingpongs, timeout=args.timeout, env={"MORI_SHMEM_HEAP_SIZE": str(heap)}
+    )
     table = _summarize(per_pe, sizes)
     latencies = per_pe[0]["latency_s"]
     latency_us = statistics.median(latencies) * 1e6
@@ -157,8 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write("\n".join(lines) + "\n")
 
     report = {
-        "benchmark": "mori-shmem-bench", "backend": "cpu", "pes": args.pes, "host": platform.node(),
-        "rows": table, "latency_us_median": latency_us,
+        "benchmark": "mori-shmem-bench",
+        "backend": "cpu",
+        "pes": args.pes,
+        "host": platform.node(),
+        "rows": table,
+        "latency_us_median": latency_us,
         "latency_us_p99": float(np.percentile(np.array(latencies), 99)) * 1e6,
     }
     args.output.write_text(json.dumps(report, indent=2))

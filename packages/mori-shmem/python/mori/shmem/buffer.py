@@ -81,8 +81,17 @@ class SymmetricBuffer:
         if copy:
             raise InvalidArgumentError("copy=True: a symmetric buffer is exported without copies only")
         versioned = max_version is not None and max_version[0] >= 1
-        return _C.make_dlpack(self, self.ptr, list(self.shape), self._strides(), self._dtype.dlpack_code,
-                              self._dtype.bits, _KDL_CPU, 0, versioned)
+        return _C.make_dlpack(
+            self,
+            self.ptr,
+            list(self.shape),
+            self._strides(),
+            self._dtype.dlpack_code,
+            self._dtype.bits,
+            _KDL_CPU,
+            0,
+            versioned,
+        )
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """A numpy array over the same memory (no copy)."""
@@ -133,12 +142,13 @@ def shmem_empty(shape: int | Sequence[int], dtype: Any = np.float32) -> Symmetri
 
 
 def shmem_zeros(shape: int | Sequence[int], dtype: Any = np.float32) -> SymmetricBuffer:
-    """Collective: a new symmetric array filled with zeros on this PE.
+    """Collective: a new symmetric array filled with zeros on every PE.
 
-    Peers may write into it only after a barrier, or their data could be zeroed over.
+    Ends with a barrier, so a peer's put issued right after it can never be zeroed over.
     """
     buffer = shmem_empty(shape, dtype)
     ctypes.memset(buffer.ptr, 0, buffer.nbytes)
+    api.shmem_barrier_all()
     return buffer
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,10 +51,8 @@ def resolve(dtype: Any) -> DType:
     """Accepts a name ("float32", "bfloat16"), a numpy dtype or type, or a torch dtype."""
     name = str(dtype).removeprefix("torch.") if not isinstance(dtype, str) else dtype
     if name not in DTYPES:
-        try:
+        with contextlib.suppress(TypeError):
             name = np.dtype(dtype).name
-        except TypeError:
-            pass
     if name not in DTYPES:
         raise InvalidArgumentError(f"dtype={dtype!r} is not supported; supported: {', '.join(DTYPES)}")
     return DTYPES[name]

@@ -92,4 +92,21 @@ STATUS_CLASSES: dict[int, type[MoriShmemError]] = {
     15: WaitTimeoutError,
 }
 
-__all__ = [cls.__name__ for cls in {MoriShmemError, *STATUS_CLASSES.values()}]
+__all__ = [
+    "AlreadyInitializedError",
+    "AuthenticationError",
+    "BootstrapTimeoutError",
+    "ConfigError",
+    "HeapExhaustedError",
+    "InternalError",
+    "InvalidArgumentError",
+    "InvalidPointerError",
+    "MoriShmemError",
+    "NotInitializedError",
+    "PeOutOfRangeError",
+    "PeerLostError",
+    "SymmetryError",
+    "SystemCallError",
+    "UnsupportedError",
+    "WaitTimeoutError",
+]
