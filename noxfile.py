@@ -47,7 +47,17 @@ BUILD_REQS: tuple[str, ...] = ("meson-python==0.22.1", "meson>=1.6", "ninja", "p
 
 #: What each package's tests import beyond the mori wheels; torch stays pinned to the CPU wheel.
 TEST_DEPS: dict[str, list[str]] = {
-    "shmem": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "mpich", "mpi4py"],
+    # nvidia-cuda-nvrtc: CI has no GPU but compiles every device source the tests use, with NVRTC and nvcc.
+    "shmem": [
+        "pytest",
+        "pytest-timeout",
+        "hypothesis",
+        "numpy",
+        "torch==2.13.0",
+        "mpich",
+        "mpi4py",
+        "nvidia-cuda-nvrtc==13.0.88",
+    ],
 }
 DEFAULT_TEST_DEPS: list[str] = ["pytest", "pytest-timeout"]
 

@@ -23,6 +23,9 @@ if str(TESTS_DIR) not in sys.path:
 # Small heaps: the suite runs on 2-core CI machines with little /dev/shm. Children inherit this;
 # tests assert against HEAP_SIZE, so it is forced, not defaulted.
 os.environ["MORI_SHMEM_HEAP_SIZE"] = "64M"
+# The suite tests the cpu backend unless a test asks for cuda (test_cuda_backend, test_device_api):
+# on a GPU machine "auto" would otherwise move every host-memory test onto GPU memory.
+os.environ.setdefault("MORI_SHMEM_BACKEND", "cpu")
 # A broken test must fail in seconds, not wait for the 60 s default rendezvous timeout.
 os.environ.setdefault("MORI_BOOTSTRAP_TIMEOUT", "30")
 os.environ.setdefault("MORI_SHMEM_WAIT_TIMEOUT", "30")
@@ -50,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a few tens of seconds; deselect with -m 'not slow'")
     config.addinivalue_line("markers", "torch: needs PyTorch")
     config.addinivalue_line("markers", "mpi: needs mpiexec and mpi4py")
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (skips with the reason elsewhere)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -66,3 +70,23 @@ def shmem():
     import mori.shmem
 
     return mori.shmem
+
+
+@pytest.fixture(scope="session")
+def gpu_available() -> bool:
+    """Whether the cuda backend can run here: a CUDA driver and at least one visible GPU.
+
+    Asks libmori_shmem which backend "auto" would pick, without creating a CUDA context here (the
+    PEs are other processes).
+    """
+    import mori.shmem
+
+    saved = os.environ.get("MORI_SHMEM_BACKEND")
+    os.environ["MORI_SHMEM_BACKEND"] = "auto"
+    try:
+        return mori.shmem.shmem_backend() == "cuda"
+    finally:
+        if saved is None:
+            del os.environ["MORI_SHMEM_BACKEND"]
+        else:
+            os.environ["MORI_SHMEM_BACKEND"] = saved

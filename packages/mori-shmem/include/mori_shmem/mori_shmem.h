@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mori_shmem/device_state.h"
 #include "mori_shmem/version.h"
 
 #ifdef __cplusplus
@@ -112,7 +113,7 @@ typedef struct {
   uint64_t used;           /* bytes handed out to callers, padding included */
   uint64_t largest_free;   /* largest contiguous free block */
   uint64_t num_allocations;
-  const char* backend;     /* "cpu", later "cuda" */
+  const char* backend;     /* "cpu" or "cuda" */
 } mori_shmem_heap_info_t;
 
 /* ---- version and errors ---- */
@@ -134,6 +135,7 @@ MORI_SHMEM_API int mori_shmem_finalize(void);
 MORI_SHMEM_API int mori_shmem_is_initialized(void);
 MORI_SHMEM_API int mori_shmem_my_pe(void);
 MORI_SHMEM_API int mori_shmem_n_pes(void);
+/* "cpu" or "cuda": the live backend, or before init the one init would pick now. */
 MORI_SHMEM_API const char* mori_shmem_backend(void);
 /* COLLECTIVE. Host barrier over the bootstrap network; completes outstanding host RMA first. */
 MORI_SHMEM_API int mori_shmem_barrier_all(void);
@@ -181,6 +183,17 @@ MORI_SHMEM_API int mori_shmem_test(const void* ivar, int type, int cmp, uint64_t
 MORI_SHMEM_API int mori_shmem_fence(void);
 /* Completes every outstanding put/get/atomic of this PE. */
 MORI_SHMEM_API int mori_shmem_quiet(void);
+
+/* ---- device side (cuda backend; MORI_SHMEM_ERR_UNSUPPORTED on the cpu backend) ---- */
+/* What kernels need: pass it by value as a kernel argument, or copy it into a loaded module's
+ * global `mori_shmem_device_state` (see device_state.h). */
+MORI_SHMEM_API int mori_shmem_get_device_state(mori_shmem_device_state_t* out);
+/* The CUDA device ordinal this PE's heap lives on. */
+MORI_SHMEM_API int mori_shmem_cuda_device(int* ordinal);
+/* Reads the device error word (MORI_SHMEM_DEVICE_ERR_*) that kernels set when a bounded spin
+ * expires or an RMA names an unreachable PE; clears it when clear != 0. Synchronise the kernels
+ * first. */
+MORI_SHMEM_API int mori_shmem_device_error(int clear, uint32_t* code);
 
 /* ---- configuration ---- */
 /* Number of registered environment variables and their fields; value is the effective one. */

@@ -36,6 +36,14 @@ int guarded(Body&& body) {
   }
 }
 
+CudaHeap& require_cuda(PeState& state, const char* caller) {
+  if (state.cuda_heap == nullptr) {
+    throw_error(MORI_SHMEM_ERR_UNSUPPORTED, caller, ": this PE runs the ", state.heap->backend(),
+                " backend; device-side calls need MORI_SHMEM_BACKEND=cuda (or auto on a machine with a GPU)");
+  }
+  return *state.cuda_heap;
+}
+
 template <typename T>
 void require_out(T* out, const char* name) {
   if (out == nullptr) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, name, " must not be NULL");
@@ -100,7 +108,11 @@ int mori_shmem_n_pes(void) {
   return n;
 }
 
-const char* mori_shmem_backend(void) { return "cpu"; }
+const char* mori_shmem_backend(void) {
+  const char* name = "cpu";
+  guarded([&] { name = is_initialized() ? require_state("shmem_backend").heap->backend() : planned_backend(); });
+  return name;
+}
 
 int mori_shmem_barrier_all(void) {
   return guarded([] {
@@ -165,7 +177,7 @@ int mori_shmem_heap_info(mori_shmem_heap_info_t* info) {
     info->used = state.allocator->used();
     info->largest_free = state.allocator->largest_free();
     info->num_allocations = state.allocator->num_allocations();
-    info->backend = "cpu";
+    info->backend = state.heap->backend();
   });
 }
 
@@ -269,6 +281,34 @@ int mori_shmem_quiet(void) {
   return guarded([] {
     require_state("shmem_quiet");
     rma::quiet();
+  });
+}
+
+int mori_shmem_get_device_state(mori_shmem_device_state_t* out) {
+  return guarded([&] {
+    require_out(out, "out");
+    PeState& state = require_state("shmem_get_device_state");
+    *out = require_cuda(state, "mori_shmem_get_device_state").device_state(state.device_spin_timeout_s);
+  });
+}
+
+int mori_shmem_cuda_device(int* ordinal) {
+  return guarded([&] {
+    require_out(ordinal, "ordinal");
+    *ordinal = require_cuda(require_state("shmem_cuda_device"), "mori_shmem_cuda_device").context().ordinal();
+  });
+}
+
+int mori_shmem_device_error(int clear, uint32_t* code) {
+  return guarded([&] {
+    require_out(code, "code");
+    CudaHeap& heap = require_cuda(require_state("shmem_device_error"), "mori_shmem_device_error");
+    uint8_t* word = heap.local_base() + MORI_SHMEM_SYNC_ERROR_OFFSET;
+    heap.context().copy(code, word, sizeof(*code));
+    if (clear != 0 && *code != MORI_SHMEM_DEVICE_OK) {
+      const uint32_t ok = MORI_SHMEM_DEVICE_OK;
+      heap.context().copy(word, &ok, sizeof(ok));
+    }
   });
 }
 

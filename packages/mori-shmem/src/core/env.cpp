@@ -15,8 +15,39 @@ const std::vector<Var>& registry() {
   static const std::vector<Var> vars = {
       {"MORI_SHMEM_HEAP_SIZE", Type::Size, "4G",
        "Bytes of symmetric heap per PE (e.g. 6G, 512M, 4096). POSIX shared memory, allocated lazily.", nullptr},
-      {"MORI_SHMEM_BACKEND", Type::Choice, "auto", "Heap and transport backend; auto picks the best available.",
-       "auto,cpu"},
+      {"MORI_SHMEM_BACKEND", Type::Choice, "auto",
+       "Heap and transport backend: cuda (GPU heap, P2P over CUDA IPC), cpu (POSIX shared memory); auto takes "
+       "cuda when a CUDA driver and a GPU are present, else cpu.",
+       "auto,cpu,cuda"},
+      {"MORI_SHMEM_MODE", Type::Choice, "static_heap",
+       "How the cuda backend backs the heap: static_heap (one cuMemAlloc, shared by CUDA IPC handles) or vmm_heap "
+       "(cuMemCreate chunks mapped into one reserved range, shared by POSIX file descriptors).",
+       "static_heap,vmm_heap,static,vmm"},
+      {"MORI_SHMEM_HEAP_TYPE", Type::Choice, "uncached",
+       "MORI's uncached/normal heap types; CUDA has no uncached device memory, so both give ordinary device memory "
+       "and device flags are read with system-scope acquire loads instead.",
+       "uncached,normal"},
+      {"MORI_SHMEM_VMM_CHUNK_SIZE", Type::Size, "0",
+       "Granule of the vmm_heap mode's physical chunks; 0 picks the driver's recommended granularity.", nullptr},
+      {"MORI_SHMEM_DEVICE", Type::Int, "-1",
+       "CUDA device of this PE; -1 takes the context current at init (e.g. torch.cuda.set_device), else rank modulo "
+       "the device count.",
+       nullptr},
+      {"MORI_SHMEM_DEVICE_SPIN_TIMEOUT", Type::Seconds, "60",
+       "Bound of every device-side spin (wait_until, device barrier): past it the kernel sets an error word that "
+       "the host raises as WaitTimeoutError; 0 spins forever.",
+       nullptr},
+      {"MORI_JIT_CACHE_DIR", Type::String, "",
+       "Where compiled device code is cached, by content hash; empty means ~/.cache/mori/jit.", nullptr},
+      {"MORI_JIT_COMPILER", Type::Choice, "auto",
+       "Device compiler of the JIT: nvrtc (the nvidia-cuda-nvrtc wheel or the toolkit's libnvrtc), nvcc, or auto "
+       "(nvrtc when found, else nvcc).",
+       "auto,nvrtc,nvcc"},
+      {"MORI_JIT_ARCH", Type::String, "",
+       "Target of the JIT, e.g. sm_90; empty means the current GPU's, or sm_90 when there is no GPU.", nullptr},
+      {"MORI_JIT_NVCC", Type::String, "", "Path of nvcc; empty searches CUDA_HOME/bin, then PATH.", nullptr},
+      {"MORI_JIT_EXTRA_FLAGS", Type::String, "",
+       "Extra compiler options (space separated) appended to every JIT compile; part of the cache key.", nullptr},
       {"MORI_SOCKET_IFNAME", Type::String, "",
        "Network interface the bootstrap listens on; empty means loopback (127.0.0.1).", nullptr},
       {"MORI_BOOTSTRAP_TIMEOUT", Type::Seconds, "60",

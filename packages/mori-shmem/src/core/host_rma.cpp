@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/symmetric_alloc.hpp"
+#include "heap/cuda_heap.hpp"
 
 namespace mori::shmem::rma {
 
@@ -21,6 +22,25 @@ uint8_t* translate(PeState& state, const void* ptr, size_t nbytes, int pe, const
   check_pe(state, pe, "pe");
   const uint64_t offset = heap_offset(state, ptr, nbytes, argument);
   return state.heap->peer_base(pe) + offset;
+}
+
+// Moves bytes between this PE's memory and a peer's mapping: memmove on the cpu backend, a driver
+// copy on the cuda backend (either side may be GPU memory there).
+void copy(const PeState& state, void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (state.cuda_heap != nullptr) {
+    state.cuda_heap->context().copy(dst, src, nbytes);
+  } else {
+    std::memmove(dst, src, nbytes);
+  }
+}
+
+// Host code cannot do an atomic read-modify-write on GPU memory; those go through a kernel.
+void require_host_memory(const PeState& state, const char* operation) {
+  if (state.cuda_heap != nullptr) {
+    throw_error(MORI_SHMEM_ERR_UNSUPPORTED, operation,
+                " on the cuda heap needs a kernel: use mori.shmem's Python API (it launches one) or the device API");
+  }
 }
 
 void check_local(const void* ptr, size_t nbytes, const char* argument) {
@@ -91,8 +111,14 @@ bool compare(T observed, int cmp, T value) {
   throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "cmp=", cmp, " is not a comparison code (EQ=0 .. GE=5)");
 }
 
-// Loads ivar with acquire ordering and evaluates the condition; *observed gets the value.
-bool check(const void* ivar, int type, int cmp, uint64_t value, uint64_t* observed) {
+// Loads ivar with acquire ordering and evaluates the condition; *observed gets the value. On the
+// cuda backend ivar is GPU memory, read through a driver copy into a host word first.
+bool check(const PeState& state, const void* ivar, int type, int cmp, uint64_t value, uint64_t* observed) {
+  uint64_t staged = 0;
+  if (state.cuda_heap != nullptr) {
+    copy(state, &staged, ivar, type_width(type));
+    ivar = &staged;
+  }
   switch (type) {
     case MORI_SHMEM_TYPE_INT32: {
       int32_t v = __atomic_load_n(static_cast<const int32_t*>(ivar), __ATOMIC_ACQUIRE);
@@ -123,8 +149,12 @@ void check_signal_op(int sig_op) {
   }
 }
 
-void apply_signal(uint64_t* remote, uint64_t signal, int sig_op) {
-  if (sig_op == MORI_SHMEM_SIGNAL_SET) {
+void apply_signal(const PeState& state, uint64_t* remote, uint64_t signal, int sig_op) {
+  if (state.cuda_heap != nullptr) {
+    if (sig_op != MORI_SHMEM_SIGNAL_SET) require_host_memory(state, "SIGNAL_ADD");
+    // An aligned 8-byte copy lands whole, after every earlier copy on the same stream.
+    copy(state, remote, &signal, sizeof(signal));
+  } else if (sig_op == MORI_SHMEM_SIGNAL_SET) {
     __atomic_store_n(remote, signal, __ATOMIC_RELEASE);
   } else {
     __atomic_fetch_add(remote, signal, __ATOMIC_RELEASE);
@@ -136,13 +166,13 @@ void apply_signal(uint64_t* remote, uint64_t signal, int sig_op) {
 void put(PeState& state, void* dest, const void* src, size_t nbytes, int pe) {
   uint8_t* remote = translate(state, dest, nbytes, pe, "dest");
   check_local(src, nbytes, "src");
-  if (nbytes > 0) std::memmove(remote, src, nbytes);
+  copy(state, remote, src, nbytes);
 }
 
 void get(PeState& state, void* dest, const void* src, size_t nbytes, int pe) {
   const uint8_t* remote = translate(state, src, nbytes, pe, "src");
   check_local(dest, nbytes, "dest");
-  if (nbytes > 0) std::memmove(dest, remote, nbytes);
+  copy(state, dest, remote, nbytes);
 }
 
 void put_signal(PeState& state, void* dest, const void* src, size_t nbytes, uint64_t* sig_addr, uint64_t signal,
@@ -150,21 +180,23 @@ void put_signal(PeState& state, void* dest, const void* src, size_t nbytes, uint
   check_signal_op(sig_op);
   check_aligned(sig_addr, sizeof(uint64_t), "sig_addr");
   auto* remote_signal = reinterpret_cast<uint64_t*>(translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr"));
+  if (sig_op == MORI_SHMEM_SIGNAL_ADD) require_host_memory(state, "SIGNAL_ADD");
   put(state, dest, src, nbytes, pe);
-  apply_signal(remote_signal, signal, sig_op);
+  apply_signal(state, remote_signal, signal, sig_op);
 }
 
 void signal_op(PeState& state, uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {
   check_signal_op(sig_op);
   check_aligned(sig_addr, sizeof(uint64_t), "sig_addr");
-  apply_signal(reinterpret_cast<uint64_t*>(translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr")), signal,
-               sig_op);
+  apply_signal(state, reinterpret_cast<uint64_t*>(translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr")),
+               signal, sig_op);
 }
 
 uint64_t atomic(PeState& state, void* dest, int amo, int type, uint64_t value, uint64_t compare_value, int pe) {
   const size_t width = type_width(type);
   check_aligned(dest, width, "dest");
   void* remote = translate(state, dest, width, pe, "dest");
+  require_host_memory(state, "a host-side atomic");
   switch (type) {
     case MORI_SHMEM_TYPE_INT32:
       return widen(apply(static_cast<int32_t*>(remote), amo, static_cast<int32_t>(value),
@@ -184,7 +216,7 @@ bool test(PeState& state, const void* ivar, int type, int cmp, uint64_t value) {
   check_aligned(ivar, width, "ivar");
   heap_offset(state, ivar, width, "ivar");
   uint64_t observed = 0;
-  return check(ivar, type, cmp, value, &observed);
+  return check(state, ivar, type, cmp, value, &observed);
 }
 
 uint64_t wait_until(PeState& state, const void* ivar, int type, int cmp, uint64_t value, int64_t timeout_ms) {
@@ -197,7 +229,7 @@ uint64_t wait_until(PeState& state, const void* ivar, int type, int cmp, uint64_
   // Spin first (a peer's store lands within microseconds), then yield, then sleep briefly so a
   // long wait does not burn a core that the signalling PE may need.
   for (uint64_t spins = 0;; ++spins) {
-    if (check(ivar, type, cmp, value, &observed)) return observed;
+    if (check(state, ivar, type, cmp, value, &observed)) return observed;
     if (spins < 2000) continue;
     if (std::chrono::steady_clock::now() > deadline) {
       throw_error(MORI_SHMEM_ERR_WAIT_TIMEOUT, "shmem_wait_until: ivar=", ivar, " still holds ", observed,

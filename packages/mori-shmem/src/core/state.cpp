@@ -2,10 +2,13 @@
 #include "core/state.hpp"
 
 #include <atomic>
+#include <vector>
 
 #include "core/env.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "cuda/cuda_driver.hpp"
+#include "heap/shm_heap.hpp"
 
 namespace mori::shmem {
 
@@ -15,11 +18,16 @@ std::unique_ptr<PeState> g_state;
 // Lets RMA calls check for a live state without taking the mutex.
 std::atomic<PeState*> g_live{nullptr};
 
-void validate_backend() {
+enum class Backend { Cpu, Cuda };
+
+Backend choose_backend() {
   const std::string backend = env::get_choice("MORI_SHMEM_BACKEND");
-  if (backend != "auto" && backend != "cpu") {
-    throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "MORI_SHMEM_BACKEND=", backend, " is not available in this build");
+  if (backend == "cpu") return Backend::Cpu;
+  if (backend == "cuda") {
+    cuda::driver();  // throws UNSUPPORTED with the reason when there is no usable driver
+    return Backend::Cuda;
   }
+  return cuda::available() ? Backend::Cuda : Backend::Cpu;
 }
 
 }  // namespace
@@ -38,6 +46,8 @@ PeState& require_state(const char* caller) {
   return *state;
 }
 
+const char* planned_backend() { return choose_backend() == Backend::Cuda ? "cuda" : "cpu"; }
+
 bool is_initialized() { return g_live.load(std::memory_order_acquire) != nullptr; }
 
 void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
@@ -51,22 +61,43 @@ void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
     throw_error(MORI_SHMEM_ERR_PE_OUT_OF_RANGE, "rank=", rank, " is outside [0, nranks=", nranks, ")");
   }
   // Read every setting before touching the network, so a bad value fails alone and at once.
-  validate_backend();
+  const Backend backend = choose_backend();
+  const std::string cuda_mode = env::get_choice("MORI_SHMEM_MODE");
+  env::get_choice("MORI_SHMEM_HEAP_TYPE");
+  const int device = static_cast<int>(env::get_int("MORI_SHMEM_DEVICE"));
   const uint64_t heap_size = env::get_size("MORI_SHMEM_HEAP_SIZE");
   const double bootstrap_timeout = env::get_seconds("MORI_BOOTSTRAP_TIMEOUT");
   auto state = std::make_unique<PeState>();
   state->check_symmetry = env::get_bool("MORI_SHMEM_CHECK_SYMMETRY");
   state->wait_timeout_s = env::get_seconds("MORI_SHMEM_WAIT_TIMEOUT");
+  state->device_spin_timeout_s = env::get_seconds("MORI_SHMEM_DEVICE_SPIN_TIMEOUT");
   if (heap_size <= kReservedHeapBytes) {
     throw_error(MORI_SHMEM_ERR_CONFIG, "MORI_SHMEM_HEAP_SIZE=", env::effective("MORI_SHMEM_HEAP_SIZE"),
                 " is too small: the heap must exceed the ", kReservedHeapBytes, " bytes the library reserves");
   }
 
   state->bootstrap = connect_tcp_bootstrap(uid, rank, nranks, bootstrap_timeout);
-  state->heap = std::make_unique<SharedMemoryHeap>(*state->bootstrap, heap_size);
-  state->allocator = std::make_unique<HeapAllocator>(heap_size, kReservedHeapBytes);
-  log::emit(log::Level::Info, "PE ", rank, " of ", nranks, " initialized: cpu heap of ", heap_size, " bytes at ",
-            static_cast<void*>(state->heap->local_base()));
+  // Every PE must pick the same backend, or their heaps could not reach each other.
+  const uint8_t mine = backend == Backend::Cuda ? 1 : 0;
+  std::vector<uint8_t> all(nranks);
+  state->bootstrap->allgather(&mine, all.data(), 1, "init: backend");
+  for (int pe = 0; pe < nranks; ++pe) {
+    if (all[pe] != mine) {
+      throw_error(MORI_SHMEM_ERR_SYMMETRY, "PE ", pe, " chose the ", all[pe] ? "cuda" : "cpu", " backend and PE ",
+                  rank, " the ", mine ? "cuda" : "cpu", " one; set MORI_SHMEM_BACKEND the same on every PE");
+    }
+  }
+  if (backend == Backend::Cuda) {
+    auto heap = std::make_unique<CudaHeap>(*state->bootstrap, heap_size, parse_cuda_heap_mode(cuda_mode), device,
+                                           bootstrap_timeout);
+    state->cuda_heap = heap.get();
+    state->heap = std::move(heap);
+  } else {
+    state->heap = std::make_unique<SharedMemoryHeap>(*state->bootstrap, heap_size);
+  }
+  state->allocator = std::make_unique<HeapAllocator>(state->heap->size(), kReservedHeapBytes);
+  log::emit(log::Level::Info, "PE ", rank, " of ", nranks, " initialized: ", state->heap->backend(), " heap of ",
+            state->heap->size(), " bytes at ", static_cast<void*>(state->heap->local_base()));
   g_state = std::move(state);
   g_live.store(g_state.get(), std::memory_order_release);
 }

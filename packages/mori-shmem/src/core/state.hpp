@@ -10,20 +10,24 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "heap/allocator.hpp"
-#include "heap/shm_heap.hpp"
+#include "heap/cuda_heap.hpp"
+#include "heap/symmetric_heap.hpp"
+#include "mori_shmem/device_state.h"
 
 namespace mori::shmem {
 
 // Bytes at the start of every heap kept for the library's own synchronisation words.
-constexpr uint64_t kReservedHeapBytes = 4096;
+constexpr uint64_t kReservedHeapBytes = MORI_SHMEM_SYNC_BYTES;
 
 struct PeState {
   std::unique_ptr<Bootstrap> bootstrap;
-  std::unique_ptr<SharedMemoryHeap> heap;
+  std::unique_ptr<SymmetricHeap> heap;
+  CudaHeap* cuda_heap = nullptr;  // = heap on the cuda backend, else null
   std::unique_ptr<HeapAllocator> allocator;
   std::map<uintptr_t, size_t> registered_buffers;  // base -> size, non-overlapping
   bool check_symmetry = true;
   double wait_timeout_s = 300;
+  double device_spin_timeout_s = 60;
 
   int rank() const { return bootstrap->rank(); }
   int nranks() const { return bootstrap->nranks(); }
@@ -35,6 +39,8 @@ std::mutex& state_mutex();
 // The live state; throws MORI_SHMEM_ERR_NOT_INITIALIZED naming `caller` when there is none.
 PeState& require_state(const char* caller);
 bool is_initialized();
+// The backend init would pick now ("cpu" or "cuda"), from MORI_SHMEM_BACKEND and the machine.
+const char* planned_backend();
 
 void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks);
 void finalize();

@@ -66,6 +66,11 @@ void* symmetric_malloc(PeState& state, size_t size, size_t alignment, const char
   std::lock_guard<std::mutex> lock(state_mutex());
   Outcome mine{};
   try {
+    if (alignment > state.heap->base_alignment()) {
+      throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "alignment=", alignment, " exceeds ",
+                  state.heap->base_alignment(), ", the alignment of this ", state.heap->backend(),
+                  " heap's base (the largest that stays symmetric)");
+    }
     mine = local_outcome(MORI_SHMEM_SUCCESS, state.allocator->allocate(size, alignment), size, "");
   } catch (const Error& error) {
     mine = local_outcome(error.status(), 0, size, error.what());

@@ -9,7 +9,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -17,20 +16,6 @@
 namespace mori::shmem {
 
 namespace {
-
-constexpr size_t kHostKeyBytes = 128;
-
-// Two PEs share a host when they see the same kernel boot id and hostname.
-std::string host_key() {
-  std::string boot_id;
-  std::ifstream file("/proc/sys/kernel/random/boot_id");
-  std::getline(file, boot_id);
-  char hostname[64] = {};
-  gethostname(hostname, sizeof(hostname) - 1);
-  std::string key = boot_id + "/" + hostname;
-  key.resize(kHostKeyBytes, '\0');
-  return key;
-}
 
 std::string segment_name(const Secret& secret, int pe) {
   char name[64];
@@ -93,15 +78,7 @@ void warn_if_tmpfs_too_small(uint64_t size, int nranks) {
 SharedMemoryHeap::SharedMemoryHeap(Bootstrap& bootstrap, uint64_t size)
     : rank_(bootstrap.rank()), size_(size), mappings_(bootstrap.nranks(), nullptr) {
   const int nranks = bootstrap.nranks();
-  std::string mine = host_key();
-  std::vector<char> keys(kHostKeyBytes * nranks);
-  bootstrap.allgather(mine.data(), keys.data(), kHostKeyBytes, "heap: host check");
-  for (int pe = 0; pe < nranks; ++pe) {
-    if (std::memcmp(keys.data() + pe * kHostKeyBytes, mine.data(), kHostKeyBytes) != 0) {
-      throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "PE ", pe, " runs on another host than PE ", rank_,
-                  ": the CPU backend maps peers' heaps through POSIX shared memory and needs all PEs on one host");
-    }
-  }
+  require_one_host(bootstrap, "the cpu backend maps peers' heaps through POSIX shared memory");
   if (rank_ == 0) warn_if_tmpfs_too_small(size, nranks);
 
   const std::string own_name = segment_name(bootstrap.secret(), rank_);

@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.hpp"
+#include "heap/symmetric_heap.hpp"
 
 namespace mori::shmem {
 
 // Every mapping of a heap starts at a multiple of this, the largest alignment malloc_align takes.
 constexpr uint64_t kHeapBaseAlignment = uint64_t(1) << 30;
 
-class SharedMemoryHeap {
+class SharedMemoryHeap final : public SymmetricHeap {
  public:
   // COLLECTIVE over bootstrap. Throws MORI_SHMEM_ERR_UNSUPPORTED when the PEs are not all on one
   // host (the remote transport is needed then).
@@ -26,9 +26,11 @@ class SharedMemoryHeap {
   SharedMemoryHeap(const SharedMemoryHeap&) = delete;
   SharedMemoryHeap& operator=(const SharedMemoryHeap&) = delete;
 
-  uint8_t* local_base() const { return mappings_[rank_]; }
-  uint8_t* peer_base(int pe) const { return mappings_[pe]; }
-  uint64_t size() const { return size_; }
+  const char* backend() const override { return "cpu"; }
+  uint8_t* local_base() const override { return mappings_[rank_]; }
+  uint8_t* peer_base(int pe) const override { return mappings_[pe]; }
+  uint64_t size() const override { return size_; }
+  uint64_t base_alignment() const override { return kHeapBaseAlignment; }
 
  private:
   int rank_;

@@ -202,6 +202,21 @@ PYBIND11_MODULE(_C, m) {
     check(mori_shmem_test(as_ptr(ivar), type, cmp, value, &satisfied));
     return satisfied != 0;
   });
+  m.def("get_device_state", [] {
+    mori_shmem_device_state_t state{};
+    check(mori_shmem_get_device_state(&state));
+    return py::bytes(reinterpret_cast<const char*>(&state), sizeof(state));
+  });
+  m.def("cuda_device", [] {
+    int ordinal = -1;
+    check(mori_shmem_cuda_device(&ordinal));
+    return ordinal;
+  });
+  m.def("device_error", [](bool clear) {
+    uint32_t code = 0;
+    check(mori_shmem_device_error(clear ? 1 : 0, &code));
+    return code;
+  });
   m.def("fence", [] { check(mori_shmem_fence()); });
   m.def("quiet", [] { check(mori_shmem_quiet()); });
 

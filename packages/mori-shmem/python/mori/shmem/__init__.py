@@ -23,6 +23,14 @@ from mori.shmem._sdk import get_include, get_library_dir, get_library_path, get_
 from mori.shmem.api import *  # noqa: F403
 from mori.shmem.api import __all__ as _api_all
 from mori.shmem.buffer import SymmetricBuffer, shmem_empty, shmem_get, shmem_put, shmem_zeros
+from mori.shmem.device import (
+    DeviceState,
+    shmem_barrier_on_stream,
+    shmem_check_device_error,
+    shmem_cuda_device,
+    shmem_device_state,
+    shmem_module_init,
+)
 from mori.shmem.errors import *  # noqa: F403
 from mori.shmem.errors import __all__ as _errors_all
 from mori.shmem.frameworks import shmem_mpi_init, shmem_torch_process_group_init
@@ -58,6 +66,7 @@ def session(rank: int, nranks: int, unique_id: bytes) -> Iterator[None]:
 __all__ = [
     *_api_all,
     *_errors_all,
+    "DeviceState",
     "SymmetricBuffer",
     "get_include",
     "get_library_dir",
@@ -67,8 +76,13 @@ __all__ = [
     "mori_shmem_create_tensor_list_intra_node",
     "mori_shmem_free_tensor",
     "session",
+    "shmem_barrier_on_stream",
+    "shmem_check_device_error",
+    "shmem_cuda_device",
+    "shmem_device_state",
     "shmem_empty",
     "shmem_get",
+    "shmem_module_init",
     "shmem_mpi_init",
     "shmem_put",
     "shmem_torch_process_group_init",

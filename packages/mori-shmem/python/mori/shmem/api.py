@@ -145,7 +145,7 @@ def shmem_npes() -> int:
 
 
 def shmem_backend() -> str:
-    """The backend the heap lives on: ``"cpu"``."""
+    """The backend the heap lives on, ``"cpu"`` or ``"cuda"``; before init, the one init would pick."""
     name: str = _C.backend()
     return name
 
@@ -238,6 +238,10 @@ def shmem_getmem(dest: int, src: int, nbytes: int, pe: int) -> None:
     _C.getmem(dest, src, nbytes, pe)
 
 
+def _on_gpu_heap() -> bool:
+    return bool(_C.is_initialized()) and _C.backend() == "cuda"
+
+
 def _check_signal_op(sig_op: int) -> None:
     if sig_op not in (AmoType.SIGNAL_SET, AmoType.SIGNAL_ADD):
         raise InvalidArgumentError(f"sig_op={sig_op} must be AmoType.SIGNAL_SET (9) or AmoType.SIGNAL_ADD (10)")
@@ -248,6 +252,11 @@ def shmem_putmem_signal(dest: int, src: int, nbytes: int, sig_addr: int, signal:
     _check_nonnegative("nbytes", nbytes)
     _check_signal_op(sig_op)
     _, uint64 = int_type_code(np.uint64)
+    if sig_op == AmoType.SIGNAL_ADD and _on_gpu_heap():
+        # Host code cannot add to GPU memory atomically: the data copy completes, then a kernel adds.
+        _C.putmem(dest, src, nbytes, pe)
+        shmem_atomic(sig_addr, AmoType.SIGNAL_ADD, signal, pe)
+        return
     _C.putmem_signal(dest, src, nbytes, sig_addr, to_bits(signal, uint64, "signal"), int(sig_op), pe)
 
 
@@ -255,6 +264,9 @@ def shmem_signal_op(sig_addr: int, signal: int, sig_op: int, pe: int) -> None:
     """Sets or adds to the uint64 signal at ``sig_addr`` on ``pe`` (release ordering)."""
     _check_signal_op(sig_op)
     _, uint64 = int_type_code(np.uint64)
+    if sig_op == AmoType.SIGNAL_ADD and _on_gpu_heap():
+        shmem_atomic(sig_addr, AmoType.SIGNAL_ADD, signal, pe)
+        return
     _C.signal_op(sig_addr, to_bits(signal, uint64, "signal"), int(sig_op), pe)
 
 
@@ -279,9 +291,13 @@ def shmem_atomic(
             f"op={op} is not an AmoType ({', '.join(f'{a.name}={a.value}' for a in AmoType)})"
         ) from None
     type_code, resolved = int_type_code(dtype)
-    old = _C.atomic(
-        dest, int(amo), type_code, to_bits(value, resolved, "value"), to_bits(compare, resolved, "compare"), pe
-    )
+    value_bits, compare_bits = to_bits(value, resolved, "value"), to_bits(compare, resolved, "compare")
+    if _on_gpu_heap():
+        from mori.shmem.device import device_atomic
+
+        old = device_atomic(dest, int(amo), type_code, value_bits, compare_bits, pe)
+    else:
+        old = _C.atomic(dest, int(amo), type_code, value_bits, compare_bits, pe)
     return from_bits(old, resolved) if amo in _FETCHING else None
 
 

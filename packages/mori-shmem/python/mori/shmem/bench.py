@@ -10,13 +10,16 @@ between PE 0 and PE 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import logging
+import os
 import platform
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,33 +120,54 @@ def _summarize(per_pe: list[dict[str, Any]], sizes: list[int]) -> list[dict[str,
     return table
 
 
-def _sizes(low: int, high: int) -> list[int]:
+def _sizes(low: int, high: int, factor: int = 4) -> list[int]:
     sizes, size = [], low
     while size <= high:
         sizes.append(size)
-        size *= 4
+        size *= factor
+    if sizes[-1] != high:
+        sizes.append(high)
     return sizes
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mori-shmem-bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--backend",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="cuda: device-initiated puts from kernels; cpu: host puts (auto: cuda when a GPU is present)",
+    )
     parser.add_argument("--pes", type=int, default=2, help="number of local PEs (processes)")
     parser.add_argument("--min-size", type=api.parse_size, default=8)
-    parser.add_argument("--max-size", type=api.parse_size, default=64 << 20)
-    parser.add_argument("--pingpongs", type=int, default=2000)
+    parser.add_argument("--max-size", type=api.parse_size, default=None, help="default 64M (cpu), 256M (cuda)")
+    parser.add_argument("--pingpongs", type=int, default=None, help="default 2000 (cpu), 10000 (cuda)")
+    parser.add_argument("--scopes", default="thread,warp,block", help="cuda: scopes of the device put")
+    parser.add_argument("--no-peer", action="store_true", help="cuda: skip the NVSHMEM comparison")
     parser.add_argument("--output", type=Path, default=Path("mori-shmem-bench.json"))
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--timeout", type=float, default=1200.0)
     args = parser.parse_args(argv)
     if args.pes < 2:
         parser.error(f"--pes={args.pes}: the benchmark needs at least 2 PEs")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    backend = args.backend
+    if backend == "auto":
+        with _environ("MORI_SHMEM_BACKEND", "auto"):
+            backend = api.shmem_backend()
+    if backend == "cuda":
+        return _main_cuda(args)
 
     from mori.shmem.testing import run_pes
 
-    sizes = _sizes(args.min_size, args.max_size)
+    sizes = _sizes(args.min_size, args.max_size or 64 << 20)
     heap = max(sizes) + (16 << 20)
     per_pe = run_pes(
-        _pe_program, args.pes, sizes, args.pingpongs, timeout=args.timeout, env={"MORI_SHMEM_HEAP_SIZE": str(heap)}
+        _pe_program,
+        args.pes,
+        sizes,
+        args.pingpongs or 2000,
+        timeout=args.timeout,
+        env={"MORI_SHMEM_HEAP_SIZE": str(heap), "MORI_SHMEM_BACKEND": "cpu"},
     )
     table = _summarize(per_pe, sizes)
     latencies = per_pe[0]["latency_s"]
@@ -169,6 +193,43 @@ def main(argv: list[str] | None = None) -> int:
         "latency_us_p99": float(np.percentile(np.array(latencies), 99)) * 1e6,
     }
     args.output.write_text(json.dumps(report, indent=2))
+    logger.info("wrote %s", args.output)
+    return 0
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved
+
+
+def _main_cuda(args: argparse.Namespace) -> int:
+    from mori.shmem import bench_gpu
+    from mori.shmem.settings import setting
+    from mori.shmem.testing import run_pes
+
+    sizes = _sizes(args.min_size, args.max_size or 256 << 20, factor=8)
+    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+    unknown = sorted(set(scopes) - set(bench_gpu.SCOPES))
+    if unknown:
+        raise SystemExit(f"--scopes: unknown scope(s) {unknown}; choose from {sorted(bench_gpu.SCOPES)}")
+    pingpongs = args.pingpongs or 10000
+    heap = 2 * max(sizes) + (64 << 20)
+    env = {"MORI_SHMEM_HEAP_SIZE": str(heap), "MORI_SHMEM_BACKEND": "cuda"}
+    per_pe = run_pes(bench_gpu.pe_program, args.pes, sizes, scopes, pingpongs, timeout=args.timeout, env=env)
+    cache = setting("MORI_JIT_CACHE_DIR") or str(Path.home() / ".cache" / "mori" / "jit")
+    peer = {"error": "--no-peer"} if args.no_peer else bench_gpu.nvshmem_peer(args.pes, sizes, scopes, pingpongs, cache)
+    text, document = bench_gpu.report(per_pe, peer, args.pes, scopes)
+    sys.stdout.write(text + "\n")
+    document["host"] = platform.node()
+    args.output.write_text(json.dumps(document, indent=2))
     logger.info("wrote %s", args.output)
     return 0
 

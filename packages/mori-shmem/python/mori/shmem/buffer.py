@@ -16,6 +16,14 @@ from mori.shmem.dtypes import DType, resolve
 from mori.shmem.errors import InvalidArgumentError
 
 _KDL_CPU = 1
+_KDL_CUDA = 2
+
+
+def _heap_device() -> tuple[int, int]:
+    """The DLPack device of the heap: host memory on the cpu backend, the PE's GPU on the cuda one."""
+    if api.shmem_backend() == "cuda":
+        return (_KDL_CUDA, _C.cuda_device())
+    return (_KDL_CPU, 0)
 
 
 class _Allocation:
@@ -37,6 +45,7 @@ class SymmetricBuffer:
 
     def __init__(self, allocation: _Allocation, shape: tuple[int, ...], dtype: DType, pe: int, ptr: int) -> None:
         self._allocation = allocation
+        self._device = _heap_device()
         self.shape = shape
         self._dtype = dtype
         self.pe = pe
@@ -64,7 +73,7 @@ class SymmetricBuffer:
         return list(reversed(strides))
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (_KDL_CPU, 0)
+        return self._device
 
     def __dlpack__(
         self,
@@ -77,7 +86,7 @@ class SymmetricBuffer:
         if self._allocation.freed:
             raise InvalidArgumentError(f"buffer at {self.symmetric_ptr:#x} was freed")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise InvalidArgumentError(f"dl_device={dl_device} differs from the buffer's device (kDLCPU, 0)")
+            raise InvalidArgumentError(f"dl_device={dl_device} differs from the buffer's device {self._device}")
         if copy:
             raise InvalidArgumentError("copy=True: a symmetric buffer is exported without copies only")
         versioned = max_version is not None and max_version[0] >= 1
@@ -88,8 +97,8 @@ class SymmetricBuffer:
             self._strides(),
             self._dtype.dlpack_code,
             self._dtype.bits,
-            _KDL_CPU,
-            0,
+            self._device[0],
+            self._device[1],
             versioned,
         )
 
@@ -97,10 +106,12 @@ class SymmetricBuffer:
         """A numpy array over the same memory (no copy)."""
         if self._dtype.numpy is None:
             raise InvalidArgumentError(f"numpy has no {self._dtype.name}; use .torch() instead")
+        if self._device[0] != _KDL_CPU:
+            raise InvalidArgumentError("this buffer is GPU memory (cuda backend); numpy cannot view it, use .torch()")
         return np.from_dlpack(self)
 
     def torch(self) -> Any:
-        """A torch CPU tensor over the same memory (no copy)."""
+        """A torch tensor over the same memory (no copy): a CPU tensor, or a CUDA one on the cuda backend."""
         import torch
 
         return torch.from_dlpack(self)
@@ -147,13 +158,21 @@ def shmem_zeros(shape: int | Sequence[int], dtype: Any = np.float32) -> Symmetri
     Ends with a barrier, so a peer's put issued right after it can never be zeroed over.
     """
     buffer = shmem_empty(shape, dtype)
-    ctypes.memset(buffer.ptr, 0, buffer.nbytes)
+    if buffer.nbytes > 0:
+        if buffer.__dlpack_device__()[0] == _KDL_CPU:
+            ctypes.memset(buffer.ptr, 0, buffer.nbytes)
+        else:
+            zeros = np.zeros(buffer.nbytes, dtype=np.uint8)
+            api.shmem_putmem(buffer.ptr, zeros.ctypes.data, buffer.nbytes, api.shmem_mype())
     api.shmem_barrier_all()
     return buffer
 
 
 def _address_and_nbytes(obj: Any, argument: str) -> tuple[int, int]:
-    """Base address and size of a contiguous CPU array: SymmetricBuffer, numpy array or torch tensor."""
+    """Base address and size of a contiguous array: SymmetricBuffer, numpy array or torch tensor.
+
+    On the cuda backend torch CUDA tensors are accepted too (the driver copies between any two).
+    """
     if isinstance(obj, SymmetricBuffer):
         return obj.symmetric_ptr, obj.nbytes
     if isinstance(obj, np.ndarray):
@@ -161,7 +180,7 @@ def _address_and_nbytes(obj: Any, argument: str) -> tuple[int, int]:
             raise InvalidArgumentError(f"{argument} must be C-contiguous")
         return int(obj.__array_interface__["data"][0]), int(obj.nbytes)
     if hasattr(obj, "data_ptr") and hasattr(obj, "is_contiguous"):
-        if obj.device.type != "cpu":
+        if obj.device.type != "cpu" and api.shmem_backend() != "cuda":
             raise InvalidArgumentError(f"{argument} is on {obj.device}; the cpu backend moves host memory")
         if not obj.is_contiguous():
             raise InvalidArgumentError(f"{argument} must be contiguous")

@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: MIT
+# Source this on the GPU machine (docs/developer-guide/gpu.md): it builds mori-shmem from this tree
+# with that machine's Python (it has no meson-python or nox, so .whl/ carries them), installs it
+# into a scratch directory on PYTHONPATH, and starts the CUDA MPS daemon so several PEs share the
+# GPU; the daemon is stopped when the shell exits.
+#   source ci/gpu/setup.sh && python3 -m pytest packages/mori-shmem/tests -m gpu
+set -eo pipefail
+_mori_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+_mori_build_site=/tmp/mori-build-site
+_mori_site=/tmp/mori-site
+
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$_mori_build_site" "$_mori_root"/.whl/*.whl
+export PYTHONPATH="$_mori_build_site${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$_mori_build_site/bin:$PATH"
+rm -rf /tmp/mori-wheels "$_mori_site"
+for pkg in ${MORI_GPU_PACKAGES:-shmem}; do
+  python3 -m pip wheel -q --no-deps --no-build-isolation -w /tmp/mori-wheels "$_mori_root/packages/mori-$pkg"
+done
+python3 -m pip install -q --no-deps --no-compile --target "$_mori_site" /tmp/mori-wheels/*.whl
+export PYTHONPATH="$_mori_site:$PYTHONPATH"
+export PATH="$_mori_site/bin:$PATH"
+export PYTHONUNBUFFERED=1
+
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d
+trap 'echo quit | nvidia-cuda-mps-control' EXIT
+set +e

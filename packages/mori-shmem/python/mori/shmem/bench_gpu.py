@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: MIT
+"""``mori-shmem-bench --backend cuda``: device-initiated put bandwidth and latency between PEs.
+
+Every PE puts one message to its right neighbour from a kernel (one put per launch, split over
+the grid at thread, warp or block scope), timed with CUDA events after a warm-up; the aggregate
+over PEs is reported beside a device-to-device copy of the same sizes measured in the same run by
+the same PEs at the same time (torch ``copy_``), which is the ceiling a put can reach (both read
+and write every byte once). Latency is half the round trip of an 8-byte put-with-signal between
+two PEs' kernels. Where NVSHMEM is installed (nvidia-nvshmem-cu13) the same measurements run with
+it, in the same session, for comparison.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger("mori.shmem.bench")
+
+SCOPES = {"thread": 0, "warp": 1, "block": 2}
+THREADS_PER_BLOCK = 512
+WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
+# Smallest slice one caller of each scope gets; below it fewer callers take part.
+MIN_SLICE = {"thread": 256, "warp": 4096, "block": 32768}
+BLOCKS_PER_SM = 2
+_TARGET_BYTES_PER_SIZE = 4 << 30
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """How one message of ``size`` bytes is split: ``workers`` callers of ``slice`` bytes each."""
+
+    workers: int
+    slice: int
+    blocks: int
+    threads: int
+
+
+def geometry(scope: str, size: int, sm_count: int) -> Geometry:
+    per_block = {"thread": THREADS_PER_BLOCK, "warp": WARPS_PER_BLOCK, "block": 1}[scope]
+    max_workers = BLOCKS_PER_SM * sm_count * per_block
+    workers = max(1, min(max_workers, size // MIN_SLICE[scope]))
+    slice_bytes = -(-size // workers)
+    slice_bytes = -(-slice_bytes // 16) * 16  # whole 16-byte vectors, except the last slice
+    workers = -(-size // slice_bytes)
+    return Geometry(workers, slice_bytes, -(-workers // per_block), THREADS_PER_BLOCK)
+
+
+def iterations(size: int) -> int:
+    return max(10, min(2000, _TARGET_BYTES_PER_SIZE // max(size, 1)))
+
+
+def reps(size: int) -> int:
+    """Puts per launch: enough that a small put is not hidden behind the launch itself."""
+    return max(1, min(64, (1 << 20) // max(size, 1)))
+
+
+def _load(scope: str) -> Any:
+    from mori.shmem import jit
+
+    return jit.load_module(
+        jit.source_dir() / "bench_kernels.cu",
+        name=f"bench_kernels_{scope}",
+        defines={"MORI_BENCH_SCOPE": SCOPES[scope]},
+        include_dirs=[jit.include_dir()],
+    )
+
+
+def pe_program(
+    rank: int, nranks: int, uid: bytes, sizes: list[int], scopes: list[str], pingpongs: int
+) -> dict[str, Any]:
+    """One PE of the benchmark (spawned by run_pes); returns its timings."""
+    import torch
+
+    import mori.shmem as shmem
+
+    shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, nranks, uid)
+    torch.cuda.set_device(shmem.shmem_cuda_device())
+    state = shmem.shmem_device_state()
+    largest = max(sizes)
+    dest = shmem.shmem_malloc(largest)
+    src = shmem.shmem_malloc(largest)
+    signal = shmem.shmem_malloc(8)
+    copy_src = torch.empty(largest, dtype=torch.uint8, device="cuda")
+    copy_dst = torch.empty_like(copy_src)
+    sm_count = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    stream = torch.cuda.current_stream()
+    peer = (rank + 1) % nranks
+    rows: list[dict[str, Any]] = []
+
+    def timed(launch: Any, count: int) -> float:
+        for _ in range(3):
+            launch()
+        torch.cuda.synchronize()
+        shmem.shmem_barrier_all()  # all PEs start each measurement together
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        for _ in range(count):
+            launch()
+        end.record(stream)
+        end.synchronize()
+        return float(start.elapsed_time(end)) * 1e-3 / count
+
+    for scope in scopes:
+        kernel = _load(scope).function("mori_bench_put")
+        for size in sizes:
+            geo = geometry(scope, size, sm_count)
+            args = [state, ctypes.c_uint64(dest), ctypes.c_uint64(src), ctypes.c_uint64(size),
+                    ctypes.c_uint64(geo.slice), ctypes.c_int32(geo.workers), ctypes.c_int32(peer),
+                    ctypes.c_int32(reps(size))]  # fmt: skip
+            count = iterations(size)
+            launch = functools.partial(kernel.launch, geo.blocks, geo.threads, args, stream=stream)
+            put_s = timed(launch, count) / reps(size)
+            rows.append({"scope": scope, "size": size, "iterations": count, "reps": reps(size), "put_s": put_s,
+                         **geo.__dict__})  # fmt: skip
+    for size in sizes:
+        a, b = copy_src[:size], copy_dst[:size]
+        copy_s = timed(lambda a=a, b=b: b.copy_(a), iterations(size))
+        rows.append({"scope": "copy", "size": size, "iterations": iterations(size), "put_s": copy_s})
+
+    latency_s = _pingpong(shmem, state, rank, nranks, src, signal, pingpongs, stream)
+    shmem.shmem_check_device_error()
+    shmem.shmem_barrier_all()
+    shmem.shmem_finalize()
+    return {"rows": rows, "latency_s": latency_s, "sm_count": sm_count}
+
+
+def _pingpong(shmem: Any, state: Any, rank: int, nranks: int, buf: int, signal: int, rounds: int, stream: Any) -> float:
+    import torch
+
+    kernel = _load("thread").function("mori_bench_pingpong")
+    elapsed = torch.zeros(1, dtype=torch.int64, device="cuda")
+    shmem.shmem_barrier_all()
+    if rank < 2 and nranks >= 2:
+        args = [state, ctypes.c_uint64(buf), ctypes.c_uint64(signal), ctypes.c_uint64(8), ctypes.c_int32(1 - rank),
+                ctypes.c_int32(rounds), ctypes.c_int32(1 if rank == 0 else 0), elapsed]  # fmt: skip
+        kernel.launch(1, 32, args, stream=stream)
+        stream.synchronize()
+    shmem.shmem_barrier_all()
+    return float(elapsed.item()) * 1e-9 / (2 * rounds) if rank == 0 else math.nan
+
+
+def summarize(per_pe: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Aggregate GB/s over PEs for every (scope, size); copy rows give the ceiling."""
+    table: dict[tuple[str, int], dict[str, Any]] = {}
+    for pe in per_pe:
+        for row in pe["rows"]:
+            key = (row["scope"], row["size"])
+            entry = table.setdefault(key, {"scope": row["scope"], "size_bytes": row["size"], "GBps": 0.0, "us": []})
+            entry["GBps"] += row["size"] / row["put_s"] / 1e9
+            entry["us"].append(row["put_s"] * 1e6)
+    out = []
+    for entry in table.values():
+        entry["us"] = statistics.median(entry["us"])
+        out.append(entry)
+    return out
+
+
+def nvshmem_peer(nranks: int, sizes: list[int], scopes: list[str], pingpongs: int, cache_dir: str) -> dict[str, Any]:
+    """The same measurements with NVSHMEM, split the same way; {"error": reason} when it cannot run."""
+    from pathlib import Path
+
+    from mori.shmem.peers import nvshmem
+
+    install, reason = nvshmem.locate_nvshmem()
+    if install is None:
+        return {"error": reason}
+    try:
+        binary = nvshmem.build(install, Path(cache_dir))
+        split = ["--min-slice", ",".join(str(MIN_SLICE[s]) for s in scopes), "--threads", str(THREADS_PER_BLOCK)]
+        bw = nvshmem.run(
+            binary, nranks, "bw",
+            ["--scope", ",".join(scopes), "--sizes", ",".join(map(str, sizes)), *split,
+             "--blocks", str(BLOCKS_PER_SM * _sm_count()), "--reps", ",".join(str(reps(z)) for z in sizes)],
+            timeout_s=1200,
+        )  # fmt: skip
+        lat = nvshmem.run(binary, 2, "lat", ["--iters", str(pingpongs)], timeout_s=300)
+    except (nvshmem.PeerUnavailable, nvshmem.PeerFailed) as error:
+        return {"error": str(error)}
+    table: dict[tuple[str, int], float] = {}
+    for rank in bw:
+        for row in rank["rows"]:
+            key = (row["scope"], row["size"])
+            table[key] = table.get(key, 0.0) + row["gbps"]
+            if row.get("errors"):
+                return {"error": f"NVSHMEM data check failed: {row}"}
+    latency = {row["variant"]: row["one_way_us"] for row in lat[0]["rows"]}
+    return {"version": bw[0]["version"], "GBps": table, "latency_us": latency}
+
+
+def _sm_count() -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(0).multi_processor_count)
+
+
+def report(
+    per_pe: list[dict[str, Any]], peer: dict[str, Any], nranks: int, scopes: list[str]
+) -> tuple[str, dict[str, Any]]:
+    """The printed table and the JSON document."""
+    rows = summarize(per_pe)
+    copy = {r["size_bytes"]: r["GBps"] for r in rows if r["scope"] == "copy"}
+    peer_bw = peer.get("GBps", {})
+    lines = [
+        f"mori-shmem-bench: {nranks} PEs on one GPU (cuda backend), aggregate over PEs; "
+        "ceiling = torch device copy of the same sizes, same PEs, same run",
+        f"{'scope':>6} {'size':>10} {'mori GB/s':>10} {'copy GB/s':>10} {'mori/copy':>9} {'nvshmem GB/s':>13} "
+        f"{'mori/nvshmem':>12} {'mori us':>9}",
+    ]
+    out_rows = []
+    for row in rows:
+        if row["scope"] == "copy":
+            continue
+        ceiling = copy[row["size_bytes"]]
+        nv = peer_bw.get((row["scope"], row["size_bytes"]))
+        out_rows.append({**row, "copy_GBps": ceiling, "nvshmem_GBps": nv})
+        nv_text = f"{nv:>13.1f} {row['GBps'] / nv:>11.0%}" if nv else f"{'-':>13} {'-':>12}"
+        lines.append(
+            f"{row['scope']:>6} {row['size_bytes']:>10} {row['GBps']:>10.1f} {ceiling:>10.1f} "
+            f"{row['GBps'] / ceiling:>8.0%} {nv_text} {row['us']:>9.2f}"
+        )
+    latency_us = per_pe[0]["latency_s"] * 1e6
+    nv_lat = peer.get("latency_us", {}).get("putmem_signal")
+    lines.append(
+        f"8-byte put-with-signal latency, device to device (half round trip): mori {latency_us:.2f} us"
+        + (f", nvshmem {nv_lat:.2f} us" if nv_lat else "")
+    )
+    if "error" in peer:
+        lines.append(f"NVSHMEM not measured: {peer['error']}")
+    document = {
+        "benchmark": "mori-shmem-bench",
+        "backend": "cuda",
+        "pes": nranks,
+        "scopes": scopes,
+        "rows": out_rows,
+        "latency_us": latency_us,
+        "nvshmem": {k: v for k, v in peer.items() if k != "GBps"} | {
+            "rows": [{"scope": s, "size_bytes": z, "GBps": g} for (s, z), g in peer_bw.items()]
+        },
+    }  # fmt: skip
+    return "\n".join(lines), document

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+#include "cuda/context.hpp"
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace mori::shmem::cuda {
+
+DeviceContext::DeviceContext(int requested, int rank) {
+  const Driver& d = driver();
+  int count = 0;
+  check(d.cuDeviceGetCount(&count), "cuDeviceGetCount", "counting GPUs");
+  if (count == 0) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "the cuda backend needs a GPU and none is visible");
+  CUcontext current = nullptr;
+  check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent", "looking for the caller's CUDA context");
+  if (requested >= 0) {
+    if (requested >= count) {
+      throw_error(MORI_SHMEM_ERR_CONFIG, "MORI_SHMEM_DEVICE=", requested, " is not a device: ", count,
+                  " GPU(s) are visible (ordinals 0..", count - 1, ")");
+    }
+    ordinal_ = requested;
+  } else if (current != nullptr) {
+    CUdevice device = 0;
+    check(d.cuCtxGetDevice(&device), "cuCtxGetDevice", "reading the caller's CUDA device");
+    ordinal_ = device;
+  } else {
+    ordinal_ = rank % count;
+  }
+  check(d.cuDeviceGet(&device_, ordinal_), "cuDeviceGet", "opening the GPU");
+  check(d.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", "opening the GPU's context");
+  bind();
+  check(d.cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate", "creating the PE's copy stream");
+  log::emit(log::Level::Debug, "PE ", rank, " uses GPU ", ordinal_, " of ", count);
+}
+
+DeviceContext::~DeviceContext() {
+  if (stream_ != nullptr) driver().cuStreamDestroy(stream_);
+  if (context_ != nullptr) driver().cuDevicePrimaryCtxRelease(device_);
+}
+
+void DeviceContext::bind() const {
+  const Driver& d = driver();
+  CUcontext current = nullptr;
+  if (d.cuCtxGetCurrent(&current) == kSuccess && current == context_) return;
+  check(d.cuCtxSetCurrent(context_), "cuCtxSetCurrent", "making the PE's CUDA context current");
+}
+
+void DeviceContext::copy(void* dst, const void* src, size_t bytes) const {
+  if (bytes == 0) return;
+  bind();
+  const Driver& d = driver();
+  check(d.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream_),
+        "cuMemcpyAsync", "copying to or from the GPU heap");
+  check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "copying to or from the GPU heap");
+}
+
+}  // namespace mori::shmem::cuda

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+// The GPU a PE runs on and the CUDA context its memory belongs to. mori uses the device's primary
+// context, the one the CUDA runtime (and so PyTorch) uses, so that heap pointers are valid in
+// torch tensors and in kernels launched by any of them.
+#pragma once
+
+#include "cuda/cuda_driver.hpp"
+
+namespace mori::shmem::cuda {
+
+class DeviceContext {
+ public:
+  // Picks the device: `requested` >= 0 (MORI_SHMEM_DEVICE), else the device of the context
+  // current on this thread, else rank % device count; retains its primary context.
+  DeviceContext(int requested, int rank);
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  int ordinal() const { return ordinal_; }
+  // Makes the context current on the calling thread (host calls may come from any thread).
+  void bind() const;
+  // Copies between any two addresses (host or device, UVA) and returns once the bytes are in place.
+  // Uses the PE's own non-blocking stream: the legacy default stream would wait for every kernel
+  // of the context, and a kernel spinning on a flag that this very copy sets would deadlock.
+  void copy(void* dst, const void* src, size_t bytes) const;
+
+ private:
+  CUdevice device_ = 0;
+  int ordinal_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+};
+
+}  // namespace mori::shmem::cuda

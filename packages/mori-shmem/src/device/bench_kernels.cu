@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+// Kernels of mori-shmem-bench (cuda backend). The put kernel splits one message over `workers`
+// callers of the chosen scope (MORI_BENCH_SCOPE: 0 thread, 1 warp, 2 block), the way a real
+// kernel spreads a transfer over the grid, so each scope is measured at the parallelism it is
+// meant for. The state comes by value: nothing to set up after loading the module.
+#include "mori_shmem/mori_shmem_device.cuh"
+
+#ifndef MORI_BENCH_SCOPE
+#define MORI_BENCH_SCOPE 2
+#endif
+
+using namespace mori::shmem;
+
+// Puts bytes [worker*slice, +slice) of src into PE pe's copy of dest, for every worker < workers,
+// `reps` times (each completed before the next), so small messages measure the put rather than the
+// launch. A worker is a block, a warp or a thread; the conditions below are uniform over a worker,
+// as the warp and block calls require.
+extern "C" __global__ void mori_bench_put(mori_shmem_device_state_t st, char* dest, const char* src,
+                                          unsigned long long bytes, unsigned long long slice, int workers, int pe,
+                                          int reps) {
+#if MORI_BENCH_SCOPE == 2
+  const int worker = blockIdx.x;
+#elif MORI_BENCH_SCOPE == 1
+  const int worker = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+#else
+  const int worker = blockIdx.x * blockDim.x + threadIdx.x;
+#endif
+  if (worker >= workers) return;
+  const unsigned long long begin = static_cast<unsigned long long>(worker) * slice;
+  if (begin >= bytes) return;
+  const unsigned long long length = slice < bytes - begin ? slice : bytes - begin;
+  for (int rep = 0; rep < reps; ++rep) {
+#if MORI_BENCH_SCOPE == 2
+    ShmemPutMemNbiBlock(st, dest + begin, src + begin, length, pe);
+#elif MORI_BENCH_SCOPE == 1
+    ShmemPutMemNbiWarp(st, dest + begin, src + begin, length, pe);
+#else
+    ShmemPutMemNbiThread(st, dest + begin, src + begin, length, pe);
+#endif
+    ShmemQuietThread(st);
+  }
+}
+
+// One thread on each of two PEs: `iters` round trips of a `bytes`-byte put-with-signal. The
+// initiator puts, then waits for the reply; the responder waits, then replies. Writes the
+// initiator's elapsed nanoseconds (%globaltimer) to *elapsed_ns.
+extern "C" __global__ void mori_bench_pingpong(mori_shmem_device_state_t st, char* buf, unsigned long long* signal,
+                                               unsigned long long bytes, int peer, int iters, int initiator,
+                                               unsigned long long* elapsed_ns) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  unsigned long long start, end;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (unsigned long long round = 1; round <= static_cast<unsigned long long>(iters); ++round) {
+    if (!initiator) ShmemWaitUntil(st, signal, SHMEM_CMP_GE, round);
+    ShmemPutMemNbiSignalThread(st, buf, buf, bytes, signal, round, mori::core::SIGNAL_SET, peer);
+    if (initiator) ShmemWaitUntil(st, signal, SHMEM_CMP_GE, round);
+  }
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(end));
+  if (initiator) *elapsed_ns = end - start;
+}
