@@ -8,6 +8,7 @@ the on-disk SDK layout that dependents compile against). ``nox -l`` lists the se
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -116,8 +117,17 @@ def _test(pkg: str) -> SessionFn:
     return test
 
 
+#: Installed into a benchmark's venv when the machine has an NVIDIA GPU: the cuda path times kernels
+#: with torch, compiles them with NVRTC, and measures NVSHMEM beside them.
+GPU_BENCH_DEPS: dict[str, list[str]] = {
+    "shmem": ["torch", "nvidia-cuda-nvrtc", "nvidia-nvshmem-cu13"],
+}
+
+
 def _bench(pkg: str, command: list[str]) -> SessionFn:
     def bench(session: nox.Session) -> None:
+        if shutil.which("nvidia-smi") and pkg in GPU_BENCH_DEPS:
+            session.install(*GPU_BENCH_DEPS[pkg])
         _install_wheels(session, [*closure(PKGS, pkg), pkg])
         session.run(*command, *session.posargs)
 

@@ -7,6 +7,7 @@ memory is read back through torch (``.cpu()``), which does not go through mori's
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,9 @@ import numpy as np
 import mori.shmem as shmem
 
 from pe_programs import check, pattern, pe_session
+
+# A module that does not include the device API, so it has no mori_shmem_device_state global.
+KERNELS_WITHOUT_STATE = Path(__file__).resolve().parent / "gpu_kernels" / "jit_test_kernels.cu"
 
 
 def _torch() -> Any:
@@ -98,3 +102,28 @@ def module_state(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
             "peers": [int(p) for p in peers],
             "p2p": p2p,
         }
+
+
+def stream_barriers(rank: int, nranks: int, uid: bytes, rounds: int) -> dict[str, Any]:
+    """Device barriers enqueued on a torch stream: every PE's put of round r must be visible to its
+    neighbour after the r-th barrier, with no host barrier in between."""
+    torch = _torch()
+    from mori.shmem import jit
+
+    with pe_session(rank, nranks, uid):
+        torch.cuda.set_device(shmem.shmem_cuda_device())
+        slots = shmem.shmem_zeros(nranks, np.int64)
+        view = slots.torch()
+        peer_views = [slots.peer(pe).torch() for pe in range(nranks)]
+        stream = torch.cuda.current_stream()
+        seen = []
+        for r in range(1, rounds + 1):
+            for pe in range(nranks):
+                peer_views[pe][rank].fill_(r)  # a store into every PE's copy, through the P2P mapping
+            shmem.shmem_barrier_on_stream(stream)
+            seen.append(view.cpu().tolist())
+            shmem.shmem_barrier_on_stream(stream)  # nobody starts round r+1 before all have read
+        torch.cuda.synchronize()
+        shmem.shmem_check_device_error()
+        plain = jit.load_module(KERNELS_WITHOUT_STATE, defines={"VALUE_T": "float"})
+        return {"seen": seen, "module_init_without_global": shmem.shmem_module_init(plain)}

@@ -64,3 +64,11 @@ def test_device_state_describes_every_peer(mode):
         assert len(set(state["peers"])) == nranks, "each peer's heap is mapped at its own address"
         assert state["p2p"] == [p + 4096 for p in state["peers"]]
         assert state["heap_size"] >= 64 << 20
+
+
+@pytest.mark.parametrize("nranks", [2, 8])
+def test_barrier_on_stream_orders_every_pe(nranks):
+    rounds = 5
+    for out in run_pes(gpu_programs.stream_barriers, nranks, rounds, env=_env("static_heap"), timeout=180):
+        assert out["seen"] == [[r] * nranks for r in range(1, rounds + 1)]
+        assert out["module_init_without_global"] == -1

@@ -436,9 +436,11 @@ def test_load_module_without_gpu_raises_cuda_unavailable(nvcc):
 
 
 def test_shmem_kernels_spec_points_at_the_installed_sources():
-    (spec,) = registry.shmem_kernels()
-    assert spec.name == "shmem_kernels"
-    assert spec.source == jit.source_dir() / "shmem_kernels.cu"
+    specs = {spec.name: spec for spec in registry.shmem_kernels()}
+    assert set(specs) == {"shmem_kernels", "bench_kernels_thread", "bench_kernels_warp", "bench_kernels_block"}
+    assert specs["shmem_kernels"].source == jit.source_dir() / "shmem_kernels.cu"
+    assert [specs[f"bench_kernels_{s}"].defines["MORI_BENCH_SCOPE"] for s in ("thread", "warp", "block")] == [0, 1, 2]
+    assert all(spec.source.is_file() for spec in specs.values())
     assert jit.source_dir().name == "device_src"
     assert (jit.include_dir() / "mori_shmem").is_dir()
 
@@ -523,7 +525,7 @@ def test_cli_precompile_reports_a_failed_kernel(nvcc, tmp_path):
         "def kernels():\n"
         f"    return [KernelSpec('jit_test_broken', {str(KERNELS)!r}, {{'VALUE_T': 'no_such_type'}})]\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(site))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     completed = _run_cli("precompile", "--arch", ARCH, "--only", "jit_test_*", env=env)
     assert completed.returncode == 1
     assert "failed" in completed.stdout and "no_such_type" in completed.stderr

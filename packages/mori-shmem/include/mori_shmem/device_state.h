@@ -22,10 +22,18 @@
 #define MORI_SHMEM_SYNC_BYTES 4096             /* so a device barrier spans at most 504 PEs */
 #define MORI_SHMEM_DEVICE_BARRIER_MAX_PES ((MORI_SHMEM_SYNC_BYTES - MORI_SHMEM_SYNC_ARRIVE_OFFSET) / 8)
 
+/* Peers whose heap base the state carries inline: kernels read those from the constant bank (the
+ * state is a kernel parameter or a __constant__ module global), which the L1 invalidation of every
+ * system-scope acquire load does not touch; a table in global memory would cost an L2 round trip
+ * per put after each wait. Higher PEs are looked up in peer_bases. */
+#define MORI_SHMEM_DEVICE_INLINE_PEERS 8
+
 /* Values of the error word; the host reads it after a kernel and raises. */
 #define MORI_SHMEM_DEVICE_OK 0
 #define MORI_SHMEM_DEVICE_ERR_WAIT_TIMEOUT 1   /* a bounded spin (wait_until, barrier) expired */
 #define MORI_SHMEM_DEVICE_ERR_UNREACHABLE_PE 2 /* an RMA named a PE this PE cannot load/store */
+#define MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT 3 /* unknown amo/cmp/type code, bad immediate size */
+#define MORI_SHMEM_DEVICE_ERR_BAD_ADDRESS 4 /* a symmetric address (+ length) outside the heap, misaligned word */
 
 typedef struct mori_shmem_device_state {
   unsigned int version;         /* MORI_SHMEM_DEVICE_STATE_VERSION once filled; 0 = never filled */
@@ -37,6 +45,7 @@ typedef struct mori_shmem_device_state {
   unsigned long long peer_bases;      /* device address of uint64_t[n_pes]: each PE's heap as mapped in this
                                process (peer_bases[my_pe] == heap_base); 0 = not P2P reachable */
   unsigned long long spin_timeout_ns; /* bound of device spins (MORI_SHMEM_DEVICE_SPIN_TIMEOUT); 0 = none */
+  unsigned long long peer_base[MORI_SHMEM_DEVICE_INLINE_PEERS]; /* = peer_bases[0..8), 0 past n_pes */
 } mori_shmem_device_state_t;
 
 #endif /* MORI_SHMEM_DEVICE_STATE_H_ */

@@ -59,6 +59,25 @@ double seconds_left(std::chrono::steady_clock::time_point deadline) {
   return std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
 }
 
+// One message: the batch header as data, room for `fds` descriptors as SCM_RIGHTS ancillary data.
+struct BatchMessage {
+  BatchHeader header{};
+  iovec iov{};
+  std::vector<char> control;
+  msghdr msg{};
+
+  explicit BatchMessage(size_t fds) : control(CMSG_SPACE(sizeof(int) * fds)) {
+    iov = {&header, sizeof(header)};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+  }
+  // msg points into the object itself.
+  BatchMessage(const BatchMessage&) = delete;
+  BatchMessage& operator=(const BatchMessage&) = delete;
+};
+
 void send_batches(const sockaddr_un& to, int rank, const std::vector<int>& fds) {
   Fd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (sock.get() < 0) throw_system_error("socket(AF_UNIX)");
@@ -67,20 +86,14 @@ void send_batches(const sockaddr_un& to, int rank, const std::vector<int>& fds) 
   }
   for (size_t first = 0; first < fds.size(); first += kFdsPerMessage) {
     const size_t count = std::min(kFdsPerMessage, fds.size() - first);
-    BatchHeader header{rank, static_cast<uint32_t>(first), static_cast<uint32_t>(count)};
-    iovec iov{&header, sizeof(header)};
-    std::vector<char> control(CMSG_SPACE(sizeof(int) * count));
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    BatchMessage message(count);
+    message.header = {rank, static_cast<uint32_t>(first), static_cast<uint32_t>(count)};
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&message.msg);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
     cmsg->cmsg_len = CMSG_LEN(sizeof(int) * count);
     std::memcpy(CMSG_DATA(cmsg), fds.data() + first, sizeof(int) * count);
-    if (sendmsg(sock.get(), &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(header))) {
+    if (sendmsg(sock.get(), &message.msg, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(BatchHeader))) {
       throw_system_error("sending file descriptors to a peer");
     }
   }
@@ -94,16 +107,10 @@ int receive_batches(int sock, size_t expected, std::vector<std::vector<int>>& re
   size_t got = 0;
   std::vector<int> list(expected, -1);
   while (got < expected) {
-    BatchHeader header{};
-    iovec iov{&header, sizeof(header)};
-    std::vector<char> control(CMSG_SPACE(sizeof(int) * kFdsPerMessage));
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    const ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-    if (n != static_cast<ssize_t>(sizeof(header))) {
+    BatchMessage message(kFdsPerMessage);
+    const BatchHeader& header = message.header;
+    const ssize_t n = recvmsg(sock, &message.msg, MSG_CMSG_CLOEXEC);
+    if (n != static_cast<ssize_t>(sizeof(BatchHeader))) {
       for (int fd : list) {
         if (fd >= 0) close(fd);
       }
@@ -112,7 +119,7 @@ int receive_batches(int sock, size_t expected, std::vector<std::vector<int>>& re
       }
       throw_error(MORI_SHMEM_ERR_PEER_LOST, "vmm heap: a peer closed the fd exchange early");
     }
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&message.msg);
     const size_t count = cmsg == nullptr ? 0 : (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     std::vector<int> batch(count);
     if (count > 0) std::memcpy(batch.data(), CMSG_DATA(cmsg), sizeof(int) * count);

@@ -2,7 +2,9 @@
 // Kernels of mori-shmem-bench (cuda backend). The put kernel splits one message over `workers`
 // callers of the chosen scope (MORI_BENCH_SCOPE: 0 thread, 1 warp, 2 block), the way a real
 // kernel spreads a transfer over the grid, so each scope is measured at the parallelism it is
-// meant for. The state comes by value: nothing to set up after loading the module.
+// meant for. The state comes by value as a __grid_constant__ parameter, read in place from the
+// constant bank (a plain by-value struct would be copied to local memory, i.e. into the L1 that
+// every acquire load invalidates).
 #include "mori_shmem/mori_shmem_device.cuh"
 
 #ifndef MORI_BENCH_SCOPE
@@ -15,8 +17,8 @@ using namespace mori::shmem;
 // `reps` times (each completed before the next), so small messages measure the put rather than the
 // launch. A worker is a block, a warp or a thread; the conditions below are uniform over a worker,
 // as the warp and block calls require.
-extern "C" __global__ void mori_bench_put(mori_shmem_device_state_t st, char* dest, const char* src,
-                                          unsigned long long bytes, unsigned long long slice, int workers, int pe,
+extern "C" __global__ void __launch_bounds__(512) mori_bench_put(const __grid_constant__ mori_shmem_device_state_t st, char* dest,
+                                          const char* src, unsigned long long bytes, unsigned long long slice, int workers, int pe,
                                           int reps) {
 #if MORI_BENCH_SCOPE == 2
   const int worker = blockIdx.x;
@@ -44,7 +46,8 @@ extern "C" __global__ void mori_bench_put(mori_shmem_device_state_t st, char* de
 // One thread on each of two PEs: `iters` round trips of a `bytes`-byte put-with-signal. The
 // initiator puts, then waits for the reply; the responder waits, then replies. Writes the
 // initiator's elapsed nanoseconds (%globaltimer) to *elapsed_ns.
-extern "C" __global__ void mori_bench_pingpong(mori_shmem_device_state_t st, char* buf, unsigned long long* signal,
+extern "C" __global__ void mori_bench_pingpong(const __grid_constant__ mori_shmem_device_state_t st, char* buf,
+                                               unsigned long long* signal,
                                                unsigned long long bytes, int peer, int iters, int initiator,
                                                unsigned long long* elapsed_ns) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;

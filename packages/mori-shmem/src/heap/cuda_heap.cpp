@@ -174,6 +174,9 @@ mori_shmem_device_state_t CudaHeap::device_state(double spin_timeout_s) const {
   state.heap_size = size_;
   state.peer_bases = peer_table_;
   state.spin_timeout_ns = static_cast<unsigned long long>(spin_timeout_s * 1e9);
+  for (size_t pe = 0; pe < peer_bases_.size() && pe < MORI_SHMEM_DEVICE_INLINE_PEERS; ++pe) {
+    state.peer_base[pe] = reinterpret_cast<uintptr_t>(peer_bases_[pe]);
+  }
   return state;
 }
 

@@ -2,7 +2,7 @@
 // Test kernels for the mori-shmem device API (mori_shmem/mori_shmem_device.cuh).
 //
 // Every kernel is extern "C" and takes only: the state struct by value (mori_shmem_device_state_t,
-// 48 bytes: the `st` parameter), pointers (64-bit device addresses), `int` (int32) and
+// the `st` parameter; mori.shmem.DeviceState), pointers (64-bit device addresses), `int` (int32) and
 // `unsigned long long` (uint64). The kernels marked "+ _global" below also exist as
 // `<name>_global` with the same parameters minus `st`: those call the implicit forms, i.e. read
 // the module global `mori_shmem_device_state`, which the host must fill after loading this module
@@ -34,14 +34,17 @@ typedef mori_shmem_device_state_t State;
 #define CALL(fn, ...) (kGlobal ? fn(__VA_ARGS__) : fn(st, __VA_ARGS__))
 #define CALL0(fn) (kGlobal ? fn() : fn(st))
 
+// Every kernel may be launched with up to 1024 threads per block: the bound caps registers at 64.
+#define TEST_BOUNDS __launch_bounds__(1024, 1)
+
 // Defines kernel `name` (explicit state) and `name_global` (module global) from body template
 // `Body<kGlobal>(st, args...)`.
-#define TEST_KERNEL_PAIR(name, Body, PARAMS, ARGS)                                              \
-  extern "C" __global__ void name(State st, PARAMS) { Body<false>(st, ARGS); }                   \
-  extern "C" __global__ void name##_global(PARAMS) { Body<true>(MORI_SHMEM_GLOBAL_STATE, ARGS); }
+#define TEST_KERNEL_PAIR(name, Body, PARAMS, ARGS)                                            \
+  extern "C" __global__ void TEST_BOUNDS name(State st, PARAMS) { Body<false>(st, ARGS); } \
+  extern "C" __global__ void TEST_BOUNDS name##_global(PARAMS) { Body<true>(MORI_SHMEM_GLOBAL_STATE, ARGS); }
 // Only the explicit-state kernel (the family's implicit forms are still compile-checked by CALL).
 #define TEST_KERNEL_ONE(name, Body, PARAMS, ARGS) \
-  extern "C" __global__ void name(State st, PARAMS) { Body<false>(st, ARGS); }
+  extern "C" __global__ void TEST_BOUNDS name(State st, PARAMS) { Body<false>(st, ARGS); }
 #define P(...) __VA_ARGS__
 
 namespace {
@@ -722,7 +725,7 @@ TEST_KERNEL_PAIR(mori_shmem_test_ptr_p2p, PtrP2p, P(const void* addr, int pe, un
 // mori_shmem_test_error_word(st, int clear, unsigned int* out)   (no _global twin)
 //   Thread 0 only. Writes out[0] = this PE's device error word (heap_base + 8); with clear != 0
 //   then resets it to 0. Does nothing to out when the state was never filled (heap_base 0).
-extern "C" __global__ void mori_shmem_test_error_word(State st, int clear, unsigned int* out) {
+extern "C" __global__ void TEST_BOUNDS mori_shmem_test_error_word(State st, int clear, unsigned int* out) {
   if (threadIdx.x != 0 || st.heap_base == 0) return;
   unsigned int* word = ms::detail::ErrorWord(st);
   out[0] = clear ? atomicExch_system(word, 0u) : ms::detail::LdRelaxedSys(word);

@@ -10,16 +10,6 @@
 
 #include "../device_state.h"
 
-// Device error codes beyond the two that device_state.h defines. They land in the same error word
-// (heap_base + MORI_SHMEM_SYNC_ERROR_OFFSET); the host reads it after a kernel and raises. Guarded
-// so that device_state.h may take them over later with the same values.
-#ifndef MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT
-#define MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT 3 /* unknown amo/cmp/type code, bad immediate size */
-#endif
-#ifndef MORI_SHMEM_DEVICE_ERR_BAD_ADDRESS
-#define MORI_SHMEM_DEVICE_ERR_BAD_ADDRESS 4 /* a symmetric address (+ length) outside the heap */
-#endif
-
 namespace mori::core {
 
 // MORI's name for the atomic codes (core::atomicType), so MORI kernels that write

@@ -14,10 +14,10 @@
 // Thread i of the group takes vectors i, i + n, i + 2n, ... so each warp instruction covers
 // consecutive addresses (full coalescing, whole 32-byte sectors).
 //
-// The copy is one out-of-line function per module, not inlined at every put: an inlined copy costs ~3 KB of SASS and ~0.2 s of ptxas per call site, which adds up to
-// minutes for kernels with many puts, while the call costs a few dozen cycles against the
-// microseconds of a remote transfer. Define MORI_SHMEM_INLINE_COPY before including the device
-// headers to inline it anyway.
+// The copy is one out-of-line function per module, not inlined at every put: inlined, it costs
+// ~3 KB of SASS and ~0.2 s of ptxas per call site, which adds up to minutes for kernels with
+// many puts, while the call costs a few dozen cycles against the microseconds of a remote
+// transfer. Define MORI_SHMEM_INLINE_COPY before including the device headers to inline it.
 #pragma once
 
 #include "ptx.cuh"

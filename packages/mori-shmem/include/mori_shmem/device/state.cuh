@@ -17,11 +17,13 @@
 #include "../device_state.h"
 #include "codes.cuh"
 
+// __constant__: device code only reads it, and the constant bank keeps it out of the L1 that
+// every system-scope acquire load invalidates.
 #ifdef MORI_SHMEM_DEVICE_STATE_EXTERN
-extern "C" __device__ mori_shmem_device_state_t mori_shmem_device_state;
+extern "C" __constant__ mori_shmem_device_state_t mori_shmem_device_state;
 #else
 extern "C" {
-__device__ mori_shmem_device_state_t mori_shmem_device_state;
+__constant__ mori_shmem_device_state_t mori_shmem_device_state;
 }
 #endif
 
@@ -55,7 +57,16 @@ __device__ __forceinline__ unsigned int* ErrorWord(const ShmemDeviceState& st) {
 // Base of `pe`'s heap as mapped in this process, or 0 when pe is out of range or not load/store
 // reachable.
 __device__ __forceinline__ unsigned long long PeerBase(const ShmemDeviceState& st, int pe) {
-  if (static_cast<unsigned int>(pe) >= static_cast<unsigned int>(st.n_pes) || st.peer_bases == 0) return 0;
+  if (static_cast<unsigned int>(pe) >= static_cast<unsigned int>(st.n_pes)) return 0;
+  if (pe < MORI_SHMEM_DEVICE_INLINE_PEERS) {
+    // Selects, not an indexed load: indexing a kernel-parameter array dynamically makes the
+    // compiler copy the whole state to local memory, i.e. back into the L1 this avoids.
+    unsigned long long base = 0;
+#pragma unroll
+    for (int i = 0; i < MORI_SHMEM_DEVICE_INLINE_PEERS; ++i) base = pe == i ? st.peer_base[i] : base;
+    return base;
+  }
+  if (st.peer_bases == 0) return 0;
   return reinterpret_cast<const unsigned long long*>(st.peer_bases)[pe];
 }
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from mori.shmem import api
 from mori.shmem._native import _C
-from mori.shmem.errors import InvalidArgumentError, InvalidPointerError, WaitTimeoutError
+from mori.shmem.errors import InvalidArgumentError, InvalidPointerError, PeOutOfRangeError, WaitTimeoutError
 
 #: The module global that device code reads when it is not handed the state as an argument.
 DEVICE_STATE_SYMBOL = "mori_shmem_device_state"
@@ -25,6 +25,8 @@ _SYNC_SCRATCH_OFFSET = 16
 
 _DEVICE_ERR_WAIT_TIMEOUT = 1
 _DEVICE_ERR_UNREACHABLE_PE = 2
+_DEVICE_ERR_INVALID_ARGUMENT = 3
+_DEVICE_ERR_BAD_ADDRESS = 4
 
 
 class DeviceState(ctypes.Structure):
@@ -39,6 +41,7 @@ class DeviceState(ctypes.Structure):
         ("heap_size", ctypes.c_uint64),
         ("peer_bases", ctypes.c_uint64),
         ("spin_timeout_ns", ctypes.c_uint64),
+        ("peer_base", ctypes.c_uint64 * 8),  # MORI_SHMEM_DEVICE_INLINE_PEERS
     ]
 
 
@@ -85,7 +88,11 @@ def shmem_check_device_error() -> None:
             "the PE that should have signalled may be dead or stuck"
         )
     if code == _DEVICE_ERR_UNREACHABLE_PE:
-        raise InvalidPointerError("a kernel addressed a PE whose heap is not load/store reachable from this PE")
+        raise PeOutOfRangeError("a kernel addressed a PE that is out of range or not load/store reachable from this PE")
+    if code == _DEVICE_ERR_INVALID_ARGUMENT:
+        raise InvalidArgumentError("a kernel passed an unknown atomic, comparison or type code, or a bad immediate")
+    if code == _DEVICE_ERR_BAD_ADDRESS:
+        raise InvalidPointerError("a kernel passed a symmetric address outside the heap, or a misaligned word")
     if code != 0:
         raise RuntimeError(f"unknown device error code {code}")
 
@@ -101,9 +108,9 @@ class _ShmemKernels:
     def module(self) -> Any:
         with self._lock:
             if self._module is None:
-                from mori.shmem import jit
+                from mori.shmem.jit.registry import library_kernels
 
-                module = jit.load_module(jit.source_dir() / "shmem_kernels.cu", include_dirs=[jit.include_dir()])
+                module = library_kernels().load()
                 shmem_module_init(module)
                 self._module = module
             return self._module
@@ -135,8 +142,6 @@ def shmem_barrier_on_stream(stream: Any = None) -> None:
 def device_atomic(dest: int, amo: int, type_code: int, value_bits: int, compare_bits: int, pe: int) -> int:
     """One atomic on PE ``pe``'s copy of GPU heap word ``dest``, run by a kernel; returns the old bits."""
     if pe < 0 or pe >= api.shmem_npes():
-        from mori.shmem.errors import PeOutOfRangeError
-
         raise PeOutOfRangeError(f"pe={pe} is outside [0, npes={api.shmem_npes()})")
     info = api.shmem_heap_info()
     width = 4 if type_code in (0, 1) else 8

@@ -144,5 +144,13 @@ def precompile(
 
 
 def shmem_kernels() -> list[KernelSpec]:
-    """mori-shmem's own kernels (entry point ``mori-shmem`` of ``mori.jit_kernels``)."""
-    return [KernelSpec("shmem_kernels", source_dir() / "shmem_kernels.cu", include_dirs=(include_dir(),))]
+    """mori-shmem's own kernels (entry point ``mori-shmem`` of ``mori.jit_kernels``): the library's
+    (barrier on a stream, host-launched atomics) and the benchmark's, one variant per scope."""
+    from mori.shmem import bench_gpu
+
+    return [library_kernels(), *(bench_gpu.kernel_spec(scope) for scope in bench_gpu.SCOPES)]
+
+
+def library_kernels() -> KernelSpec:
+    """The library's own kernels; ``mori.shmem.device`` loads them through this spec."""
+    return KernelSpec("shmem_kernels", source_dir() / "shmem_kernels.cu", include_dirs=(include_dir(),))
