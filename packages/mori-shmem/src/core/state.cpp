@@ -63,7 +63,7 @@ void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
   // Read every setting before touching the network, so a bad value fails alone and at once.
   const Backend backend = choose_backend();
   const std::string cuda_mode = env::get_choice("MORI_SHMEM_MODE");
-  env::get_choice("MORI_SHMEM_HEAP_TYPE");
+  env::get_choice("MORI_SHMEM_HEAP_TYPE");  // validated only: both types are ordinary device memory
   const int device = static_cast<int>(env::get_int("MORI_SHMEM_DEVICE"));
   const uint64_t heap_size = env::get_size("MORI_SHMEM_HEAP_SIZE");
   const double bootstrap_timeout = env::get_seconds("MORI_BOOTSTRAP_TIMEOUT");

@@ -103,16 +103,20 @@ class _ShmemKernels:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._module: Any = None
+        self._state = b""
         self._stream: int | None = None
 
     def module(self) -> Any:
+        """The loaded module, its global refreshed whenever the state changed (a re-init)."""
         with self._lock:
             if self._module is None:
                 from mori.shmem.jit.registry import library_kernels
 
-                module = library_kernels().load()
-                shmem_module_init(module)
-                self._module = module
+                self._module = library_kernels().load()
+            state = bytes(shmem_device_state())
+            if state != self._state:
+                self._module.write_global(DEVICE_STATE_SYMBOL, state)
+                self._state = state
             return self._module
 
     def stream(self) -> int:
