@@ -190,13 +190,6 @@ __device__ __forceinline__ T ShmemAtomicTypeFetchWarp(T* dest, detail::NoDeduce<
 // Shmem{Type}AtomicFetchAdd{Scope}(dest, val, pe[, qpId]) -> T  = Fetch AMO_FETCH_ADD
 // Types: Uint32, Int32, Uint64 (unsigned long long), Int64 (long long), Ulong, Long.
 
-#define MORI_SHMEM_FOR_EACH_AMO_TYPE(X) \
-  X(Uint32, unsigned int)               \
-  X(Int32, int)                         \
-  X(Uint64, unsigned long long)         \
-  X(Int64, long long)                   \
-  X(Ulong, unsigned long)               \
-  X(Long, long)
 
 #define MORI_SHMEM_DEFINE_NAMED_AMO_SCOPE_(TypeName, T, Scope)                                                       \
   __device__ __forceinline__ void ShmemAtomic##TypeName##NonFetch##Scope(const ShmemDeviceState& st, T* dest, T val, \
@@ -233,7 +226,7 @@ __device__ __forceinline__ T ShmemAtomicTypeFetchWarp(T* dest, detail::NoDeduce<
   MORI_SHMEM_DEFINE_NAMED_AMO_SCOPE_(TypeName, T, Thread) \
   MORI_SHMEM_DEFINE_NAMED_AMO_SCOPE_(TypeName, T, Warp)
 
-MORI_SHMEM_FOR_EACH_AMO_TYPE(MORI_SHMEM_DEFINE_NAMED_AMO_)
+MORI_SHMEM_FOR_EACH_WORD_TYPE(MORI_SHMEM_DEFINE_NAMED_AMO_)
 #undef MORI_SHMEM_DEFINE_NAMED_AMO_
 #undef MORI_SHMEM_DEFINE_NAMED_AMO_SCOPE_
 

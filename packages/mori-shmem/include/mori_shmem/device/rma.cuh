@@ -200,7 +200,8 @@ MORI_SHMEM_DEFINE_TYPED_(ShmemGetTypeBlock, ShmemGetMemBlock)
 
 // MORI's named typed families: ShmemPut{Type}Nbi{Scope}, ShmemGet{Type}Nbi{Scope} and the
 // blocking ShmemPut{Type}{Scope}, ShmemGet{Type}{Scope}, for the types below.
-#define MORI_SHMEM_FOR_EACH_RMA_TYPE(X) \
+// The integer names are also those of the immediate puts below.
+#define MORI_SHMEM_FOR_EACH_INT_TYPE(X) \
   X(Uint8, unsigned char)               \
   X(Int8, signed char)                  \
   X(Uint16, unsigned short)             \
@@ -208,9 +209,8 @@ MORI_SHMEM_DEFINE_TYPED_(ShmemGetTypeBlock, ShmemGetMemBlock)
   X(Uint32, unsigned int)               \
   X(Int32, int)                         \
   X(Uint64, unsigned long long)         \
-  X(Int64, long long)                   \
-  X(Float, float)                       \
-  X(Double, double)
+  X(Int64, long long)
+#define MORI_SHMEM_FOR_EACH_RMA_TYPE(X) MORI_SHMEM_FOR_EACH_INT_TYPE(X) X(Float, float) X(Double, double)
 
 #define MORI_SHMEM_DEFINE_NAMED_TYPED_ONE_(Name, Generic, T)                                                       \
   __device__ __forceinline__ void Name(const ShmemDeviceState& st, T* dest, const T* src, size_t nelems, int pe,   \
@@ -329,15 +329,6 @@ __device__ __forceinline__ void ShmemPutTypeImmNbiWarp(T* dest, detail::NoDeduce
 }
 
 // MORI's named immediate families: ShmemPut{Type}ImmNbi{Thread,Warp}(dest, val, pe[, qpId]).
-#define MORI_SHMEM_FOR_EACH_IMM_TYPE(X) \
-  X(Uint8, unsigned char)               \
-  X(Int8, signed char)                  \
-  X(Uint16, unsigned short)             \
-  X(Int16, short)                       \
-  X(Uint32, unsigned int)               \
-  X(Int32, int)                         \
-  X(Uint64, unsigned long long)         \
-  X(Int64, long long)
 
 #define MORI_SHMEM_DEFINE_NAMED_IMM_ONE_(Name, Generic, T)                                                   \
   __device__ __forceinline__ void Name(const ShmemDeviceState& st, T* dest, T val, int pe, int qpId = 0) {   \
@@ -350,7 +341,7 @@ __device__ __forceinline__ void ShmemPutTypeImmNbiWarp(T* dest, detail::NoDeduce
   MORI_SHMEM_DEFINE_NAMED_IMM_ONE_(ShmemPut##TypeName##ImmNbiThread, ShmemPutTypeImmNbiThread, T)    \
   MORI_SHMEM_DEFINE_NAMED_IMM_ONE_(ShmemPut##TypeName##ImmNbiWarp, ShmemPutTypeImmNbiWarp, T)
 
-MORI_SHMEM_FOR_EACH_IMM_TYPE(MORI_SHMEM_DEFINE_NAMED_IMM_)
+MORI_SHMEM_FOR_EACH_INT_TYPE(MORI_SHMEM_DEFINE_NAMED_IMM_)
 #undef MORI_SHMEM_DEFINE_NAMED_IMM_
 #undef MORI_SHMEM_DEFINE_NAMED_IMM_ONE_
 

@@ -124,13 +124,6 @@ __device__ __forceinline__ bool ShmemTest(T* ivar, int cmp, detail::NoDeduce<T> 
 
 // MORI's named waits: Shmem{Type}WaitUntilGreaterThan(addr, val) -> the value seen (> val),
 // Shmem{Type}WaitUntilEquals(addr, val) -> the value seen (== val, unless the wait timed out).
-#define MORI_SHMEM_FOR_EACH_WAIT_TYPE(X) \
-  X(Uint32, unsigned int)                \
-  X(Int32, int)                          \
-  X(Uint64, unsigned long long)          \
-  X(Int64, long long)                    \
-  X(Ulong, unsigned long)                \
-  X(Long, long)
 
 #define MORI_SHMEM_DEFINE_NAMED_WAIT_(TypeName, T)                                                             \
   __device__ __forceinline__ T Shmem##TypeName##WaitUntilGreaterThan(const ShmemDeviceState& st, T* addr,     \
@@ -147,7 +140,7 @@ __device__ __forceinline__ bool ShmemTest(T* ivar, int cmp, detail::NoDeduce<T> 
     return ShmemWaitUntil<T>(MORI_SHMEM_GLOBAL_STATE, addr, SHMEM_CMP_EQ, val);                                \
   }
 
-MORI_SHMEM_FOR_EACH_WAIT_TYPE(MORI_SHMEM_DEFINE_NAMED_WAIT_)
+MORI_SHMEM_FOR_EACH_WORD_TYPE(MORI_SHMEM_DEFINE_NAMED_WAIT_)
 #undef MORI_SHMEM_DEFINE_NAMED_WAIT_
 
 // ---- device barrier across all PEs -----------------------------------------------------------

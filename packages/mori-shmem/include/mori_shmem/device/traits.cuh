@@ -61,3 +61,12 @@ __device__ __forceinline__ To BitCast(const From& from) {
 }
 
 }  // namespace mori::shmem::detail
+
+// The 4- and 8-byte integer types of MORI's named atomic and wait families, as (Name, type).
+#define MORI_SHMEM_FOR_EACH_WORD_TYPE(X) \
+  X(Uint32, unsigned int)                \
+  X(Int32, int)                          \
+  X(Uint64, unsigned long long)          \
+  X(Int64, long long)                    \
+  X(Ulong, unsigned long)                \
+  X(Long, long)
