@@ -1299,3 +1299,15 @@ def harness_hang(rank: int, nranks: int, uid: bytes) -> None:
 
 def harness_unpicklable(rank: int, nranks: int, uid: bytes) -> Any:
     return lambda: None
+
+
+def device_calls_on_cpu_backend(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
+    """What the device-side host calls say on the cpu backend, where there is no device state."""
+    with pe_session(rank, nranks, uid):
+        out = {
+            "device_state": catch(shmem.shmem_device_state),
+            "cuda_device": catch(shmem.shmem_cuda_device),
+            "check_device_error": catch(shmem.shmem_check_device_error),
+        }
+        shmem.shmem_barrier_all()
+        return out

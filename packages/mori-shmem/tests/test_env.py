@@ -97,6 +97,10 @@ def test_env_shows_effective_values_of_overrides() -> None:
         ("MORI_BOOTSTRAP_TIMEOUT", "soon"),
         ("MORI_SHMEM_CHECK_SYMMETRY", "maybe"),
         ("MORI_SHMEM_BACKEND", "quantum"),
+        ("MORI_SHMEM_MODE", "isolation"),
+        ("MORI_SHMEM_HEAP_TYPE", "fancy"),
+        ("MORI_SHMEM_DEVICE", "first"),
+        ("MORI_SHMEM_DEVICE_SPIN_TIMEOUT", "forever"),
     ],
 )
 def test_bad_value_makes_init_raise_config_error(name: str, bad: str) -> None:
@@ -117,3 +121,19 @@ def test_heap_size_env_is_honoured() -> None:
 def test_heap_size_accepts_decimal_units() -> None:
     (result,) = run_pes(pe_programs.heap_size_from_env, 1, env={"MORI_SHMEM_HEAP_SIZE": "0.03125GiB"}, timeout=60)
     assert result["size"] == 32 << 20
+
+
+def test_cuda_backend_without_a_gpu_is_a_clear_error(gpu_available) -> None:
+    if gpu_available:
+        pytest.skip("a GPU is present here: the cuda backend initialises (test_cuda_backend covers it)")
+    errors = run_pes(pe_programs.init_expecting_config_error, 2, env={"MORI_SHMEM_BACKEND": "cuda"}, timeout=60)
+    for err in errors:
+        assert err is not None and err["type"] == "UnsupportedError", err
+        assert "cuda backend is unavailable" in err["message"], err["message"]
+
+
+def test_device_calls_on_the_cpu_backend_name_the_backend() -> None:
+    for out in run_pes(pe_programs.device_calls_on_cpu_backend, 2, env={"MORI_SHMEM_BACKEND": "cpu"}, timeout=60):
+        for call, err in out.items():
+            assert err is not None and err["type"] == "UnsupportedError", (call, err)
+            assert "cpu backend" in err["message"] and "MORI_SHMEM_BACKEND=cuda" in err["message"], err["message"]
