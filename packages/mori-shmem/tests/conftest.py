@@ -74,19 +74,8 @@ def shmem():
 
 @pytest.fixture(scope="session")
 def gpu_available() -> bool:
-    """Whether the cuda backend can run here: a CUDA driver and at least one visible GPU.
-
-    Asks libmori_shmem which backend "auto" would pick, without creating a CUDA context here (the
-    PEs are other processes).
-    """
+    """Whether the cuda backend can run here (a CUDA driver and a visible GPU); no context is made
+    in this process, the PEs are other processes."""
     import mori.shmem
 
-    saved = os.environ.get("MORI_SHMEM_BACKEND")
-    os.environ["MORI_SHMEM_BACKEND"] = "auto"
-    try:
-        return mori.shmem.shmem_backend() == "cuda"
-    finally:
-        if saved is None:
-            del os.environ["MORI_SHMEM_BACKEND"]
-        else:
-            os.environ["MORI_SHMEM_BACKEND"] = saved
+    return mori.shmem.shmem_cuda_available()

@@ -137,6 +137,8 @@ MORI_SHMEM_API int mori_shmem_my_pe(void);
 MORI_SHMEM_API int mori_shmem_n_pes(void);
 /* "cpu" or "cuda": the live backend, or before init the one init would pick now. */
 MORI_SHMEM_API const char* mori_shmem_backend(void);
+/* 1 when a CUDA driver loads and at least one GPU is visible (what MORI_SHMEM_BACKEND=auto asks). */
+MORI_SHMEM_API int mori_shmem_cuda_available(void);
 /* COLLECTIVE. Host barrier over the bootstrap network; completes outstanding host RMA first. */
 MORI_SHMEM_API int mori_shmem_barrier_all(void);
 

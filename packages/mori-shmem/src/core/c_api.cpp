@@ -11,6 +11,7 @@
 #include "core/host_rma.hpp"
 #include "core/state.hpp"
 #include "core/symmetric_alloc.hpp"
+#include "cuda/cuda_driver.hpp"
 #include "mori_shmem/mori_shmem.h"
 
 using namespace mori::shmem;
@@ -113,6 +114,8 @@ const char* mori_shmem_backend(void) {
   guarded([&] { name = is_initialized() ? require_state("shmem_backend").heap->backend() : planned_backend(); });
   return name;
 }
+
+int mori_shmem_cuda_available(void) { return cuda::available() ? 1 : 0; }
 
 int mori_shmem_barrier_all(void) {
   return guarded([] {

@@ -77,6 +77,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("abi_version", &mori_shmem_abi_version);
   m.def("version", &mori_shmem_version);
   m.def("backend", &mori_shmem_backend);
+  m.def("cuda_available", [] { return mori_shmem_cuda_available() != 0; });
   m.def("parse_size", [](const std::string& text) {
     uint64_t bytes = 0;
     check(mori_shmem_parse_size(text.c_str(), &bytes));

@@ -10,16 +10,13 @@ between PE 0 and PE 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import json
 import logging
-import os
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     backend = args.backend
     if backend == "auto":
-        with _environ("MORI_SHMEM_BACKEND", "auto"):
-            backend = api.shmem_backend()
+        from mori.shmem.device import shmem_cuda_available
+
+        backend = "cuda" if shmem_cuda_available() else "cpu"
     if backend == "cuda":
         return _main_cuda(args)
 
@@ -195,19 +193,6 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(json.dumps(report, indent=2))
     logger.info("wrote %s", args.output)
     return 0
-
-
-@contextlib.contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    saved = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = saved
 
 
 def _main_cuda(args: argparse.Namespace) -> int:

@@ -45,6 +45,14 @@ class DeviceState(ctypes.Structure):
     ]
 
 
+def shmem_cuda_available() -> bool:
+    """Whether the cuda backend can run here: a CUDA driver loads and a GPU is visible.
+
+    Creates no CUDA context, so a launcher can ask before it starts its PEs.
+    """
+    return bool(_C.cuda_available())
+
+
 def shmem_cuda_device() -> int:
     """The CUDA device ordinal of this PE's heap (pass it to ``torch.cuda.set_device``)."""
     return _C.cuda_device()
@@ -185,6 +193,7 @@ __all__ = [
     "device_atomic",
     "shmem_barrier_on_stream",
     "shmem_check_device_error",
+    "shmem_cuda_available",
     "shmem_cuda_device",
     "shmem_device_state",
     "shmem_module_init",
