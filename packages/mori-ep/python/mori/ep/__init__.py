@@ -1,7 +1,16 @@
+# SPDX-License-Identifier: MIT
 """mori.ep: expert-parallel dispatch/combine on the mori-shmem symmetric heap (MORI's ``mori.ops``).
 
-Not built yet beyond its link layer: importing it proves that mori-ep's native module is bound to
-the one libmori_shmem.so shipped by mori-shmem, with a matching ABI. The EP API lands later.
+Quick start (every PE, after ``mori.shmem`` is initialised)::
+
+    config = EpDispatchCombineConfig(data_type=torch.bfloat16, rank=rank, world_size=n, hidden_dim=7168,
+                                     scale_dim=0, scale_type_size=0, max_token_type_size=2,
+                                     max_num_inp_token_per_rank=4096, num_experts_per_rank=256 // n,
+                                     num_experts_per_token=8)
+    op = EpDispatchCombineOp(config)
+    out, out_w, _, out_idx, total = op.dispatch(x, weights, None, indices)
+    ...                                   # experts on out[:total]
+    y, y_w = op.combine(expert_out, out_w, indices)
 """
 
 from __future__ import annotations
@@ -11,11 +20,35 @@ from __future__ import annotations
 import mori.shmem as _shmem
 from mori.ep import _C
 from mori.ep._abi_check import check_abi, mapped_library_paths
+from mori.ep.config import (
+    EpDispatchCombineConfig,
+    EpDispatchCombineKernelType,
+    EpDispatchCombineQuantType,
+)
+from mori.ep.errors import (
+    EpConfigError,
+    EpError,
+    EpInputError,
+    EpOverflowError,
+    EpTimeoutError,
+    EpUnsupportedError,
+)
+from mori.ep.op import EpDispatchCombineOp
 
 __version__ = "0.1.0"
 
-#: The public EP API; empty until it lands (mori.ops star-imports it).
-__all__: list[str] = []
+__all__ = [
+    "EpConfigError",
+    "EpDispatchCombineConfig",
+    "EpDispatchCombineKernelType",
+    "EpDispatchCombineOp",
+    "EpDispatchCombineQuantType",
+    "EpError",
+    "EpInputError",
+    "EpOverflowError",
+    "EpTimeoutError",
+    "EpUnsupportedError",
+]
 
 check_abi(
     built=_C.built_abi_version(),

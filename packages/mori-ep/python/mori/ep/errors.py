@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: MIT
+"""mori-ep's exceptions. They derive from mori.shmem's classes (and so from the matching builtins:
+ValueError, TimeoutError, ...), so one ``except MoriShmemError`` catches every mori failure."""
+
+from __future__ import annotations
+
+from mori.shmem.errors import ConfigError, InvalidArgumentError, MoriShmemError, UnsupportedError, WaitTimeoutError
+
+
+class EpError(MoriShmemError):
+    """Base class of every mori.ep error."""
+
+
+class EpConfigError(EpError, ConfigError):
+    """An EpDispatchCombineConfig field or a MORI_EP_* variable is out of range."""
+
+
+class EpInputError(EpError, InvalidArgumentError):
+    """A dispatch/combine argument is wrong (dtype, shape, device, expert id, ...); nothing was launched."""
+
+
+class EpUnsupportedError(EpError, UnsupportedError):
+    """The request is valid for MORI but not implemented by this build (a kernel type, a format)."""
+
+
+class EpTimeoutError(EpError, WaitTimeoutError):
+    """A dispatch/combine waited longer than MORI_EP_TIMEOUT for a peer (dead or stuck)."""
+
+
+class EpOverflowError(EpError, RuntimeError):
+    """More rows arrived than max_total_recv_tokens leaves room for; the excess rows were dropped."""
+
+
+__all__ = [
+    "EpConfigError",
+    "EpError",
+    "EpInputError",
+    "EpOverflowError",
+    "EpTimeoutError",
+    "EpUnsupportedError",
+]

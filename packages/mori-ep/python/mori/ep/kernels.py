@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: MIT
+"""The CUDA kernels of mori-ep as JIT variants (compiled at first use by mori-shmem's JIT and
+listed for ``mori-jit precompile`` through the ``mori.jit_kernels`` entry point)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mori.shmem import jit
+
+from mori.ep.layout import DTYPE_CODES
+
+SOURCE_DIR = Path(__file__).resolve().parent / "device_src"
+
+
+def dispatch_spec(world_size: int, topk: int, low_latency: bool) -> jit.KernelSpec:
+    """``mori_ep_dispatch`` for one (world size, top-k, low latency) combination."""
+    return jit.KernelSpec(
+        f"ep_dispatch_w{world_size}_k{topk}{'_ll' if low_latency else ''}",
+        SOURCE_DIR / "ep_dispatch.cu",
+        defines={"MORI_EP_WORLD": world_size, "MORI_EP_TOPK": topk, "MORI_EP_LL": int(low_latency)},
+        include_dirs=(SOURCE_DIR, jit.include_dir()),
+    )
+
+
+def combine_spec(world_size: int, topk: int, dtype: str, quant: int) -> jit.KernelSpec:
+    """``mori_ep_combine_stage`` and ``mori_ep_combine`` for one row dtype and wire format."""
+    return jit.KernelSpec(
+        f"ep_combine_w{world_size}_k{topk}_{dtype}_q{quant}",
+        SOURCE_DIR / "ep_combine.cu",
+        defines={
+            "MORI_EP_WORLD": world_size,
+            "MORI_EP_TOPK": topk,
+            "MORI_EP_DTYPE": DTYPE_CODES[dtype],
+            "MORI_EP_QUANT": quant,
+        },
+        include_dirs=(SOURCE_DIR, jit.include_dir()),
+    )
+
+
+def jit_kernels() -> list[jit.KernelSpec]:
+    """The variants of the default serving setup (DeepSeek-V3 shape, 8 PEs, top-8) and of the test
+    suite (2/4/8 PEs): fp8/bf16 dispatch, bf16 and fp32 combine in every wire format bf16 allows."""
+    specs: list[jit.KernelSpec] = []
+    for world_size in (2, 4, 8):
+        for topk in (4, 8):
+            specs += [dispatch_spec(world_size, topk, ll) for ll in (False, True)]
+            specs += [combine_spec(world_size, topk, "bfloat16", quant) for quant in (0, 1, 2)]
+            specs.append(combine_spec(world_size, topk, "float32", 0))
+    return specs

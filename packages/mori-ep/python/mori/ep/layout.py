@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: MIT
+"""Where an op's buffers sit in its symmetric region, and the argument struct of every launch.
+
+``EpArgs`` mirrors ``mori_ep_args_t`` (src/device/ep_args.h) field for field; the test suite
+checks its size and the control offsets against the compiled constants.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from mori.ep.config import EpDispatchCombineConfig
+
+# Control words (ep_args.h MORI_EP_CTRL_*), as byte offsets from the start of a region.
+CTRL_ERROR = 4
+CTRL_TOTAL_RECV = 24
+CTRL_BYTES = 4352
+
+ERR_TIMEOUT = 1
+ERR_RECV_OVERFLOW = 2
+ERR_BAD_EXPERT = 3
+ERR_SHORT_INPUT = 4
+
+HAS_WEIGHTS = 1
+HAS_SCALES = 2
+EXTERNAL_INPUT = 4
+
+DTYPE_CODES = {"bfloat16": 1, "float32": 2, "float16": 3}
+
+_ALIGN = 256
+
+
+class EpArgs(ctypes.Structure):
+    """``mori_ep_args_t``; keep the two in step (bump MORI_EP_ARGS_VERSION on a change)."""
+
+    _fields_ = [
+        ("region", ctypes.c_uint64),
+        ("peer_regions", ctypes.c_uint64),
+        ("input", ctypes.c_uint64),
+        ("weights", ctypes.c_uint64),
+        ("scales", ctypes.c_uint64),
+        ("indices", ctypes.c_uint64),
+        ("spin_timeout_ns", ctypes.c_uint64),
+        ("off_disp_tokens", ctypes.c_uint64),
+        ("off_disp_weights", ctypes.c_uint64),
+        ("off_disp_indices", ctypes.c_uint64),
+        ("off_disp_scales", ctypes.c_uint64),
+        ("off_disp_src_pos", ctypes.c_uint64),
+        ("off_comb_tokens", ctypes.c_uint64),
+        ("off_comb_weights", ctypes.c_uint64),
+        ("off_comb_scales", ctypes.c_uint64),
+        ("off_dest_map", ctypes.c_uint64),
+        ("off_comb_out", ctypes.c_uint64),
+        ("off_comb_out_weights", ctypes.c_uint64),
+        ("rank", ctypes.c_int32),
+        ("world_size", ctypes.c_int32),
+        ("max_tokens", ctypes.c_int32),
+        ("max_recv", ctypes.c_int32),
+        ("topk", ctypes.c_int32),
+        ("experts_per_rank", ctypes.c_int32),
+        ("row_bytes", ctypes.c_int32),
+        ("wire_row_bytes", ctypes.c_int32),
+        ("scale_bytes", ctypes.c_int32),
+        ("num_tokens", ctypes.c_int32),
+        ("input_rows", ctypes.c_int32),
+        ("hidden", ctypes.c_int32),
+        ("quant_blocks", ctypes.c_int32),
+        ("flags", ctypes.c_int32),
+    ]
+
+
+def _align(value: int) -> int:
+    return -(-value // _ALIGN) * _ALIGN
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Byte offsets of an op's buffers inside its region, sized for the widest call the config allows."""
+
+    max_recv: int
+    row_capacity: int  # bytes of the widest row (hidden_dim * max_token_type_size)
+    scale_capacity: int
+    quant_blocks: int
+    offsets: dict[str, int]
+    nbytes: int
+
+    @classmethod
+    def for_config(cls, config: EpDispatchCombineConfig, quant_blocks: int) -> Layout:
+        recv, tokens, topk = config.max_num_tokens_to_recv(), config.max_num_inp_token_per_rank, config.num_experts_per_token
+        row = config.hidden_dim * config.max_token_type_size
+        scale = config.scale_dim * config.scale_type_size
+        sizes = {
+            "off_disp_tokens": recv * row,
+            "off_disp_weights": recv * topk * 4,
+            "off_disp_indices": recv * topk * 4,
+            "off_disp_scales": recv * scale,
+            "off_disp_src_pos": recv * 4,
+            "off_comb_tokens": recv * row,
+            "off_comb_weights": recv * topk * 4,
+            "off_comb_scales": recv * quant_blocks * 4,
+            "off_dest_map": tokens * topk * 4,
+            "off_comb_out": tokens * row,
+            "off_comb_out_weights": tokens * topk * 4,
+        }
+        offsets, cursor = {}, _align(CTRL_BYTES)
+        for name, size in sizes.items():
+            offsets[name] = cursor
+            cursor = _align(cursor + size)
+        return cls(recv, row, scale, quant_blocks, offsets, cursor)
+
+    def base_args(self, config: EpDispatchCombineConfig, region: int, peer_regions: int, timeout_ns: int) -> EpArgs:
+        """The fields that stay the same for every call of the op."""
+        args = EpArgs(
+            region=region,
+            peer_regions=peer_regions,
+            spin_timeout_ns=timeout_ns,
+            rank=config.rank,
+            world_size=config.world_size,
+            max_tokens=config.max_num_inp_token_per_rank,
+            max_recv=self.max_recv,
+            topk=config.num_experts_per_token,
+            experts_per_rank=config.num_experts_per_rank,
+            quant_blocks=self.quant_blocks,
+        )
+        for name, offset in self.offsets.items():
+            setattr(args, name, offset)
+        return args

@@ -1,0 +1,450 @@
+# SPDX-License-Identifier: MIT
+"""``EpDispatchCombineOp``: MORI's expert-parallel dispatch/combine operator.
+
+Dispatch sends each token, once per destination PE, to every PE that owns one of its top-k
+experts; combine brings each PE's (already locally reduced) expert output back to the token's
+source PE and sums it. The contract is MORI's (docs/user-guide/ep.md): a token lands at most once
+per PE with its full top-k ids and weights; ``src_pos = src_rank * world_size * M + src_token``;
+with an identity expert, combine returns ``U * x`` and ``U * w`` (U = distinct destination PEs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from typing import Any
+
+import mori.shmem as shmem
+from mori.ep import inputs
+from mori.ep.backends import CpuBackend, CudaBackend
+from mori.ep.config import SUPPORTED_KERNEL_TYPES, EpDispatchCombineConfig, EpDispatchCombineKernelType, EpDispatchCombineQuantType
+from mori.ep.errors import EpConfigError, EpInputError, EpOverflowError, EpTimeoutError, EpUnsupportedError
+from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve, tuning_path_for
+from mori.ep.layout import (
+    CTRL_ERROR,
+    CTRL_TOTAL_RECV,
+    ERR_BAD_EXPERT,
+    ERR_RECV_OVERFLOW,
+    ERR_SHORT_INPUT,
+    ERR_TIMEOUT,
+    EXTERNAL_INPUT,
+    HAS_SCALES,
+    HAS_WEIGHTS,
+    EpArgs,
+    Layout,
+)
+from mori.ep.settings import setting
+
+logger = logging.getLogger("mori.ep")
+
+_GROUP = 8  # combine sums 8 elements per lane step: hidden must be a multiple of it
+
+
+def _capturing() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
+class EpDispatchCombineOp:
+    """One dispatch/combine operator over ``config.world_size`` PEs (collective to create).
+
+    mori-shmem must be initialised with ``world_size`` PEs and this process as ``rank``. The op
+    carves one region of the symmetric heap (``required_heap_bytes``) and runs on the backend of
+    the heap: tensors are CPU tensors on the cpu backend, tensors on ``shmem_cuda_device()`` on the
+    cuda one.
+    """
+
+    def __init__(self, config: EpDispatchCombineConfig) -> None:
+        import torch
+
+        if config.kernel_type not in SUPPORTED_KERNEL_TYPES:
+            raise EpUnsupportedError(
+                f"kernel_type={config.kernel_type.name} is not implemented by this build of mori-ep; "
+                f"supported: {', '.join(k.name for k in SUPPORTED_KERNEL_TYPES)}"
+            )
+        if config.quant == EpDispatchCombineQuantType.Fp4BlockwiseQuant:
+            raise EpUnsupportedError("quant_type='fp4_blockwise' needs FP4 hardware conversions; use fp8_blockwise")
+        if not shmem.shmem_is_initialized():
+            raise EpConfigError("mori.shmem is not initialised: call shmem_init_attr (or a framework init) first")
+        if shmem.shmem_npes() != config.world_size or shmem.shmem_mype() != config.rank:
+            raise EpConfigError(
+                f"config says rank {config.rank} of {config.world_size}, but mori.shmem runs PE "
+                f"{shmem.shmem_mype()} of {shmem.shmem_npes()}"
+            )
+        self.config = config
+        self._torch = torch
+        quant_blocks = setting("MORI_FP8_COMBINE_SCALE_DIM") if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant else 0
+        if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant and quant_blocks < 1:
+            raise EpConfigError(f"MORI_FP8_COMBINE_SCALE_DIM={quant_blocks} must be >= 1 for fp8_blockwise")
+        self.layout = Layout.for_config(config, quant_blocks)
+        if shmem.shmem_backend() == "cuda":
+            self.device = torch.device("cuda", shmem.shmem_cuda_device())
+            self._backend: CpuBackend | CudaBackend = CudaBackend(
+                config.world_size, config.num_experts_per_token, shmem.shmem_cuda_device()
+            )
+            major, minor = torch.cuda.get_device_capability(self.device)
+            self._arch = f"sm{major}{minor}"
+            self._gpu = gpu_model_name(torch.cuda.get_device_name(self.device))
+        else:
+            self.device = torch.device("cpu")
+            self._backend = CpuBackend()
+            self._arch = self._gpu = ""
+        logger.debug("op region: %d bytes", self.layout.nbytes)
+        self._buffer = shmem.shmem_empty(self.layout.nbytes, "uint8")  # collective
+        self._region = self._buffer.torch()
+        self._region[: self.layout.offsets["off_disp_tokens"]].zero_()  # control words; buffers need no zeros
+        self._peer_regions = torch.tensor(
+            [self._buffer.peer(pe).ptr for pe in range(config.world_size)], dtype=torch.int64, device=self.device
+        )
+        timeout_ns = int(setting("MORI_EP_TIMEOUT") * 1e9)
+        self._base = self.layout.base_args(config, self._buffer.ptr, self._peer_regions.data_ptr(), timeout_ns)
+        self.local_expert_count = torch.zeros(config.num_experts_per_rank, dtype=torch.int32, device=self.device)
+        self._dispatched_tokens: int | None = None
+        self._backend.synchronize()
+        shmem.shmem_barrier_all()  # every PE's control words are zero before any peer writes them
+
+    # ---- sizes (MORI's accessors) ----------------------------------------------------------
+
+    def max_num_tokens_to_send(self) -> int:
+        return self.config.max_num_tokens_to_send()
+
+    def max_num_tokens_to_send_per_rank(self) -> int:
+        return self.config.max_num_tokens_to_send_per_rank()
+
+    def max_num_tokens_to_recv(self) -> int:
+        return self.config.max_num_tokens_to_recv()
+
+    def max_num_tokens_to_recv_per_rank(self) -> int:
+        return self.config.max_num_tokens_to_recv_per_rank()
+
+    @staticmethod
+    def required_heap_bytes(config: EpDispatchCombineConfig) -> int:
+        """Symmetric-heap bytes an op of ``config`` takes (set MORI_SHMEM_HEAP_SIZE above this)."""
+        quant_blocks = setting("MORI_FP8_COMBINE_SCALE_DIM") if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant else 0
+        return Layout.for_config(config, quant_blocks).nbytes
+
+    # ---- views of the region ---------------------------------------------------------------
+
+    def _view(self, name: str, rows: int, cols: int, dtype: Any) -> Any:
+        start = self.layout.offsets[name]
+        itemsize = self._torch.empty(0, dtype=dtype).element_size()
+        return self._region[start : start + rows * cols * itemsize].view(dtype).view(rows, cols)
+
+    def _total_recv_view(self) -> Any:
+        return self._region[CTRL_TOTAL_RECV : CTRL_TOTAL_RECV + 4].view(self._torch.int32)
+
+    def get_registered_combine_input_buffer(self, dtype: Any, hidden_dim: int = -1) -> Any:
+        """``[max_num_tokens_to_recv(), hidden]`` view of the registered combine input: with
+        ``use_external_inp_buf=False`` expert outputs are written here (row i for received row i)."""
+        hidden = self.config.hidden_dim if hidden_dim == -1 else hidden_dim
+        itemsize = self._torch.empty(0, dtype=dtype).element_size()
+        if not 0 < hidden <= self.config.hidden_dim or itemsize > self.config.max_token_type_size:
+            raise EpInputError(
+                f"hidden_dim={hidden_dim} / dtype={dtype} exceed config.hidden_dim={self.config.hidden_dim} / "
+                f"max_token_type_size={self.config.max_token_type_size}"
+            )
+        return self._view("off_comb_tokens", self.layout.max_recv, hidden, dtype)
+
+    # ---- launch geometry ---------------------------------------------------------------------
+
+    def get_launch_config(
+        self,
+        is_dispatch: bool = True,
+        block_num: int = -1,
+        rdma_block_num: int = -1,
+        warp_per_block: int = -1,
+        *,
+        dtype: Any = None,
+        num_tokens: int | None = None,
+        hidden: int | None = None,
+        zero_copy: bool = False,
+    ) -> tuple[int, int, int]:
+        """The resolved ``(block_num, rdma_block_num, warp_per_block)`` of a call."""
+        launch = self._launch(
+            "dispatch" if is_dispatch else "combine",
+            inputs.dtype_name(self._torch.empty(0, dtype=dtype or self.config.data_type)),
+            num_tokens if num_tokens is not None else self.config.max_num_inp_token_per_rank,
+            hidden if hidden is not None else self.config.hidden_dim,
+            block_num,
+            warp_per_block,
+            rdma_block_num,
+            None if is_dispatch else (zero_copy, self.config.quant_type),
+        )
+        return launch.block_num, launch.rdma_block_num, launch.warp_per_block
+
+    def _launch(
+        self,
+        phase: str,
+        dtype: str,
+        tokens: int,
+        hidden: int,
+        block_num: int,
+        warp_per_block: int,
+        rdma_block_num: int,
+        combine_key: tuple[bool, str] | None,
+    ) -> LaunchConfig:
+        path = None
+        if self._arch:
+            path = tuning_path_for(self._arch, self._gpu, self.config.kernel_type.name, self.config.world_size, phase)
+        return resolve(
+            self.config,
+            phase=phase,
+            dtype=dtype,
+            tokens=tokens,
+            hidden=hidden,
+            block_num=block_num,
+            warp_per_block=warp_per_block,
+            rdma_block_num=rdma_block_num,
+            combine_key=combine_key,
+            tuning_path=path,
+        )
+
+    # ---- dispatch ------------------------------------------------------------------------
+
+    def dispatch(
+        self,
+        input: Any,
+        weights: Any,
+        scales: Any,
+        indices: Any,
+        block_num: int = -1,
+        rdma_block_num: int = -1,
+        warp_per_block: int = -1,
+        call_local_expert_count: bool = False,
+        *,
+        routing: Any = None,
+        return_routing: bool = False,
+    ) -> tuple[Any, Any, Any, Any, Any]:
+        """Sends every row of ``input`` [N, H] to the PEs owning its experts (``indices`` [N, K]
+        int32, -1 = none); returns ``(out [R, H], out_weights [R, K], out_scales [R, S] | None,
+        out_indices [R, K], total_recv [1])``, views of the op's buffers of which rows
+        ``[:total_recv]`` are valid (R = max_num_tokens_to_recv()). No host sync (except the
+        expert-id check of MORI_EP_VALIDATE_INDICES outside graph capture)."""
+        if routing is not None or return_routing:
+            raise EpUnsupportedError("routing handles (routing=, return_routing=) are not implemented by this build")
+        config = self.config
+        inputs.check_dispatch(config, self.device, input, weights, scales, indices)
+        if setting("MORI_EP_VALIDATE_INDICES") and not _capturing():
+            inputs.check_expert_ids(config, indices)
+        hidden, row_bytes = inputs.check_row("input", input, config)
+        dtype = inputs.dtype_name(input)
+        launch = self._launch("dispatch", dtype, int(input.shape[0]), hidden, block_num, warp_per_block, rdma_block_num, None)
+
+        args = EpArgs.from_buffer_copy(self._base)
+        args.input = input.data_ptr()
+        args.indices = indices.data_ptr()
+        args.num_tokens = int(input.shape[0])
+        args.hidden = hidden
+        args.row_bytes = args.wire_row_bytes = row_bytes
+        flags = 0
+        if weights is not None:
+            args.weights = weights.data_ptr()
+            flags |= HAS_WEIGHTS
+        scale_cols = 0
+        if scales is not None:
+            args.scales = scales.data_ptr()
+            scale_cols = int(scales.shape[1])
+            args.scale_bytes = scale_cols * scales.element_size()
+            flags |= HAS_SCALES
+        args.flags = flags
+        self._backend.dispatch(
+            args,
+            low_latency=config.kernel_type == EpDispatchCombineKernelType.IntraNodeLL,
+            grid=launch.block_num,
+            block=32 * launch.warp_per_block,
+        )
+        self._dispatched_tokens = args.num_tokens
+        self._after_call()
+
+        recv, topk, torch = self.layout.max_recv, config.num_experts_per_token, self._torch
+        out = self._view("off_disp_tokens", recv, hidden, input.dtype)
+        out_weights = self._view("off_disp_weights", recv, topk, torch.float32)
+        out_scales = self._view("off_disp_scales", recv, scale_cols, scales.dtype) if scales is not None else None
+        out_indices = self._view("off_disp_indices", recv, topk, torch.int32)
+        total_recv = self._total_recv_view()
+        if call_local_expert_count:
+            self._count_local_experts(out_indices, total_recv)
+        return out, out_weights, out_scales, out_indices, total_recv
+
+    def _count_local_experts(self, out_indices: Any, total_recv: Any) -> None:
+        """``local_expert_count[e]`` = received rows that picked local expert e, without a host sync."""
+        torch, per_rank = self._torch, self.config.num_experts_per_rank
+        valid_row = torch.arange(out_indices.shape[0], device=self.device) < total_recv
+        local = out_indices - self.config.rank * per_rank
+        valid = valid_row[:, None] & (local >= 0) & (local < per_rank)
+        slots = torch.where(valid, local, per_rank).reshape(-1).long()
+        counts = torch.zeros(per_rank + 1, dtype=torch.int32, device=self.device)
+        counts.scatter_add_(0, slots, torch.ones_like(slots, dtype=torch.int32))
+        self.local_expert_count.copy_(counts[:per_rank])
+
+    def dispatch_send(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """MORI's split API: the send half is the whole dispatch for the intra-node kernel types."""
+        return self.dispatch(*args, **kwargs)
+
+    def dispatch_recv(self, *args: Any, **kwargs: Any) -> None:
+        raise EpInputError(f"dispatch_recv is for kernel_type AsyncLL; this op is {self.config.kernel_type.name}")
+
+    # ---- combine -------------------------------------------------------------------------
+
+    def combine(
+        self,
+        input: Any,
+        weights: Any,
+        indices: Any,
+        block_num: int = -1,
+        rdma_block_num: int = -1,
+        warp_per_block: int = -1,
+        use_external_inp_buf: int = -1,
+        call_reset: bool = False,
+        *,
+        routing: Any = None,
+    ) -> tuple[Any, Any]:
+        """Returns ``(out [M, H], out_weights [M, K] | None)`` where row t (t < N of the last
+        dispatch) sums, over the distinct PEs token t was sent to, the row each of them holds for
+        it: ``input`` row i (i < total_recv) with an external input, else row i of
+        ``get_registered_combine_input_buffer()``. ``indices`` is this PE's routing of the last
+        dispatch ([N, K], not dispatch's out_indices)."""
+        if routing is not None:
+            raise EpUnsupportedError("routing handles are not implemented by this build")
+        if self._dispatched_tokens is None:
+            raise EpInputError("combine was called before any dispatch of this op")
+        config, torch = self.config, self._torch
+        external = config.use_external_inp_buf if use_external_inp_buf == -1 else bool(use_external_inp_buf)
+        recv, tokens, topk = self.layout.max_recv, self._dispatched_tokens, config.num_experts_per_token
+        inputs.check_tensor("input", input, device=self.device, dtypes=inputs.COMBINE_DTYPES, rows=(0, recv))
+        hidden, row_bytes = inputs.check_row("input", input, config)
+        if hidden % _GROUP:
+            raise EpInputError(f"input has hidden size {hidden}; combine needs a multiple of {_GROUP}")
+        inputs.check_tensor("indices", indices, device=self.device, dtypes=("int32",), rows=(tokens, tokens), cols=topk)
+        if weights is not None:
+            inputs.check_tensor(
+                "weights", weights, device=self.device, dtypes=("float32",), rows=(0, int(input.shape[0])), cols=topk
+            )
+            if weights.shape[0] != input.shape[0]:
+                raise EpInputError(f"weights has {weights.shape[0]} rows, input {input.shape[0]}: they must match")
+        quant = config.quant
+        dtype = inputs.dtype_name(input)
+        wire_row_bytes = row_bytes
+        if quant != EpDispatchCombineQuantType.None_:
+            if not external or dtype != "bfloat16":
+                raise EpInputError(
+                    f"quant_type={config.quant_type!r} needs an external bf16 input; got dtype {dtype} and "
+                    f"use_external_inp_buf={external}"
+                )
+            if quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant and hidden % (_GROUP * self.layout.quant_blocks):
+                raise EpInputError(
+                    f"input has hidden size {hidden}; fp8_blockwise needs a multiple of "
+                    f"{_GROUP} x MORI_FP8_COMBINE_SCALE_DIM={self.layout.quant_blocks}"
+                )
+            wire_row_bytes = hidden
+        launch = self._launch(
+            "combine", dtype, tokens, hidden, block_num, warp_per_block, rdma_block_num, (not external, config.quant_type)
+        )
+
+        args = EpArgs.from_buffer_copy(self._base)
+        args.num_tokens = tokens
+        args.hidden = hidden
+        args.row_bytes = row_bytes
+        args.wire_row_bytes = wire_row_bytes
+        args.input_rows = int(input.shape[0])
+        flags = 0
+        if external:
+            args.input = input.data_ptr()
+            flags |= EXTERNAL_INPUT
+        if weights is not None:
+            args.weights = weights.data_ptr()
+            flags |= HAS_WEIGHTS
+        args.flags = flags
+        self._backend.combine(
+            args,
+            dtype=dtype,
+            quant=int(quant),
+            grid=launch.block_num,
+            block=32 * launch.warp_per_block,
+            stage_grid=launch.block_num if flags else 1,
+        )
+        self._after_call()
+        if call_reset:
+            self.reset()
+        out = self._view("off_comb_out", config.max_num_inp_token_per_rank, hidden, input.dtype)
+        out_weights = (
+            self._view("off_comb_out_weights", config.max_num_inp_token_per_rank, topk, torch.float32)
+            if weights is not None
+            else None
+        )
+        return out, out_weights
+
+    def combine_send(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        """MORI's split API: the send half is the whole combine for the intra-node kernel types."""
+        return self.combine(*args, **kwargs)
+
+    def combine_recv(self, *args: Any, **kwargs: Any) -> None:
+        raise EpInputError(f"combine_recv is for kernel_type AsyncLL; this op is {self.config.kernel_type.name}")
+
+    # ---- state ---------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Kept for MORI's API: the kernels reset their own state, so there is nothing to do."""
+
+    def _after_call(self) -> None:
+        # The cpu backend has finished by now: report its errors at once. On the GPU reading the
+        # error word is a sync, so it waits for check_error().
+        if isinstance(self._backend, CpuBackend):
+            self.check_error()
+
+    def check_error(self) -> None:
+        """Raises the first error the kernels recorded since the last check (a device sync on the
+        cuda backend): EpTimeoutError, EpOverflowError, or EpInputError for a bad expert id or a
+        combine input shorter than total_recv. Clears it."""
+        self._backend.synchronize()
+        word = self._region[CTRL_ERROR : CTRL_ERROR + 4].view(self._torch.int32)
+        code = int(word.item())
+        if code == 0:
+            return
+        word.zero_()
+        self._backend.synchronize()
+        if code == ERR_TIMEOUT:
+            raise EpTimeoutError(
+                f"PE {self.config.rank}: a peer did not answer within MORI_EP_TIMEOUT={setting('MORI_EP_TIMEOUT')} s"
+            )
+        if code == ERR_RECV_OVERFLOW:
+            raise EpOverflowError(
+                f"PE {self.config.rank}: more rows arrived than max_num_tokens_to_recv()={self.layout.max_recv} "
+                "(raise max_total_recv_tokens); the excess rows were dropped"
+            )
+        if code == ERR_BAD_EXPERT:
+            raise EpInputError(f"indices held an expert id >= {self.config.total_experts}; those picks were skipped")
+        if code == ERR_SHORT_INPUT:
+            raise EpInputError("combine input had fewer rows than total_recv; the missing rows were not combined")
+        raise EpTimeoutError(f"PE {self.config.rank}: unknown error code {code} in the op's control words")
+
+    def get_dispatch_src_token_pos(self) -> Any:
+        """Source position of every received row, ``src_rank * world_size * M + src_token``
+        (``decode_send_flat_idx`` splits it). Syncs the device."""
+        self._backend.synchronize()
+        total = int(self._total_recv_view().item())
+        return self._view("off_disp_src_pos", self.layout.max_recv, 1, self._torch.int32).view(-1)[:total]
+
+    def decode_send_flat_idx(self, pos: Any) -> tuple[Any, Any]:
+        """``(src_rank, src_token)`` of source positions (ints or tensors)."""
+        stride = self.config.world_size * self.config.max_num_inp_token_per_rank
+        return pos // stride, pos % stride
+
+    def close(self) -> None:
+        """Collective: frees the op's region. The op must not be used afterwards."""
+        self._backend.synchronize()
+        self._buffer.free()
+
+    def __enter__(self) -> EpDispatchCombineOp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"EpDispatchCombineOp({c.kernel_type.name}, rank {c.rank}/{c.world_size}, hidden {c.hidden_dim}, "
+            f"top-{c.num_experts_per_token}, {c.num_experts_per_rank} experts/rank, backend {self._backend.name})"
+        )

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+// Intra-host combine, in two kernels so that no block ever waits on blocks that may not be
+// resident (several PEs share one GPU under MPS, and a grid may be larger than one wave):
+//   mori_ep_combine_stage  with an external input, copies the received rows' expert outputs into
+//                          the registered buffer (cast to fp8, with per-block scales for the
+//                          blockwise format) and their weights; the last block then enters the
+//                          cross-PE barrier (adds 1 to its slot on every PE) and waits until
+//                          every PE has entered it for this call;
+//   mori_ep_combine        a warp (or several, splitting the row, for few tokens) per local
+//                          token reads the rows its destinations hold for it, straight from their
+//                          buffers, and sums them in fp32 in top-k order, weights likewise.
+// The protocol is src/cpu/combine.cpp's. Compile-time constants: MORI_EP_WORLD, MORI_EP_TOPK,
+// MORI_EP_DTYPE (element type of the rows, MORI_EP_DTYPE_*), MORI_EP_QUANT (wire format).
+#include "ep_common.cuh"
+
+#ifndef MORI_EP_WORLD
+#error "MORI_EP_WORLD must be defined"
+#endif
+#ifndef MORI_EP_TOPK
+#error "MORI_EP_TOPK must be defined"
+#endif
+#ifndef MORI_EP_DTYPE
+#error "MORI_EP_DTYPE must be defined"
+#endif
+#ifndef MORI_EP_QUANT
+#define MORI_EP_QUANT MORI_EP_QUANT_NONE
+#endif
+
+namespace mori::ep {
+
+constexpr int kWorld = MORI_EP_WORLD;
+constexpr int kTopk = MORI_EP_TOPK;
+constexpr int kDtype = MORI_EP_DTYPE;
+constexpr int kQuant = MORI_EP_QUANT;
+constexpr int kGroup = 8;  // elements per lane step: 16 bytes of bf16/fp16, 8 of fp8, 32 of fp32
+constexpr int kElemBytes = kDtype == MORI_EP_DTYPE_FP32 ? 4 : 2;
+constexpr int kWireBytes = kQuant == MORI_EP_QUANT_NONE ? kElemBytes : 1;
+
+static_assert(kQuant == MORI_EP_QUANT_NONE || kDtype == MORI_EP_DTYPE_BF16, "fp8 combine formats take bf16 rows");
+
+__device__ __forceinline__ float Decode(unsigned short v) {
+  if constexpr (kDtype == MORI_EP_DTYPE_BF16) return Bf16ToFloat(v);
+  return Fp16ToFloat(v);
+}
+__device__ __forceinline__ unsigned short Encode(float f) {
+  if constexpr (kDtype == MORI_EP_DTYPE_BF16) return FloatToBf16(f);
+  return FloatToFp16(f);
+}
+
+// Eight elements of a row in the input dtype, as floats.
+__device__ __forceinline__ void LoadRow8(const char* p, float (&f)[kGroup]) {
+  if constexpr (kDtype == MORI_EP_DTYPE_FP32) {
+    const uint4 lo = LdGlobal(reinterpret_cast<const uint4*>(p));
+    const uint4 hi = LdGlobal(reinterpret_cast<const uint4*>(p) + 1);
+    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = __uint_as_float(w[i]);
+  } else {
+    const uint4 v = LdGlobal(reinterpret_cast<const uint4*>(p));
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = Decode(static_cast<unsigned short>(w[i] & 0xFFFF));
+      f[2 * i + 1] = Decode(static_cast<unsigned short>(w[i] >> 16));
+    }
+  }
+}
+
+__device__ __forceinline__ void StoreRow8(char* p, const float (&f)[kGroup]) {
+  if constexpr (kDtype == MORI_EP_DTYPE_FP32) {
+    StGlobal(reinterpret_cast<uint4*>(p), make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]),
+                                                      __float_as_uint(f[2]), __float_as_uint(f[3])));
+    StGlobal(reinterpret_cast<uint4*>(p) + 1, make_uint4(__float_as_uint(f[4]), __float_as_uint(f[5]),
+                                                          __float_as_uint(f[6]), __float_as_uint(f[7])));
+  } else {
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = Encode(f[2 * i]) | (static_cast<unsigned>(Encode(f[2 * i + 1])) << 16);
+    StGlobal(reinterpret_cast<uint4*>(p), make_uint4(w[0], w[1], w[2], w[3]));
+  }
+}
+
+// Eight wire elements (fp8 formats: already multiplied by `scale`) added into acc.
+__device__ __forceinline__ void AccumulateWire8(const char* p, float scale, float (&acc)[kGroup]) {
+  if constexpr (kQuant == MORI_EP_QUANT_NONE) {
+    float f[kGroup];
+    LoadRow8(p, f);
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) acc[i] += f[i];
+  } else {
+    const uint2 v = LdGlobal(reinterpret_cast<const uint2*>(p));
+    const unsigned w[2] = {v.x, v.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float a, b, c, d;
+      Fp8x2ToFloats(static_cast<unsigned short>(w[i] & 0xFFFF), a, b);
+      Fp8x2ToFloats(static_cast<unsigned short>(w[i] >> 16), c, d);
+      acc[4 * i] += a * scale;
+      acc[4 * i + 1] += b * scale;
+      acc[4 * i + 2] += c * scale;
+      acc[4 * i + 3] += d * scale;
+    }
+  }
+}
+
+__device__ __forceinline__ void StoreWire8(char* p, const float (&f)[kGroup], float scale) {
+  unsigned w[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    w[i] = FloatsToFp8x2(f[4 * i] / scale, f[4 * i + 1] / scale) |
+           (static_cast<unsigned>(FloatsToFp8x2(f[4 * i + 2] / scale, f[4 * i + 3] / scale)) << 16);
+  }
+  StGlobal(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
+}
+
+// One received row of the external input into the registered buffer, by one warp.
+__device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
+  const char* src = reinterpret_cast<const char*>(a.input) + static_cast<unsigned long long>(row) * a.row_bytes;
+  char* dst = At<char>(a.region, a.off_comb_tokens + static_cast<unsigned long long>(row) * a.wire_row_bytes);
+  const int groups = a.hidden / kGroup;
+  if constexpr (kQuant == MORI_EP_QUANT_NONE) {
+    for (int v = lane; v < a.row_bytes / 16; v += 32) {
+      StGlobal(reinterpret_cast<uint4*>(dst) + v, LdGlobal(reinterpret_cast<const uint4*>(src) + v));
+    }
+  } else if constexpr (kQuant == MORI_EP_QUANT_FP8_DIRECT_CAST) {
+    for (int g = lane; g < groups; g += 32) {
+      float f[kGroup];
+      LoadRow8(src + g * kGroup * kElemBytes, f);
+      StoreWire8(dst + g * kGroup, f, 1.0f);
+    }
+  } else {
+    // Blockwise: blocks whose magnitude fits fp8 travel unscaled (scale 1); larger ones are
+    // scaled into range by amax / 448. A warp walks the blocks one after another.
+    const int block_groups = groups / a.quant_blocks;
+    float* scales = At<float>(a.region, a.off_comb_scales + static_cast<unsigned long long>(row) * a.quant_blocks * 4);
+    for (int b = 0; b < a.quant_blocks; ++b) {
+      float amax = 0.0f;
+      for (int g = b * block_groups + lane; g < (b + 1) * block_groups; g += 32) {
+        float f[kGroup];
+        LoadRow8(src + g * kGroup * kElemBytes, f);
+#pragma unroll
+        for (int i = 0; i < kGroup; ++i) amax = fmaxf(amax, fabsf(f[i]));
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
+      const float scale = amax > 448.0f ? amax / 448.0f : 1.0f;
+      if (lane == 0) scales[b] = scale;
+      for (int g = b * block_groups + lane; g < (b + 1) * block_groups; g += 32) {
+        float f[kGroup];
+        LoadRow8(src + g * kGroup * kElemBytes, f);
+        StoreWire8(dst + g * kGroup, f, scale);
+      }
+    }
+  }
+}
+
+}  // namespace mori::ep
+
+using namespace mori::ep;
+
+extern "C" __global__ void mori_ep_combine_stage(const __grid_constant__ mori_ep_args_t a) {
+  const int lane = threadIdx.x & 31;
+  const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int warps = gridDim.x * (blockDim.x >> 5);
+  int total = *At<int>(a.region, MORI_EP_CTRL_TOTAL_RECV);
+  if ((a.flags & MORI_EP_EXTERNAL_INPUT) && total > a.input_rows) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) RecordError(a, MORI_EP_ERR_SHORT_INPUT);
+    total = a.input_rows;  // never read past the caller's tensor
+  }
+  if (a.flags & MORI_EP_EXTERNAL_INPUT) {
+    for (int row = warp; row < total; row += warps) StageRow(a, row, lane);
+  }
+  if (a.flags & MORI_EP_HAS_WEIGHTS) {
+    const float* src = reinterpret_cast<const float*>(a.weights);
+    float* dst = At<float>(a.region, a.off_comb_weights);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total * kTopk; i += gridDim.x * blockDim.x) dst[i] = src[i];
+  }
+  if (!LastBlock(a, MORI_EP_CTRL_COMBINE_ARRIVE)) return;
+  const unsigned long long* peers = reinterpret_cast<const unsigned long long*>(a.peer_regions);
+  unsigned long long* calls = At<unsigned long long>(a.region, MORI_EP_CTRL_COMBINE_CALLS);
+  const unsigned long long epoch = *calls + 1;
+  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+    atomicAdd_system(At<unsigned long long>(peers[pe], MORI_EP_CTRL_BARRIER) + a.rank, 1ull);
+  }
+  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+    WaitFor(a, At<unsigned long long>(a.region, MORI_EP_CTRL_BARRIER) + pe,
+            [epoch](unsigned long long v) { return v >= epoch; });
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) *calls = epoch;
+}
+
+extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_t a) {
+  __shared__ unsigned long long peers[kWorld];
+  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+    peers[pe] = reinterpret_cast<const unsigned long long*>(a.peer_regions)[pe];
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int warps = gridDim.x * (blockDim.x >> 5);
+  const int groups = a.hidden / kGroup;
+  // Few tokens: split each row over several warps so the whole grid keeps loads in flight.
+  const int parts = max(1, min(warps / max(a.num_tokens, 1), groups / 32));
+  const int per_part = (groups + parts - 1) / parts;
+  const bool weighted = (a.flags & MORI_EP_HAS_WEIGHTS) != 0;
+  const int* dest_map = At<int>(a.region, a.off_dest_map);
+
+  for (int unit = warp; unit < a.num_tokens * parts; unit += warps) {
+    const int token = unit / parts, part = unit % parts;
+    const int flat = lane < kTopk ? dest_map[token * kTopk + lane] : -1;
+    const unsigned sending = __ballot_sync(kFullMask, flat >= 0);
+    const int count = __popc(sending);
+    unsigned long long mine = 0;
+    int my_slot = 0;
+    if (flat >= 0) {
+      mine = peers[flat / a.max_recv];
+      my_slot = flat % a.max_recv;
+    }
+    const char* rows[kTopk];
+    const float* scales[kTopk];
+    const float* weights[kTopk];
+    unsigned rest = sending;
+#pragma unroll
+    for (int d = 0; d < kTopk; ++d) {
+      const int src_lane = rest ? __ffs(rest) - 1 : 0;
+      rest &= rest - 1;
+      const unsigned long long base = __shfl_sync(kFullMask, mine, src_lane);
+      const unsigned long long slot = static_cast<unsigned long long>(__shfl_sync(kFullMask, my_slot, src_lane));
+      rows[d] = At<char>(base, a.off_comb_tokens + slot * a.wire_row_bytes);
+      scales[d] = At<float>(base, a.off_comb_scales + slot * a.quant_blocks * 4);
+      weights[d] = At<float>(base, a.off_comb_weights + slot * kTopk * 4);
+    }
+
+    char* out = At<char>(a.region, a.off_comb_out + static_cast<unsigned long long>(token) * a.row_bytes);
+    const int block_groups = kQuant == MORI_EP_QUANT_FP8_BLOCKWISE ? groups / a.quant_blocks : 1;
+    const int end = min(groups, (part + 1) * per_part);
+    for (int g = part * per_part + lane; g < end; g += 32) {
+      float acc[kGroup] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int d = 0; d < kTopk; ++d) {
+        if (d >= count) break;
+        const float scale = kQuant == MORI_EP_QUANT_FP8_BLOCKWISE ? scales[d][g / block_groups] : 1.0f;
+        AccumulateWire8(rows[d] + static_cast<unsigned long long>(g) * kGroup * kWireBytes, scale, acc);
+      }
+      StoreRow8(out + static_cast<unsigned long long>(g) * kGroup * kElemBytes, acc);
+    }
+    if (weighted && part == 0 && lane < kTopk) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int d = 0; d < kTopk; ++d) {
+        if (d < count) sum += weights[d][lane];
+      }
+      At<float>(a.region, a.off_comb_out_weights)[token * kTopk + lane] = sum;
+    }
+  }
+}

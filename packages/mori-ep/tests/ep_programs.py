@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: MIT
+"""What each PE process of the EP tests runs (module level, so run_pes can pickle it).
+
+The reference is independent of the op: every PE rebuilds every other PE's inputs from the
+workload's seed (mori.ep.workload) and derives, with plain torch, which rows it must receive and
+what combine must return (an identity expert: U * x and U * w, U = distinct destination PEs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+import mori.shmem as shmem
+from mori.ep import workload as wl
+from mori.shmem.testing import init_pe
+
+
+def _device(backend: str) -> torch.device:
+    if backend == "cuda":
+        device = torch.device("cuda", shmem.shmem_cuda_device())
+        torch.cuda.set_device(device)
+        return device
+    return torch.device("cpu")
+
+
+def make_op(w: wl.Workload, rank: int, **fields: Any) -> Any:
+    from mori.ep import EpDispatchCombineConfig
+
+    scale_size = torch.empty(0, dtype=getattr(torch, w.scale_dtype)).element_size() if w.scale_dim else 0
+    config = EpDispatchCombineConfig(
+        data_type=getattr(torch, w.dtype),
+        rank=rank,
+        world_size=w.world_size,
+        hidden_dim=w.hidden,
+        scale_dim=w.scale_dim,
+        scale_type_size=scale_size,
+        max_token_type_size=4,
+        max_num_inp_token_per_rank=w.max_tokens,
+        num_experts_per_rank=w.experts_per_rank,
+        num_experts_per_token=w.topk,
+        **fields,
+    )
+    from mori.ep import EpDispatchCombineOp
+
+    return EpDispatchCombineOp(config)
+
+
+def expected_rows(w: wl.Workload, rank: int, iteration: int) -> dict[int, tuple[int, int]]:
+    """flat source position -> (src_rank, src_token) of every row PE ``rank`` must receive."""
+    expected = {}
+    for src in range(w.world_size):
+        dest = wl.destinations(w, wl.routing(w, src, iteration))
+        for token in torch.nonzero(dest[:, rank]).flatten().tolist():
+            expected[src * w.world_size * w.max_tokens + token] = (src, token)
+    return expected
+
+
+def check_dispatch(w: wl.Workload, rank: int, iteration: int, op: Any, outputs: Any) -> int:
+    out, out_weights, out_scales, out_indices, total_recv = outputs
+    total = int(total_recv.item())
+    positions = op.get_dispatch_src_token_pos().cpu()
+    assert positions.numel() == total
+    expected = expected_rows(w, rank, iteration)
+    got = positions.tolist()
+    assert len(set(got)) == total, "a source token arrived twice"
+    assert set(got) == set(expected), f"received {sorted(set(got) ^ set(expected))[:8]}... differ from the reference"
+    sources = {src: (wl.tokens(w, src, iteration), wl.routing(w, src, iteration)) for src in range(w.world_size)}
+    out, out_weights, out_indices = out[:total].cpu(), out_weights[:total].cpu(), out_indices[:total].cpu()
+    for row, pos in enumerate(got):
+        src, token = op.decode_send_flat_idx(pos)
+        (x, weights, scales), indices = sources[src]
+        assert torch.equal(out[row].view(torch.uint8), x[token].view(torch.uint8)), f"row {row}: token bytes differ"
+        assert torch.equal(out_indices[row], indices[token]), f"row {row}: top-k ids differ"
+        assert torch.equal(out_weights[row], weights[token]), f"row {row}: weights differ"
+        if scales is not None:
+            assert torch.equal(out_scales[row].cpu().view(torch.uint8), scales[token].view(torch.uint8))
+    return total
+
+
+def expected_combine(w: wl.Workload, rank: int, iteration: int, combine_dtype: torch.dtype, quant: str) -> Any:
+    x, weights, _ = wl.tokens(w, rank, iteration)
+    count = wl.destinations(w, wl.routing(w, rank, iteration)).sum(dim=1, keepdim=True).float()
+    row = x.to(combine_dtype).float()
+    if quant == "fp8_direct_cast":
+        row = row.to(torch.float8_e4m3fn).float()
+    elif quant == "fp8_blockwise":
+        blocks = row.view(row.shape[0], w.extra["quant_blocks"], -1)
+        amax = blocks.abs().amax(dim=2, keepdim=True)
+        scale = torch.where(amax > 448.0, amax / 448.0, torch.ones_like(amax))
+        row = ((blocks / scale).to(torch.float8_e4m3fn).float() * scale).view_as(row)
+    return (row * count).to(combine_dtype), weights * count
+
+
+def dispatch_combine(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, options: dict[str, Any]) -> list[int]:
+    """Dispatch then combine ``iterations`` times (state must reset itself between calls), checking
+    both against the reference; returns total_recv per iteration."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        combine_dtype = getattr(torch, options.get("combine_dtype", "bfloat16"))
+        quant = options.get("quant_type", "none")
+        zero_copy = options.get("zero_copy", False)
+        op = make_op(
+            w,
+            rank,
+            kernel_type=options.get("kernel_type", 0),
+            quant_type=quant,
+            use_external_inp_buf=not zero_copy,
+            max_total_recv_tokens=options.get("max_total_recv_tokens", 0),
+        )
+        totals = []
+        for iteration in range(options.get("iterations", 2)):
+            x, weights, scales = wl.tokens(w, rank, iteration)
+            indices = wl.routing(w, rank, iteration)
+            outputs = op.dispatch(
+                x.to(device),
+                weights.to(device),
+                None if scales is None else scales.to(device),
+                indices.to(device),
+                call_local_expert_count=True,
+            )
+            total = check_dispatch(w, rank, iteration, op, outputs)
+            out, out_weights, _, out_indices, _ = outputs
+            local = out_indices[:total].cpu() - rank * w.experts_per_rank
+            counted = torch.bincount(local[(local >= 0) & (local < w.experts_per_rank)], minlength=w.experts_per_rank)
+            assert torch.equal(op.local_expert_count.cpu(), counted.to(torch.int32)), "local_expert_count"
+            expert_out = out[:total].to(combine_dtype)
+            if zero_copy:
+                op.get_registered_combine_input_buffer(combine_dtype, expert_out.shape[1])[:total].copy_(expert_out)
+            combined, combined_weights = op.combine(expert_out, out_weights[:total].clone(), indices.to(device))
+            op.check_error()
+            want, want_weights = expected_combine(w, rank, iteration, combine_dtype, quant)
+            n = x.shape[0]
+            tolerance = {"none": 0.0, "fp8_direct_cast": 1e-2, "fp8_blockwise": 1e-2}[quant]
+            torch.testing.assert_close(combined[:n].cpu(), want, rtol=tolerance, atol=tolerance)
+            torch.testing.assert_close(combined_weights[:n].cpu(), want_weights, rtol=1e-6, atol=1e-6)
+            totals.append(total)
+        op.close()
+        return totals
+    finally:
+        shmem.shmem_finalize()
+
+
+def call_and_report(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, calls: list[str]) -> str:
+    """Runs one bad call per entry of ``calls`` (each must raise before launching anything) and
+    returns the messages, then a good dispatch/combine to show the op is still usable."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        op = make_op(w, rank)
+        x, weights, _ = wl.tokens(w, rank)
+        indices = wl.routing(w, rank)
+        x, weights, indices = x.to(device), weights.to(device), indices.to(device)
+        bad = {
+            "expert_out_of_range": lambda: op.dispatch(x, weights, None, torch.full_like(indices, w.total_experts)),
+            "expert_below_minus_one": lambda: op.dispatch(x, weights, None, torch.full_like(indices, -2)),
+            "indices_int64": lambda: op.dispatch(x, weights, None, indices.long()),
+            "too_many_tokens": lambda: op.dispatch(
+                x.new_zeros(w.max_tokens + 1, w.hidden), None, None, indices.new_zeros(w.max_tokens + 1, w.topk)
+            ),
+            "wrong_dtype": lambda: op.dispatch(x.to(torch.int16), weights, None, indices),
+            "wrong_shape": lambda: op.dispatch(x[:, None], weights, None, indices),
+            "hidden_too_large": lambda: op.dispatch(x.new_zeros(x.shape[0], w.hidden * 2), weights, None, indices),
+            "weights_shape": lambda: op.dispatch(x, weights[:, :1].contiguous(), None, indices),
+            "wrong_device": lambda: op.dispatch(x.to("meta"), weights, None, indices),
+            "combine_before_dispatch": lambda: op.combine(x, None, indices),
+            "not_contiguous": lambda: op.dispatch(x.t().contiguous().t(), weights, None, indices),
+        }
+        messages = []
+        for name in calls:
+            try:
+                bad[name]()
+            except Exception as exc:  # the test inspects the type and message
+                messages.append(f"{name}|{type(exc).__name__}|{exc}")
+            else:
+                messages.append(f"{name}|no error|")
+        outputs = op.dispatch(x, weights, None, indices)
+        check_dispatch(w, rank, 0, op, outputs)
+        op.close()
+        return "\n".join(messages)
+    finally:
+        shmem.shmem_finalize()
+
+
+def stall_one_rank(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> str:
+    """Rank 1 makes the op and then never dispatches: rank 0's dispatch must fail with a timeout."""
+    import time
+
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        op = make_op(w, rank)
+        if rank == 1:
+            time.sleep(8)
+            return "stalled"
+        x, weights, _ = wl.tokens(w, rank)
+        started = time.monotonic()
+        try:
+            op.dispatch(x.to(device), weights.to(device), None, wl.routing(w, rank).to(device))
+            op.check_error()
+        except Exception as exc:
+            return f"{type(exc).__name__} after {time.monotonic() - started:.1f}s: {exc}"
+        return "no error"
+    finally:
+        shmem.shmem_finalize()
+
+
+def overflow(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, cap: int) -> str:
+    """Every token goes to PE 0, whose receive buffer holds fewer rows than arrive."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        op = make_op(w, rank, max_total_recv_tokens=cap)
+        x, weights, _ = wl.tokens(w, rank)
+        indices = torch.full((x.shape[0], w.topk), -1, dtype=torch.int32)
+        indices[:, 0] = 0
+        try:
+            op.dispatch(x.to(device), weights.to(device), None, indices.to(device))
+            op.check_error()
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "no error"
+    finally:
+        shmem.shmem_finalize()
+
+
+def replace(w: wl.Workload, **changes: Any) -> wl.Workload:
+    return dataclasses.replace(w, **changes)
