@@ -39,6 +39,8 @@ PKGS: dict[str, list[str]] = {
 #: Packages that have a benchmark, and the console script that runs it.
 BENCH: dict[str, list[str]] = {
     "shmem": ["mori-shmem-bench"],
+    "ep": ["mori-ep-bench"],
+    "io": ["mori-io-bench"],
 }
 
 #: Installed into every build venv. Builds run without isolation, so this is the whole backend,
@@ -59,6 +61,8 @@ TEST_DEPS: dict[str, list[str]] = {
         "mpi4py",
         "nvidia-cuda-nvrtc==13.0.88",
     ],
+    "ep": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
+    "io": ["pytest", "pytest-timeout", "hypothesis", "numpy"],
 }
 DEFAULT_TEST_DEPS: list[str] = ["pytest", "pytest-timeout"]
 
@@ -117,15 +121,23 @@ def _test(pkg: str) -> SessionFn:
     return test
 
 
+#: Installed into every benchmark venv of the package.
+BENCH_DEPS: dict[str, list[str]] = {
+    "ep": ["torch"],
+}
+
 #: Installed into a benchmark's venv when the machine has an NVIDIA GPU: the cuda path times kernels
 #: with torch, compiles them with NVRTC, and measures NVSHMEM beside them.
 GPU_BENCH_DEPS: dict[str, list[str]] = {
     "shmem": ["torch", "nvidia-cuda-nvrtc", "nvidia-nvshmem-cu13"],
+    "ep": ["nvidia-cuda-nvrtc"],
 }
 
 
 def _bench(pkg: str, command: list[str]) -> SessionFn:
     def bench(session: nox.Session) -> None:
+        if pkg in BENCH_DEPS:
+            session.install(*BENCH_DEPS[pkg])
         if shutil.which("nvidia-smi") and pkg in GPU_BENCH_DEPS:
             session.install(*GPU_BENCH_DEPS[pkg])
         _install_wheels(session, [*closure(PKGS, pkg), pkg])

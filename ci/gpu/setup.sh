@@ -13,12 +13,14 @@ python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "
 export PYTHONPATH="$_mori_build_site${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$_mori_build_site/bin:$PATH"
 rm -rf /tmp/mori-wheels "$_mori_site"
-for pkg in ${MORI_GPU_PACKAGES:-shmem}; do
-  python3 -m pip wheel -q --no-deps --no-build-isolation -w /tmp/mori-wheels "$_mori_root/packages/mori-$pkg"
-done
-python3 -m pip install -q --no-deps --no-compile --target "$_mori_site" /tmp/mori-wheels/*.whl
 export PYTHONPATH="$_mori_site:$PYTHONPATH"
 export PATH="$_mori_site/bin:$PATH"
+# One at a time, installed before the next builds: dependents (mori-ep) ask the installed
+# mori-shmem for its SDK at configure time.
+for pkg in ${MORI_GPU_PACKAGES:-shmem}; do
+  python3 -m pip wheel -q --no-deps --no-build-isolation -w /tmp/mori-wheels "$_mori_root/packages/mori-$pkg"
+  python3 -m pip install -q --no-deps --no-compile --upgrade --target "$_mori_site" /tmp/mori-wheels/mori_"$pkg"-*.whl
+done
 export PYTHONUNBUFFERED=1
 
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log

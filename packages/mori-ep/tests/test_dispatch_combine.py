@@ -4,18 +4,20 @@ ep_programs.py (exact for data movement; tolerances only where combine quantises
 
 from __future__ import annotations
 
+import ep_programs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ep_programs
 from mori.ep.workload import Workload
 from mori.shmem.testing import run_pes
 
 BASE = Workload(world_size=2, max_tokens=32, hidden=64, topk=4, experts_per_rank=4, tokens=None)
 
 
-def _run(backend: str, w: Workload, timeout: float = 240.0, env: dict[str, str] | None = None, **options: object) -> list[list[int]]:
+def _run(
+    backend: str, w: Workload, timeout: float = 240.0, env: dict[str, str] | None = None, **options: object
+) -> list[list[int]]:
     env = {"MORI_SHMEM_BACKEND": backend, **(env or {})}
     return run_pes(ep_programs.dispatch_combine, w.world_size, backend, w, dict(options), env=env, timeout=timeout)
 

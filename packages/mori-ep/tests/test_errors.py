@@ -4,10 +4,10 @@ stalled peer gives a timeout error, never a hang; overflowing receive buffers ar
 
 from __future__ import annotations
 
+import ep_programs
 import pytest
 import torch
 
-import ep_programs
 from mori.ep import EpConfigError, EpDispatchCombineConfig, EpDispatchCombineKernelType
 from mori.ep.workload import Workload
 from mori.shmem.testing import run_pes

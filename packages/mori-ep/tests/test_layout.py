@@ -11,6 +11,6 @@ from mori.ep import _C, layout
 def test_args_struct_matches_the_header() -> None:
     constants = _C.constants()
     assert ctypes.sizeof(layout.EpArgs) == constants["ARGS_SIZE"]
-    assert layout.CTRL_BYTES == constants["CTRL_BYTES"]
-    assert layout.CTRL_ERROR == constants["CTRL_ERROR"]
-    assert layout.CTRL_TOTAL_RECV == constants["CTRL_TOTAL_RECV"]
+    assert constants["CTRL_BYTES"] == layout.CTRL_BYTES
+    assert constants["CTRL_ERROR"] == layout.CTRL_ERROR
+    assert constants["CTRL_TOTAL_RECV"] == layout.CTRL_TOTAL_RECV

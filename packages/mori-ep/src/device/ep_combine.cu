@@ -103,12 +103,16 @@ __device__ __forceinline__ void AccumulateWire8(const char* p, float scale, floa
   }
 }
 
+// Eight floats / scale as e4m3fn, clamped to +-448 first: saturation is the format's contract
+// here (src/cpu/convert.hpp does the same), not a property of one conversion instruction.
 __device__ __forceinline__ void StoreWire8(char* p, const float (&f)[kGroup], float scale) {
+  float q[kGroup];
+#pragma unroll
+  for (int i = 0; i < kGroup; ++i) q[i] = fminf(fmaxf(f[i] / scale, -448.0f), 448.0f);
   unsigned w[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    w[i] = FloatsToFp8x2(f[4 * i] / scale, f[4 * i + 1] / scale) |
-           (static_cast<unsigned>(FloatsToFp8x2(f[4 * i + 2] / scale, f[4 * i + 3] / scale)) << 16);
+    w[i] = FloatsToFp8x2(q[4 * i], q[4 * i + 1]) | (static_cast<unsigned>(FloatsToFp8x2(q[4 * i + 2], q[4 * i + 3])) << 16);
   }
   StGlobal(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
 }

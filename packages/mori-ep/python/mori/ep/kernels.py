@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mori.shmem import jit
-
 from mori.ep.layout import DTYPE_CODES
+from mori.shmem import jit
 
 SOURCE_DIR = Path(__file__).resolve().parent / "device_src"
 

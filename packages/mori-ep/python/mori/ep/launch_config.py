@@ -61,8 +61,15 @@ def _load_rules(path: Path) -> list[dict[str, Any]]:
     return rules
 
 
-def lookup(rules: list[dict[str, Any]], *, dtype: str, tokens: int, hidden: int, topk: int,
-           combine_key: tuple[bool, str] | None) -> dict[str, Any] | None:
+def lookup(
+    rules: list[dict[str, Any]],
+    *,
+    dtype: str,
+    tokens: int,
+    hidden: int,
+    topk: int,
+    combine_key: tuple[bool, str] | None,
+) -> dict[str, Any] | None:
     """The rule MORI's lookup picks, or None when no rule has this dtype (and combine key)."""
     candidates = [
         rule for rule in rules
@@ -76,11 +83,8 @@ def lookup(rules: list[dict[str, Any]], *, dtype: str, tokens: int, hidden: int,
         same_hidden, same_topk = rule.get("hidden_dim") == hidden, rule.get("topk", topk) == topk
         return 0 if same_hidden and same_topk else 1 if same_hidden else 2 if same_topk else 3
 
-    above = [rule for rule in candidates if rule["num_tokens"] >= tokens]
-    if above:
-        size = min(rule["num_tokens"] for rule in above)
-    else:
-        size = max(rule["num_tokens"] for rule in candidates)
+    sizes = [rule["num_tokens"] for rule in candidates]
+    size = min((n for n in sizes if n >= tokens), default=max(sizes))
     sized = [rule for rule in candidates if rule["num_tokens"] == size]
     return min(sized, key=preference)
 

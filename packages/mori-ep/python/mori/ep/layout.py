@@ -87,7 +87,11 @@ class Layout:
 
     @classmethod
     def for_config(cls, config: EpDispatchCombineConfig, quant_blocks: int) -> Layout:
-        recv, tokens, topk = config.max_num_tokens_to_recv(), config.max_num_inp_token_per_rank, config.num_experts_per_token
+        recv, tokens, topk = (
+            config.max_num_tokens_to_recv(),
+            config.max_num_inp_token_per_rank,
+            config.num_experts_per_token,
+        )
         row = config.hidden_dim * config.max_token_type_size
         scale = config.scale_dim * config.scale_type_size
         sizes = {

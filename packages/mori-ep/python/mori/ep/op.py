@@ -10,14 +10,18 @@ with an identity expert, combine returns ``U * x`` and ``U * w`` (U = distinct d
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from typing import Any
 
 import mori.shmem as shmem
 from mori.ep import inputs
 from mori.ep.backends import CpuBackend, CudaBackend
-from mori.ep.config import SUPPORTED_KERNEL_TYPES, EpDispatchCombineConfig, EpDispatchCombineKernelType, EpDispatchCombineQuantType
+from mori.ep.config import (
+    SUPPORTED_KERNEL_TYPES,
+    EpDispatchCombineConfig,
+    EpDispatchCombineKernelType,
+    EpDispatchCombineQuantType,
+)
 from mori.ep.errors import EpConfigError, EpInputError, EpOverflowError, EpTimeoutError, EpUnsupportedError
 from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve, tuning_path_for
 from mori.ep.layout import (
@@ -74,7 +78,9 @@ class EpDispatchCombineOp:
             )
         self.config = config
         self._torch = torch
-        quant_blocks = setting("MORI_FP8_COMBINE_SCALE_DIM") if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant else 0
+        quant_blocks = (
+            setting("MORI_FP8_COMBINE_SCALE_DIM") if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant else 0
+        )
         if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant and quant_blocks < 1:
             raise EpConfigError(f"MORI_FP8_COMBINE_SCALE_DIM={quant_blocks} must be >= 1 for fp8_blockwise")
         self.layout = Layout.for_config(config, quant_blocks)
@@ -121,7 +127,9 @@ class EpDispatchCombineOp:
     @staticmethod
     def required_heap_bytes(config: EpDispatchCombineConfig) -> int:
         """Symmetric-heap bytes an op of ``config`` takes (set MORI_SHMEM_HEAP_SIZE above this)."""
-        quant_blocks = setting("MORI_FP8_COMBINE_SCALE_DIM") if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant else 0
+        quant_blocks = (
+            setting("MORI_FP8_COMBINE_SCALE_DIM") if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant else 0
+        )
         return Layout.for_config(config, quant_blocks).nbytes
 
     # ---- views of the region ---------------------------------------------------------------
@@ -229,7 +237,9 @@ class EpDispatchCombineOp:
             inputs.check_expert_ids(config, indices)
         hidden, row_bytes = inputs.check_row("input", input, config)
         dtype = inputs.dtype_name(input)
-        launch = self._launch("dispatch", dtype, int(input.shape[0]), hidden, block_num, warp_per_block, rdma_block_num, None)
+        launch = self._launch(
+            "dispatch", dtype, int(input.shape[0]), hidden, block_num, warp_per_block, rdma_block_num, None
+        )
 
         args = EpArgs.from_buffer_copy(self._base)
         args.input = input.data_ptr()
@@ -339,7 +349,14 @@ class EpDispatchCombineOp:
                 )
             wire_row_bytes = hidden
         launch = self._launch(
-            "combine", dtype, tokens, hidden, block_num, warp_per_block, rdma_block_num, (not external, config.quant_type)
+            "combine",
+            dtype,
+            tokens,
+            hidden,
+            block_num,
+            warp_per_block,
+            rdma_block_num,
+            (not external, config.quant_type),
         )
 
         args = EpArgs.from_buffer_copy(self._base)

@@ -33,7 +33,10 @@ REGISTRY: tuple[Setting, ...] = (
         ("MANUAL", "AUTO"),
     ),
     Setting(
-        "MORI_EP_TUNING_CONFIG", str, "", "Directory of tuning JSON files to use in AUTO mode instead of the shipped one."
+        "MORI_EP_TUNING_CONFIG",
+        str,
+        "",
+        "Directory of tuning JSON files to use in AUTO mode instead of the shipped one.",
     ),
     Setting(
         "MORI_EP_TIMEOUT",

@@ -47,7 +47,9 @@ def token_count(workload: Workload, rank: int, iteration: int = 0) -> int:
 
     if workload.tokens is not None:
         return workload.tokens
-    return int(torch.randint(0, workload.max_tokens + 1, (1,), generator=_generator(workload, rank, iteration + 10_000)))
+    return int(
+        torch.randint(0, workload.max_tokens + 1, (1,), generator=_generator(workload, rank, iteration + 10_000))
+    )
 
 
 def routing(workload: Workload, rank: int, iteration: int = 0) -> Any:

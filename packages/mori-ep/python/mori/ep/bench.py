@@ -1,0 +1,462 @@
+# SPDX-License-Identifier: MIT
+"""``mori-ep-bench``: dispatch/combine time and bandwidth across N local PEs, as MORI and DeepEP
+measure them (the README's main job).
+
+Every PE dispatches its tokens (DeepSeek-V3 shape by default: hidden 7168, top-8 of 256 experts,
+fp8 tokens with 56 fp32 scales) and combines bf16 expert outputs (the dispatched rows, an identity
+expert). Bandwidth is MORI's: received rows x hidden x element size / time, per PE; the table
+gives the mean over PEs (MORI's "algo BW") and the sum (the aggregate, which is what several PEs
+sharing one GPU compete for). On the GPU, times are CUDA-graph replays between device barriers,
+medians over iterations; on the cpu backend, wall times of the calls. The physical traffic (every
+byte read and written, which MORI's count halves) is set against a device copy of the same size
+measured in the same run: the ceiling of anything that moves bytes through one GPU's memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from mori.ep.workload import Workload
+
+logger = logging.getLogger("mori.ep.bench")
+
+KERNEL_TYPES = {"IntraNode": 0, "IntraNodeLL": 5}
+#: GPU clock cycles (about 200 us) each timed iteration starts with; see _time_case.
+_HOLD_CYCLES = 400_000
+_FP8 = "float8_e4m3fn"
+
+
+def _progress(message: str) -> None:
+    """One status line on stderr, rewritten in place on a terminal."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r\033[K{message}")
+    else:
+        sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def _copy_ceiling_gbps(device: Any, nbytes: int) -> float:
+    """Device-to-device copy bandwidth (bytes read + written) of one PE alone, GB/s."""
+    import torch
+
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(float(start.elapsed_time(end)) * 1e-3)
+    return 2 * nbytes / statistics.median(times) / 1e9
+
+
+def _time_case(
+    op: Any,
+    x: Any,
+    weights: Any,
+    scales: Any,
+    indices: Any,
+    expert_out: Any,
+    expert_weights: Any,
+    block_num: int,
+    warp_per_block: int,
+    *,
+    gpu: bool,
+    iterations: int,
+    warmup: int,
+    status: str | None,
+) -> dict[str, list[float]]:
+    """Seconds per dispatch and per combine, each iteration starting with every PE together."""
+    import torch
+
+    import mori.shmem as shmem
+
+    def run_dispatch() -> None:
+        op.dispatch(x, weights, scales, indices, block_num=block_num, warp_per_block=warp_per_block)
+
+    def run_combine() -> None:
+        op.combine(expert_out, expert_weights, indices, block_num=block_num, warp_per_block=warp_per_block)
+
+    dispatch_s: list[float] = []
+    combine_s: list[float] = []
+    if not gpu:
+        for i in range(iterations + warmup):
+            shmem.shmem_barrier_all()
+            started = time.perf_counter()
+            run_dispatch()
+            middle = time.perf_counter()
+            shmem.shmem_barrier_all()
+            restarted = time.perf_counter()
+            run_combine()
+            ended = time.perf_counter()
+            if i >= warmup:
+                dispatch_s.append(middle - started)
+                combine_s.append(ended - restarted)
+            if status:
+                _progress(f"{status}, iteration {i + 1}/{iterations + warmup}")
+        op.check_error()
+        return {"dispatch_s": dispatch_s, "combine_s": combine_s}
+
+    # CUDA graphs, as MORI's benchmark: the times are the kernels', not Python's launch path.
+    graphs = []
+    for fn in (run_dispatch, run_combine):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()  # loads the kernels outside capture (compiling them on first use)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        graphs.append(graph)
+    torch.cuda.synchronize()
+    shmem.shmem_barrier_all()
+    events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(iterations + warmup)]
+    for i, ev in enumerate(events):
+        # Keep the GPU busy while this process queues the iteration: otherwise the PE whose host
+        # queues last starts late and every other PE's time includes its Python launch latency.
+        torch.cuda._sleep(_HOLD_CYCLES)
+        shmem.shmem_barrier_on_stream()  # every PE starts the dispatch together
+        ev[0].record()
+        graphs[0].replay()
+        ev[1].record()
+        shmem.shmem_barrier_on_stream()
+        ev[2].record()
+        graphs[1].replay()
+        ev[3].record()
+        if status and i % 10 == 0:
+            _progress(f"{status}, iteration {i + 1}/{iterations + warmup}")
+    torch.cuda.synchronize()
+    for ev in events[warmup:]:
+        dispatch_s.append(ev[0].elapsed_time(ev[1]) * 1e-3)
+        combine_s.append(ev[2].elapsed_time(ev[3]) * 1e-3)
+    op.check_error()
+    return {"dispatch_s": dispatch_s, "combine_s": combine_s}
+
+
+def pe_program(
+    rank: int, nranks: int, uid: bytes, backend: str, cases: list[Workload], options: dict[str, Any]
+) -> dict[str, Any]:
+    """One PE of the benchmark: returns its timings per case."""
+    import torch
+
+    import mori.shmem as shmem
+    from mori.ep import EpDispatchCombineConfig, EpDispatchCombineOp
+    from mori.ep import workload as wl
+
+    shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, nranks, uid)
+    try:
+        gpu = backend == "cuda"
+        device = torch.device("cuda", shmem.shmem_cuda_device()) if gpu else torch.device("cpu")
+        if gpu:
+            torch.cuda.set_device(device)
+        results: dict[str, Any] = {"cases": []}
+        if gpu and rank == 0 and options["ceiling"]:
+            results["copy_ceiling_gbps"] = _copy_ceiling_gbps(device, 1 << 30)
+        combine_dtype = getattr(torch, options["combine_dtype"])
+        for case_index, w in enumerate(cases):
+            config = EpDispatchCombineConfig(
+                data_type=getattr(torch, w.dtype),
+                rank=rank,
+                world_size=nranks,
+                hidden_dim=w.hidden,
+                scale_dim=w.scale_dim,
+                scale_type_size=4 if w.scale_dim else 0,
+                max_token_type_size=max(torch.empty(0, dtype=combine_dtype).element_size(), 1),
+                max_num_inp_token_per_rank=w.max_tokens,
+                num_experts_per_rank=w.experts_per_rank,
+                num_experts_per_token=w.topk,
+                kernel_type=options["kernel_type"],
+                use_external_inp_buf=not options["zero_copy"],
+                quant_type=options["quant_type"],
+            )
+            op = EpDispatchCombineOp(config)
+            x, weights, scales = wl.tokens(w, rank)
+            indices = wl.routing(w, rank)
+            x, weights, indices = x.to(device), weights.to(device), indices.to(device)
+            scales = scales.to(device) if scales is not None else None
+            out, out_weights, _, _, total_recv = op.dispatch(x, weights, scales, indices)
+            total = int(total_recv.item())
+            expert_out = out[:total].to(combine_dtype)
+            if options["zero_copy"]:
+                op.get_registered_combine_input_buffer(combine_dtype, w.hidden)[:total].copy_(expert_out)
+
+            for geometry in options["geometries"]:
+                block_num, warp_per_block = geometry
+                status = f"case {case_index + 1}/{len(cases)}: {w.max_tokens} tokens, {block_num} x {warp_per_block}"
+                timings = _time_case(
+                    op, x, weights, scales, indices, expert_out, out_weights[:total], block_num, warp_per_block,
+                    gpu=gpu, iterations=options["iterations"], warmup=options["warmup"],
+                    status=status if rank == 0 else None,
+                )  # fmt: skip
+                results["cases"].append(
+                    {
+                        "case": case_index,
+                        "geometry": {
+                            "dispatch": op.get_launch_config(
+                                True, block_num, -1, warp_per_block, dtype=x.dtype, num_tokens=w.max_tokens
+                            ),
+                            "combine": op.get_launch_config(
+                                False,
+                                block_num,
+                                -1,
+                                warp_per_block,
+                                dtype=combine_dtype,
+                                num_tokens=w.max_tokens,
+                                zero_copy=options["zero_copy"],
+                            ),
+                        },
+                        "tokens": x.shape[0],
+                        "total_recv": total,
+                        "dispatch_elem_bytes": x.element_size(),
+                        "combine_elem_bytes": torch.empty(0, dtype=combine_dtype).element_size(),
+                        **timings,
+                    }
+                )
+            op.close()
+        return results
+    finally:
+        shmem.shmem_finalize()
+
+
+def summarize(w: Workload, per_rank: list[dict[str, Any]], ceiling_gbps: float | None) -> dict[str, Any]:
+    """MORI's bandwidth per PE, its mean and sum over PEs, and the physical traffic against the ceiling."""
+    rows: dict[str, Any] = {"tokens": w.max_tokens, "world_size": w.world_size, "geometry": per_rank[0]["geometry"]}
+    for phase, elem_key in (("dispatch", "dispatch_elem_bytes"), ("combine", "combine_elem_bytes")):
+        medians = [statistics.median(r[f"{phase}_s"]) for r in per_rank]
+        bandwidth = [r["total_recv"] * w.hidden * r[elem_key] / t / 1e9 for r, t in zip(per_rank, medians, strict=True)]
+        # Physical: each received row written once (dispatch) / read once (combine), each local
+        # token read once (dispatch) / written once (combine).
+        physical = sum((r["total_recv"] + r["tokens"]) * w.hidden * r[elem_key] for r in per_rank) / max(medians) / 1e9
+        rows[phase] = {
+            "median_us_per_rank": [t * 1e6 for t in medians],
+            "time_us": max(medians) * 1e6,
+            "bw_per_rank_gbps": bandwidth,
+            "algo_bw_gbps": statistics.fmean(bandwidth),
+            "aggregate_gbps": sum(bandwidth),
+            "physical_gbps": physical,
+            "percent_of_copy_ceiling": 100 * physical / ceiling_gbps if ceiling_gbps else None,
+        }
+    rows["total_recv"] = [r["total_recv"] for r in per_rank]
+    return rows
+
+
+def _table(summaries: list[dict[str, Any]], ceiling: float | None) -> str:
+    header = (
+        f"{'tokens':>7} {'blocks x warps':>14} {'phase':>9} {'time us':>9} {'GB/s/PE':>9} {'aggr GB/s':>10} "
+        f"{'phys GB/s':>10} {'% ceiling':>10}"
+    )
+    lines = [header, "-" * len(header)]
+    for s in summaries:
+        for phase in ("dispatch", "combine"):
+            p = s[phase]
+            pct = f"{p['percent_of_copy_ceiling']:.0f}%" if p["percent_of_copy_ceiling"] is not None else "-"
+            geometry = f"{s['geometry'][phase][0]} x {s['geometry'][phase][2]}"
+            lines.append(
+                f"{s['tokens']:>7} {geometry:>14} {phase:>9} {p['time_us']:>9.1f} {p['algo_bw_gbps']:>9.1f} "
+                f"{p['aggregate_gbps']:>10.1f} {p['physical_gbps']:>10.1f} {pct:>10}"
+            )
+    if ceiling:
+        lines.append(f"copy ceiling (one PE, torch copy_ of 1 GiB, read + written): {ceiling:.0f} GB/s")
+    return "\n".join(lines)
+
+
+#: The (block_num, warp_per_block) pairs --tune tries.
+TUNING_GRID: list[tuple[int, int]] = [(b, w) for b in (16, 32, 64, 128, 256) for w in (4, 8, 16)]
+
+
+def write_tuning_files(
+    directory: Path, summaries: list[dict[str, Any]], args: argparse.Namespace, backend: str
+) -> list[Path]:
+    """The fastest geometry per (phase, tokens) as tuning rules, in MORI's file naming."""
+    import torch
+
+    from mori.ep.launch_config import gpu_model_name, tuning_file_name
+
+    if backend != "cuda":
+        raise SystemExit("--tune writes GPU tuning files; run it on the cuda backend")
+    major, minor = torch.cuda.get_device_capability()
+    arch, gpu = f"sm{major}{minor}", gpu_model_name(torch.cuda.get_device_name())
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for phase in ("dispatch", "combine"):
+        best: dict[int, dict[str, Any]] = {}
+        for s in summaries:
+            if s["tokens"] not in best or s[phase]["time_us"] < best[s["tokens"]][phase]["time_us"]:
+                best[s["tokens"]] = s
+        rules = []
+        for tokens, s in sorted(best.items()):
+            rule = {
+                "dtype": args.dtype if phase == "dispatch" else args.combine_dtype,
+                "num_tokens": tokens,
+                "hidden_dim": args.hidden,
+                "topk": args.topk,
+                "block_num": s["geometry"][phase][0],
+                "rdma_block_num": 0,
+                "warp_per_block": s["geometry"][phase][2],
+                "bandwidth_gbps": round(s[phase]["algo_bw_gbps"], 1),
+                "time_us": round(s[phase]["time_us"], 1),
+            }
+            if phase == "combine":
+                rule |= {"zero_copy": bool(args.zero_copy), "quant_type": args.quant_type}
+            rules.append(rule)
+        path = directory / tuning_file_name(arch, gpu, args.kernel_type, args.world_size, phase)
+        existing = json.loads(path.read_text())["rules"] if path.exists() else []
+        kept = [r for r in existing if not any(_same_rule(r, new) for new in rules)]
+        path.write_text(json.dumps({"rules": kept + rules}, indent=1) + "\n")
+        written.append(path)
+    return written
+
+
+def _same_rule(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("dtype", "num_tokens", "hidden_dim", "topk", "zero_copy", "quant_type")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="mori-ep-bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--world-size", type=int, default=8, help="PEs (processes) to start (default 8)")
+    parser.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--max-tokens", type=int, nargs="+", default=[4096, 128], help="tokens per PE, one case each")
+    parser.add_argument("--hidden", type=int, default=7168)
+    parser.add_argument("--topk", type=int, default=8)
+    parser.add_argument("--experts", type=int, default=256, help="experts in total")
+    parser.add_argument("--dtype", default=_FP8, help="dispatch dtype (default float8_e4m3fn)")
+    parser.add_argument("--combine-dtype", default="bfloat16")
+    parser.add_argument("--scale-dim", type=int, default=56, help="fp32 scales per token (0: none)")
+    parser.add_argument("--kernel-type", choices=sorted(KERNEL_TYPES), default="IntraNode")
+    parser.add_argument("--quant-type", default="none", help="combine wire format (needs --zero-copy 0 unless none)")
+    parser.add_argument("--zero-copy", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--routing", choices=("random", "hot"), default="random")
+    parser.add_argument("--block-num", type=int, default=-1, help="-1: the launch mode decides")
+    parser.add_argument("--warp-per-block", type=int, default=-1, help="-1: the launch mode decides")
+    parser.add_argument(
+        "--launch-mode",
+        choices=("AUTO", "MANUAL"),
+        default="AUTO",
+        help="MORI_EP_LAUNCH_CONFIG_MODE of the PEs (AUTO: the shipped tuning files where they match)",
+    )
+    parser.add_argument("--iterations", type=int, default=None, help="timed iterations (default 50 GPU, 3 cpu)")
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument(
+        "--sm-share", type=int, default=0, help="GPU: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per PE (0: unset)"
+    )
+    parser.add_argument("--heap", default=None, help="MORI_SHMEM_HEAP_SIZE per PE (default: what the op needs + 64M)")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--json", type=Path, default=Path("mori-ep-bench.json"))
+    parser.add_argument(
+        "--tune",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="sweep block_num x warp_per_block; write the winners into DIR as tuning files for "
+        "MORI_EP_LAUNCH_CONFIG_MODE=AUTO",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import mori.shmem as shmem
+    from mori.ep.config import EpDispatchCombineConfig
+    from mori.ep.op import EpDispatchCombineOp
+    from mori.shmem.testing import run_pes
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = parse_args(argv)
+    backend = args.backend
+    if backend == "auto":
+        backend = "cuda" if shmem.shmem_cuda_available() else "cpu"
+    gpu = backend == "cuda"
+    iterations = args.iterations if args.iterations is not None else (50 if gpu else 3)
+    warmup = args.warmup if args.warmup is not None else (10 if gpu else 1)
+    if args.experts % args.world_size:
+        raise SystemExit(f"--experts={args.experts} must be a multiple of --world-size={args.world_size}")
+    cases = [
+        Workload(
+            world_size=args.world_size,
+            max_tokens=tokens,
+            hidden=args.hidden,
+            topk=args.topk,
+            experts_per_rank=args.experts // args.world_size,
+            dtype=args.dtype,
+            scale_dim=args.scale_dim,
+            routing=args.routing,
+            tokens=tokens,
+        )
+        for tokens in args.max_tokens
+    ]
+    need = max(
+        EpDispatchCombineOp.required_heap_bytes(
+            EpDispatchCombineConfig(
+                data_type=None, rank=0, world_size=args.world_size, hidden_dim=args.hidden, scale_dim=args.scale_dim,
+                scale_type_size=4, max_token_type_size=2, max_num_inp_token_per_rank=w.max_tokens,
+                num_experts_per_rank=w.experts_per_rank, num_experts_per_token=args.topk, quant_type=args.quant_type,
+            )
+        )
+        for w in cases
+    )  # fmt: skip
+    heap = args.heap or f"{math.ceil(need / (1 << 20)) + 64}M"
+    env: dict[str, str | None] = {
+        "MORI_SHMEM_BACKEND": backend,
+        "MORI_SHMEM_HEAP_SIZE": heap,
+        "MORI_EP_LAUNCH_CONFIG_MODE": "MANUAL" if args.tune else args.launch_mode,
+    }
+    if gpu and args.sm_share:
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(args.sm_share)
+    options = {
+        "combine_dtype": args.combine_dtype,
+        "kernel_type": KERNEL_TYPES[args.kernel_type],
+        "zero_copy": bool(args.zero_copy),
+        "quant_type": args.quant_type,
+        "iterations": iterations,
+        "warmup": warmup,
+        "ceiling": True,
+        "geometries": TUNING_GRID if args.tune else [(args.block_num, args.warp_per_block)],
+    }
+    logger.info(
+        "mori-ep-bench: %d PEs on the %s backend, %s tokens/PE, hidden %d, top-%d of %d experts, "
+        "%s dispatch + %s combine, heap %s/PE",
+        args.world_size, backend, args.max_tokens, args.hidden, args.topk, args.experts,
+        args.dtype, args.combine_dtype, heap,
+    )  # fmt: skip
+    results = run_pes(pe_program, args.world_size, backend, cases, options, env=env, timeout=args.timeout)
+    sys.stderr.write("\n")
+    ceiling = results[0].get("copy_ceiling_gbps")
+    summaries = [
+        summarize(cases[entry["case"]], [r["cases"][i] for r in results], ceiling)
+        for i, entry in enumerate(results[0]["cases"])
+    ]
+    sys.stdout.write(_table(summaries, ceiling) + "\n")
+    if args.tune:
+        for path in write_tuning_files(args.tune, summaries, args, backend):
+            logger.info("wrote %s", path)
+    report = {
+        "backend": backend,
+        "kernel_type": args.kernel_type,
+        "options": options,
+        "workloads": [asdict(w) for w in cases],
+        "copy_ceiling_gbps": ceiling,
+        "results": summaries,
+        "raw": results,
+    }
+    args.json.write_text(json.dumps(report, indent=1))
+    logger.info("wrote %s", args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
