@@ -67,7 +67,7 @@ TEST_DEPS: dict[str, list[str]] = {
 DEFAULT_TEST_DEPS: list[str] = ["pytest", "pytest-timeout"]
 
 #: The wheels the docs build installs, so autodoc can import them.
-DOCS_PKGS: list[str] = ["shmem"]
+DOCS_PKGS: list[str] = ["shmem", "ep", "io"]
 
 ORDER = topo_order(PKGS)
 SessionFn = Callable[[nox.Session], None]

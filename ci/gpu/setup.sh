@@ -13,13 +13,15 @@ python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "
 export PYTHONPATH="$_mori_build_site${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$_mori_build_site/bin:$PATH"
 rm -rf /tmp/mori-wheels "$_mori_site"
-export PYTHONPATH="$_mori_site:$PYTHONPATH"
-export PATH="$_mori_site/bin:$PATH"
 # One at a time, installed before the next builds: dependents (mori-ep) ask the installed
-# mori-shmem for its SDK at configure time.
+# mori-shmem for its SDK at configure time. One target directory per package, because pip
+# --target replaces a top-level directory (`mori`) that is already there; the `mori` namespace
+# spans them all on PYTHONPATH.
 for pkg in ${MORI_GPU_PACKAGES:-shmem}; do
   python3 -m pip wheel -q --no-deps --no-build-isolation -w /tmp/mori-wheels "$_mori_root/packages/mori-$pkg"
-  python3 -m pip install -q --no-deps --no-compile --upgrade --target "$_mori_site" /tmp/mori-wheels/mori_"$pkg"-*.whl
+  python3 -m pip install -q --no-deps --no-compile --target "$_mori_site/$pkg" /tmp/mori-wheels/mori_"$pkg"-*.whl
+  export PYTHONPATH="$_mori_site/$pkg:$PYTHONPATH"
+  export PATH="$_mori_site/$pkg/bin:$PATH"
 done
 export PYTHONUNBUFFERED=1
 

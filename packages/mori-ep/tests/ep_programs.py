@@ -231,3 +231,58 @@ def overflow(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, c
 
 def replace(w: wl.Workload, **changes: Any) -> wl.Workload:
     return dataclasses.replace(w, **changes)
+
+
+def graph_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, replays: int) -> list[int]:
+    """Dispatch + combine captured once in a CUDA graph, replayed with new tokens and routing copied
+    into the captured input tensors each time: every replay must match the reference of its data."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        op = make_op(w, rank)
+        x, weights, _ = wl.tokens(w, rank, 0)
+        indices = wl.routing(w, rank, 0)
+        x, weights, indices = x.to(device), weights.to(device), indices.to(device)
+        recv = op.max_num_tokens_to_recv()
+        expert_in = torch.zeros(recv, w.hidden, dtype=torch.bfloat16, device=device)
+        expert_weights = torch.zeros(recv, w.topk, dtype=torch.float32, device=device)
+
+        def step() -> tuple[Any, Any, Any]:
+            dispatched = op.dispatch(x, weights, None, indices)
+            # The identity expert, without a host read of total_recv: every row up to capacity.
+            expert_in.copy_(dispatched[0])
+            expert_weights.copy_(dispatched[1])
+            combined, combined_weights = op.combine(expert_in, expert_weights, indices)
+            return dispatched, combined, combined_weights
+
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            step()  # loads the kernels outside capture
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        shmem.shmem_barrier_all()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = step()
+        totals = []
+        for iteration in range(1, replays + 1):
+            new_x, new_weights, _ = wl.tokens(w, rank, iteration)
+            x.copy_(new_x)
+            weights.copy_(new_weights)
+            indices.copy_(wl.routing(w, rank, iteration))
+            torch.cuda.synchronize()
+            shmem.shmem_barrier_all()
+            graph.replay()
+            torch.cuda.synchronize()
+            op.check_error()
+            dispatched, combined, combined_weights = captured
+            totals.append(check_dispatch(w, rank, iteration, op, dispatched))
+            want, want_weights = expected_combine(w, rank, iteration, torch.bfloat16, "none")
+            torch.testing.assert_close(combined[: x.shape[0]].cpu(), want, rtol=0, atol=0)
+            torch.testing.assert_close(combined_weights[: x.shape[0]].cpu(), want_weights, rtol=1e-6, atol=1e-6)
+            shmem.shmem_barrier_all()
+        op.close()
+        return totals
+    finally:
+        shmem.shmem_finalize()

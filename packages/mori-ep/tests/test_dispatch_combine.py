@@ -98,3 +98,13 @@ def test_hypothesis_shapes_and_routings(
         seed=seed,
     )
     _run("cpu", w)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world_size", [2, 8])
+def test_cuda_graph_capture_and_replay(backend: str, world_size: int) -> None:
+    if backend != "cuda":
+        pytest.skip("CUDA graphs exist on the cuda backend only")
+    w = ep_programs.replace(BASE, world_size=world_size, tokens=24, experts_per_rank=2)
+    totals = run_pes(ep_programs.graph_replay, world_size, backend, w, 3, env={"MORI_SHMEM_BACKEND": backend})
+    assert all(len(t) == 3 for t in totals)

@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: MIT
+"""Loads the compiled core and wires its errors and log level to the Python side."""
+
+from __future__ import annotations
+
+import logging
+
+from mori.io import _C as _C  # re-exported
+from mori.io import settings
+from mori.io.errors import NATIVE_CODES
+
+_C.set_error_classes(dict(NATIVE_CODES))
+
+
+def apply_log_level() -> None:
+    """Sets the native log threshold and the ``mori.io`` logger from MORI_LOG_LEVEL."""
+    level = logging.getLevelName(settings.get_str("MORI_LOG_LEVEL"))
+    _C.set_log_level(level)
+    logging.getLogger("mori.io").setLevel(level)
+
+
+def set_log_level(level: str) -> None:
+    """MORI's ``set_log_level``: 'debug', 'info', 'warning', 'error' or 'critical'."""
+    name = level.upper()
+    if name.lower() not in ("debug", "info", "warning", "error", "critical"):
+        from mori.io.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"level={level!r} must be one of debug, info, warning, error, critical")
+    _C.set_log_level(logging.getLevelName(name))
+    logging.getLogger("mori.io").setLevel(name)
+
+
+__all__ = ["_C", "apply_log_level", "set_log_level"]

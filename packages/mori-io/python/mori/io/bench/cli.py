@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: MIT
+"""Command line of ``mori-io-bench`` (flags named as nixlbench's where they mean the same)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from mori.io.bench import report
+from mori.io.bench.runner import Point, measure
+from mori.io.bench.transports import Layout, MoriTransport, SocketCeiling, buffer_bytes
+
+log = logging.getLogger("mori.io.bench")
+MiB = 1 << 20
+
+
+def doubling(start: int, stop: int) -> list[int]:
+    out = []
+    value = start
+    while value <= stop:
+        out.append(value)
+        value *= 2
+    return out
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="mori-io-bench", description=__doc__)
+    p.add_argument("--op_type", choices=["READ", "WRITE"], type=str.upper, default="WRITE")
+    p.add_argument("--start_block_size", type=int, default=4096)
+    p.add_argument("--max_block_size", type=int, default=64 * MiB)
+    p.add_argument("--start_batch_size", type=int, default=1)
+    p.add_argument("--max_batch_size", type=int, default=1)
+    p.add_argument("--num_threads", type=int, default=1, help="initiator threads posting concurrently")
+    p.add_argument("--num_iter", type=int, default=1000)
+    p.add_argument("--warmup_iter", type=int, default=100)
+    p.add_argument(
+        "--max_bytes_per_point",
+        type=int,
+        default=1 << 30,
+        help="caps iterations so each point moves at most this many bytes (at least 5 iterations)",
+    )
+    p.add_argument("--num_data_conns", type=int, default=8, help="mori-io TCP lanes per peer")
+    p.add_argument("--gap", type=int, default=64, help="bytes between descriptors (0: contiguous, mergeable)")
+    p.add_argument("--max_buffer_bytes", type=int, default=2 << 30, help="refuse sweeps needing more memory")
+    p.add_argument("--skip_ceiling", action="store_true")
+    p.add_argument("--skip_mooncake", action="store_true")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--log_level", default="WARNING")
+    return p.parse_args(argv)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(name)s %(levelname)s: %(message)s")
+    blocks = doubling(args.start_block_size, args.max_block_size)
+    batches = doubling(args.start_batch_size, args.max_batch_size)
+    if not blocks or not batches or args.num_threads < 1:
+        sys.stderr.write("empty sweep: check the start/max sizes and --num_threads\n")
+        return 2
+    size = buffer_bytes(blocks[-1], batches[-1], args.num_threads, args.gap)
+    if size > args.max_buffer_bytes:
+        sys.stderr.write(f"the sweep needs {size} bytes per side (> --max_buffer_bytes {args.max_buffer_bytes})\n")
+        return 2
+
+    notes: dict[str, str] = {}
+    transports: list = [MoriTransport(size, args.num_data_conns)]
+    notes["mori-io validated"] = str(transports[0].validate())
+    if not args.skip_ceiling:
+        transports.append(SocketCeiling(size))
+    if not args.skip_mooncake:
+        try:
+            from mori.io.bench.transports import MooncakeTransport
+
+            transports.append(MooncakeTransport(size))
+        except Exception as exc:  # ImportError, or its native engine refusing this machine
+            notes["mooncake-tcp"] = f"not measured: {type(exc).__name__}: {exc}"
+            log.warning("Mooncake not measured: %s", exc)
+
+    points: list[Point] = []
+    try:
+        for block in blocks:
+            for batch in batches:
+                layout = Layout(block, batch, args.gap)
+                iters = min(args.num_iter, max(5, args.max_bytes_per_point // (block * batch)))
+                warmup = min(args.warmup_iter, max(1, iters // 10))
+                for t in list(transports):
+                    steps = [t.iteration(args.op_type, layout, i) for i in range(args.num_threads)]
+                    try:
+                        point = measure(t.name, args.op_type, block, batch, steps, iters, warmup)
+                    except Exception as exc:
+                        if isinstance(t, MoriTransport):
+                            raise
+                        # A comparison transport that breaks is reported, not fatal to the run.
+                        notes[t.name] = f"failed at block={block} batch={batch}: {exc}; not measured further"
+                        log.warning("%s", notes[t.name])
+                        transports.remove(t)
+                        t.close()
+                        continue
+                    points.append(point)
+                    log.info("%s %s block=%d batch=%d: %.3f GB/s", t.name, args.op_type, block, batch, point.gbps)
+    finally:
+        for t in transports:
+            t.close()
+
+    sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), "
+                     f"{args.num_data_conns} mori-io lanes\n")  # fmt: skip
+    sys.stdout.write(report.table(points) + "\n")
+    for key, value in notes.items():
+        sys.stdout.write(f"{key}: {value}\n")
+    if args.json:
+        config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        report.write_json(args.json, config, points, notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

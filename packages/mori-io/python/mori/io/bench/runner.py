@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+"""The timing loop every transport shares: warm-up, then timed iterations on N threads."""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+#: One iteration of one thread: posts a batch and waits for it; raises on failure.
+Iteration = Callable[[], None]
+
+
+@dataclass
+class Point:
+    """Results of one (transport, block size, batch size) measurement."""
+
+    transport: str
+    op: str
+    block_size: int
+    batch_size: int
+    threads: int
+    iterations: int
+    seconds: float
+    gbps: float  # GB/s, 1e9 bytes
+    lat_us: float  # mean time of one iteration (a whole batch), microseconds
+    lat_p50_us: float
+    lat_p99_us: float
+    lat_per_desc_us: float  # nixlbench's "avg latency": duration / (iterations x batch)
+
+
+def measure(transport: str, op: str, block: int, batch: int, iterations: list[Iteration], iters: int,
+            warmup: int) -> Point:  # fmt: skip
+    """Runs ``warmup`` then ``iters`` iterations on every thread (one callable per thread)."""
+    threads = len(iterations)
+    latencies: list[list[float]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+    start_line = threading.Barrier(threads + 1)
+
+    def work(index: int) -> None:
+        step = iterations[index]
+        try:
+            for _ in range(warmup):
+                step()
+            start_line.wait()
+            lat = latencies[index]
+            for _ in range(iters):
+                t0 = time.perf_counter()
+                step()
+                lat.append(time.perf_counter() - t0)
+        except BaseException as exc:  # reported after join; the barrier must not strand the others
+            errors.append(exc)
+            start_line.abort()
+
+    workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(threads)]
+    for w in workers:
+        w.start()
+    with contextlib.suppress(threading.BrokenBarrierError):  # a worker failed; reported below
+        start_line.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    seconds = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    flat = sorted(x for lat in latencies for x in lat)
+    total_bytes = block * batch * iters * threads
+    return Point(
+        transport=transport,
+        op=op,
+        block_size=block,
+        batch_size=batch,
+        threads=threads,
+        iterations=iters,
+        seconds=seconds,
+        gbps=total_bytes / 1e9 / seconds,
+        lat_us=statistics.fmean(flat) * 1e6,
+        lat_p50_us=flat[len(flat) // 2] * 1e6,
+        lat_p99_us=flat[min(len(flat) - 1, int(len(flat) * 0.99))] * 1e6,
+        lat_per_desc_us=seconds * 1e6 / (iters * batch),
+    )

@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: MIT
+"""Initiator sides of the measured transports. Each starts its target process, and for a
+(block, batch, thread) gives the callable that performs one iteration: one batch of ``batch``
+descriptors of ``block`` bytes, posted and waited for."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import multiprocessing as mp
+import socket
+import struct
+from typing import Any
+
+from mori.io.bench import peers
+from mori.io.bench.memory import Buffer
+from mori.io.bench.runner import Iteration
+
+log = logging.getLogger(__name__)
+START_TIMEOUT_S = 60
+
+
+class Layout:
+    """Where descriptor i of thread t lives: the same offset on both sides; ``gap`` bytes between
+    descriptors keep them from merging into one contiguous run (as MORI's benchmark does)."""
+
+    def __init__(self, block: int, batch: int, gap: int) -> None:
+        self.block, self.batch, self.stride = block, batch, block + gap
+
+    def span(self) -> int:
+        return self.batch * self.stride
+
+    def offsets(self, thread: int) -> list[int]:
+        base = thread * self.span()
+        return [base + i * self.stride for i in range(self.batch)]
+
+
+def buffer_bytes(max_block: int, max_batch: int, threads: int, gap: int) -> int:
+    return Layout(max_block, max_batch, gap).span() * threads
+
+
+class _Peer:
+    def __init__(self, target: Any, *args: Any) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=target, args=(child, *args), daemon=True)
+        self.proc.start()
+        if not self.conn.poll(START_TIMEOUT_S):
+            self.close()
+            raise TimeoutError(f"{target.__name__} did not start within {START_TIMEOUT_S} s")
+        self.hello = self.conn.recv()
+
+    def ask(self, *cmd: Any) -> Any:
+        self.conn.send(cmd)
+        return self.conn.recv()
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            with contextlib.suppress(OSError, EOFError):
+                self.ask("exit")
+            self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+class MoriTransport:
+    name = "mori-io"
+
+    def __init__(self, size: int, num_data_conns: int) -> None:
+        from mori.io import (
+            BackendType,
+            EngineDesc,
+            IOEngine,
+            IOEngineConfig,
+            MemoryDesc,
+            MemoryLocationType,
+            StatusCode,
+            TcpBackendConfig,
+        )
+
+        self._success = StatusCode.SUCCESS
+        self.peer = _Peer(peers.mori_target, size, num_data_conns)
+        engine_desc, mem_desc = self.peer.hello
+        self.engine = IOEngine("bench-initiator", IOEngineConfig())
+        self.engine.create_backend(BackendType.TCP, TcpBackendConfig(num_data_conns=num_data_conns))
+        self.engine.register_remote_engine(EngineDesc.unpack(engine_desc))
+        self.buf = Buffer(size)
+        self.local = self.engine.register_memory(self.buf.address, size, -1, MemoryLocationType.CPU)
+        self.remote = MemoryDesc.unpack(mem_desc)
+        self.session = self.engine.create_session(self.local, self.remote)
+
+    def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
+        session = self.session
+        assert session is not None
+        offsets = layout.offsets(thread)
+        sizes = [layout.block] * layout.batch
+        post = session.batch_read if op == "READ" else session.batch_write
+        uid = self.engine.allocate_transfer_uid
+        success = self._success
+
+        def step() -> None:
+            status = post(offsets, offsets, sizes, uid())
+            if status.WaitFor(60000) != success:
+                raise RuntimeError(f"mori-io transfer failed: {status.Message()}")
+
+        return step
+
+    def validate(self) -> bool:
+        """Writes a known pattern and compares the target's digest with the local one."""
+        import hashlib
+
+        n = min(self.buf.size, 1 << 20)
+        pattern = bytes((i * 7 + 3) & 0xFF for i in range(256)) * (n // 256)
+        self.buf.view[: len(pattern)] = pattern
+        status = self.engine.write(self.local, 0, self.remote, 0, len(pattern), self.engine.allocate_transfer_uid())
+        ok = status.WaitFor(60000) == self._success
+        return ok and self.peer.ask("digest", 0, len(pattern)) == hashlib.sha256(pattern).hexdigest()
+
+    def close(self) -> None:
+        self.engine.shutdown()
+        self.peer.close()
+
+
+class SocketCeiling:
+    """One plain TCP stream per thread moving each iteration's bytes in a single send (the
+    ceiling: no framing, no descriptors, no striping, kernel copies only)."""
+
+    name = "socket-ceiling"
+
+    def __init__(self, size: int) -> None:
+        self.peer = _Peer(peers.socket_target, size)
+        self.buf = Buffer(size)
+        self.socks: dict[int, socket.socket] = {}
+
+    def _sock(self, thread: int) -> socket.socket:
+        if thread not in self.socks:
+            sock = socket.create_connection(("127.0.0.1", self.peer.hello), timeout=60)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.socks[thread] = sock
+        return self.socks[thread]
+
+    def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
+        sock = self._sock(thread)
+        n = layout.block * layout.batch
+        base = thread * layout.span()
+        view = self.buf.view[base : base + n]
+        ack = bytearray(1)
+        if op == "READ":
+            header = struct.pack("<Q", n | peers.READ_FLAG)
+
+            def read_step() -> None:
+                sock.sendall(header)
+                got = 0
+                while got < n:
+                    chunk = sock.recv_into(view[got:])
+                    if chunk == 0:
+                        raise ConnectionError("the ceiling's target closed the connection")
+                    got += chunk
+
+            return read_step
+        header = struct.pack("<Q", n)
+
+        def write_step() -> None:
+            sock.sendall(header)
+            sock.sendall(view)
+            if sock.recv_into(ack, 1) != 1:
+                raise ConnectionError("the ceiling's target closed the connection")
+
+        return write_step
+
+    def close(self) -> None:
+        for sock in self.socks.values():
+            sock.close()
+        self.peer.close()
+
+
+class MooncakeTransport:
+    """Mooncake Transfer Engine on its TCP transport, batch_transfer_sync_{read,write}."""
+
+    name = "mooncake-tcp"
+
+    def __init__(self, size: int) -> None:
+        # Optional and untyped: looked up at run time so the package needs no stubs for it.
+        TransferEngine = importlib.import_module("mooncake.engine").TransferEngine
+
+        self.peer = _Peer(peers.mooncake_target, size)
+        if self.peer.hello is None:
+            self.peer.close()
+            raise RuntimeError("Mooncake's target engine failed to initialize")
+        self.session, self.remote_base = self.peer.hello
+        self.engine = TransferEngine()
+        if self.engine.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") != 0:
+            raise RuntimeError("Mooncake's TransferEngine.initialize failed")
+        self.buf = Buffer(size)
+        if self.engine.register_memory(self.buf.address, size) != 0:
+            raise RuntimeError("Mooncake's register_memory failed")
+
+    def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
+        offsets = layout.offsets(thread)
+        local = [self.buf.address + o for o in offsets]
+        remote = [self.remote_base + o for o in offsets]
+        sizes = [layout.block] * layout.batch
+        call = self.engine.batch_transfer_sync_read if op == "READ" else self.engine.batch_transfer_sync_write
+        session = self.session
+
+        def step() -> None:
+            if call(session, local, remote, sizes) != 0:
+                raise RuntimeError("Mooncake batch transfer failed")
+
+        return step
+
+    def close(self) -> None:
+        self.peer.close()

@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: MIT
+"""EngineDesc and MemoryDesc: what one engine tells another out of band, and their wire form.
+
+``pack()`` gives versioned bytes (magic, format version, then length-prefixed fields, all
+little-endian); ``unpack()`` checks every length, range and the exact total size, and raises
+DescriptorError for anything else, so bytes from an untrusted channel cannot make a descriptor
+that points outside what the peer registered.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from mori.io._native import _C
+from mori.io.errors import DescriptorError
+
+FORMAT_VERSION = 1
+_ENGINE_MAGIC = b"MIOE"
+_MEMORY_MAGIC = b"MIOM"
+MAX_TEXT_BYTES = 1024
+MAX_SECRET_BYTES = 256
+IPC_HANDLE_BYTES = 64
+
+
+class _Writer:
+    def __init__(self, magic: bytes) -> None:
+        self.parts = [magic, struct.pack("<H", FORMAT_VERSION)]
+
+    def text(self, value: str) -> None:
+        self.blob(value.encode())
+
+    def blob(self, value: bytes) -> None:
+        self.parts += [struct.pack("<I", len(value)), value]
+
+    def fmt(self, spec: str, *values: int) -> None:
+        self.parts.append(struct.pack("<" + spec, *values))
+
+    def done(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class _Reader:
+    def __init__(self, data: object, magic: bytes, what: str) -> None:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise DescriptorError(f"{what}.unpack needs bytes, got {type(data).__name__}")
+        self.data = bytes(data)
+        self.pos = 0
+        self.what = what
+        if self.take(4) != magic:
+            raise DescriptorError(f"not a packed {what} (bad magic)")
+        (version,) = self.fmt("H")
+        if version != FORMAT_VERSION:
+            raise DescriptorError(f"{what} format version {version}; this mori.io reads version {FORMAT_VERSION}")
+
+    def take(self, n: int) -> bytes:
+        if n > len(self.data) - self.pos:
+            raise DescriptorError(f"packed {self.what} is truncated ({len(self.data)} bytes)")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def fmt(self, spec: str) -> tuple[int, ...]:
+        return struct.unpack("<" + spec, self.take(struct.calcsize("<" + spec)))
+
+    def blob(self, name: str, limit: int) -> bytes:
+        (n,) = self.fmt("I")
+        if n > limit:
+            raise DescriptorError(f"{self.what}.{name} has {n} bytes (limit {limit})")
+        return self.take(n)
+
+    def text(self, name: str, limit: int = MAX_TEXT_BYTES) -> str:
+        try:
+            return self.blob(name, limit).decode()
+        except UnicodeDecodeError:
+            raise DescriptorError(f"{self.what}.{name} is not UTF-8") from None
+
+    def finish(self) -> None:
+        if self.pos != len(self.data):
+            raise DescriptorError(f"packed {self.what} has {len(self.data) - self.pos} trailing bytes")
+
+
+@dataclass(frozen=True)
+class EngineDesc:
+    """Identity and address of an engine, plus the secret a peer must prove to connect to it."""
+
+    key: str
+    node_id: str
+    hostname: str
+    host: str
+    port: int
+    pid: int
+    secret: bytes = field(default=b"", repr=False)
+
+    def pack(self) -> bytes:
+        w = _Writer(_ENGINE_MAGIC)
+        for value in (self.key, self.node_id, self.hostname, self.host):
+            w.text(value)
+        w.fmt("HQ", self.port, self.pid)
+        w.blob(self.secret)
+        return w.done()
+
+    @classmethod
+    def unpack(cls, data: bytes) -> EngineDesc:
+        r = _Reader(data, _ENGINE_MAGIC, "EngineDesc")
+        key = r.text("key")
+        node_id, hostname, host = r.text("node_id"), r.text("hostname"), r.text("host")
+        port, pid = r.fmt("HQ")
+        secret = r.blob("secret", MAX_SECRET_BYTES)
+        r.finish()
+        if not key:
+            raise DescriptorError("EngineDesc.key is empty")
+        if port == 0:
+            raise DescriptorError("EngineDesc.port is 0 (an engine always reports its bound port)")
+        return cls(key, node_id, hostname, host, port, pid, secret)
+
+
+@dataclass(frozen=True)
+class MemoryDesc:
+    """A registered memory region as its owner describes it to peers."""
+
+    engine_key: str
+    id: int
+    device_id: int
+    device_bus_id: str
+    numa_node: int
+    data: int
+    size: int
+    loc: _C.MemoryLocationType
+    ipc_handle: bytes = b""
+
+    def pack(self) -> bytes:
+        w = _Writer(_MEMORY_MAGIC)
+        w.text(self.engine_key)
+        w.fmt("IiiQQB", self.id, self.device_id, self.numa_node, self.data, self.size, int(self.loc))
+        w.text(self.device_bus_id)
+        w.blob(self.ipc_handle)
+        return w.done()
+
+    @classmethod
+    def unpack(cls, data: bytes) -> MemoryDesc:
+        r = _Reader(data, _MEMORY_MAGIC, "MemoryDesc")
+        engine_key = r.text("engine_key")
+        mem_id, device_id, numa_node, address, size, loc = r.fmt("IiiQQB")
+        bus_id = r.text("device_bus_id", 64)
+        ipc = r.blob("ipc_handle", IPC_HANDLE_BYTES)
+        r.finish()
+        if not engine_key:
+            raise DescriptorError("MemoryDesc.engine_key is empty")
+        try:
+            location = _C.MemoryLocationType(loc)
+        except ValueError:
+            raise DescriptorError(f"MemoryDesc.loc={loc} is not a MemoryLocationType") from None
+        return cls(engine_key, mem_id, device_id, bus_id, numa_node, address, size, location, ipc)

@@ -1,0 +1,322 @@
+# SPDX-License-Identifier: MIT
+"""IOEngine: MORI's point-to-point transfer engine over the native TCP backend.
+
+One-sided and asynchronous: ``read``/``write`` return a ``TransferStatus`` at once and IO threads
+move the bytes. Arguments are checked before anything is sent (typed exceptions naming the
+argument, value and limit); failures after that (peer unreachable, lost, silent past
+``op_timeout_ms``) come back in the status, never as a hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mori.io import settings
+from mori.io._native import _C, apply_log_level
+from mori.io.config import (
+    BackendConfig,
+    FabricBackendConfig,
+    IOEngineConfig,
+    RdmaBackendConfig,
+    TcpBackendConfig,
+    XgmiBackendConfig,
+    check_backend_config,
+)
+from mori.io.descriptors import MAX_TEXT_BYTES, EngineDesc, MemoryDesc
+from mori.io.errors import InvalidArgumentError, NotFoundError, UnsupportedError, check_int
+from mori.io.session import IOEngineSession
+
+log = logging.getLogger(__name__)
+
+BackendType = _C.BackendType
+MemoryLocationType = _C.MemoryLocationType
+StatusCode = _C.StatusCode
+TransferStatus = _C.TransferStatus
+
+#: Transfer uids must stay below 2**63 (MORI reserves bit 63).
+MAX_UID = 2**63 - 1
+_DEFAULT_CONFIGS: dict[Any, type] = {
+    BackendType.TCP: TcpBackendConfig,
+    BackendType.RDMA: RdmaBackendConfig,
+    BackendType.XGMI: XgmiBackendConfig,
+    BackendType.FABRIC: FabricBackendConfig,
+}
+
+
+def _node_id() -> str:
+    node = settings.get_str("MORI_NODE_ID")
+    if node:
+        return node
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return socket.gethostname()
+
+
+def _advertised_host(host: str) -> str:
+    # A wildcard listener is reachable at the host's own address, not at 0.0.0.0.
+    if host in ("0.0.0.0", ""):
+        try:
+            return socket.gethostbyname(socket.gethostname())
+        except OSError:
+            return "127.0.0.1"
+    return host
+
+
+def _secret(config: IOEngineConfig) -> bytes:
+    if config.secret is not None:
+        if not isinstance(config.secret, bytes) or not 16 <= len(config.secret) <= 256:
+            raise InvalidArgumentError("IOEngineConfig.secret must be 16 to 256 bytes")
+        return config.secret
+    return bytes.fromhex(settings.get_str("MORI_IO_SECRET"))
+
+
+class IOEngine:
+    """MORI's ``IOEngine(key, config)``. Also a context manager: leaving it shuts the engine down."""
+
+    def __init__(self, key: str, config: IOEngineConfig) -> None:
+        if not isinstance(key, str) or not 0 < len(key.encode()) <= MAX_TEXT_BYTES:
+            raise InvalidArgumentError(f"key={key!r} must be a non-empty str of at most {MAX_TEXT_BYTES} bytes")
+        if not isinstance(config, IOEngineConfig):
+            raise InvalidArgumentError(f"config={config!r} must be an IOEngineConfig")
+        port = check_int("config.port", config.port, 0, 65535)
+        host = config.host or settings.get_str("MORI_IO_HOST")
+        apply_log_level()
+        timeout = settings.get_int("MORI_IO_CP_TIMEOUT_MS")
+        self._native = _C.Engine(
+            key=key,
+            host=host,
+            port=port,
+            secret=_secret(config),
+            connect_timeout_ms=timeout,
+            handshake_timeout_ms=timeout,
+            io_timeout_ms=settings.get_int("MORI_IO_TCP_OP_TIMEOUT_MS"),
+            max_frame_bytes=settings.get_int("MORI_IO_MAX_FRAME_BYTES"),
+            max_segments=settings.get_int("MORI_IO_MAX_SEGMENTS"),
+            max_connections=settings.get_int("MORI_IO_MAX_CONNECTIONS"),
+            max_inbound_per_peer=settings.get_int("MORI_IO_MAX_INBOUND_STATUS"),
+        )
+        self._key = key
+        self._desc = EngineDesc(
+            key=key,
+            node_id=_node_id(),
+            hostname=socket.gethostname(),
+            host=_advertised_host(host),
+            port=self._native.port,
+            pid=os.getpid(),
+            secret=self._native.secret,
+        )
+        self._lock = threading.Lock()
+        self._backends: dict[Any, BackendConfig] = {}
+        self._memory: dict[int, MemoryDesc] = {}
+        self._remotes: dict[str, EngineDesc] = {}
+        log.info("IOEngine %r listening on %s:%d", key, host, self._desc.port)
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Fails transfers in flight, closes every connection and the listener. Idempotent."""
+        self._native.shutdown()
+
+    def __enter__(self) -> IOEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"IOEngine(key={self._key!r}, port={self._desc.port}, backends={[b.name for b in self._backends]})"
+
+    # -- identity, backends, peers ------------------------------------------------------------
+    def get_engine_desc(self) -> EngineDesc:
+        """This engine's descriptor; send ``desc.pack()`` to peers out of band."""
+        return self._desc
+
+    def create_backend(self, type: _C.BackendType, config: BackendConfig | None = None) -> None:
+        """Creates the backend of ``type``; only ``BackendType.TCP`` exists in this build."""
+        if type not in _DEFAULT_CONFIGS:
+            raise UnsupportedError(f"type={type!r}: unknown backend type")
+        cfg = config if config is not None else _DEFAULT_CONFIGS[type]()
+        check_backend_config(_DEFAULT_CONFIGS[type], cfg)
+        if type != BackendType.TCP:
+            raise UnsupportedError(f"type={type.name}: this build of mori.io has the TCP backend only")
+        assert isinstance(cfg, TcpBackendConfig)
+        cfg.apply(self._native)
+        self._backends[type] = cfg
+
+    def remove_backend(self, type: _C.BackendType) -> None:
+        """Removes a backend; transfers still in flight on it fail."""
+        if type == BackendType.TCP and type in self._backends:
+            self._native.remove_tcp_backend()
+        self._backends.pop(type, None)
+
+    def register_remote_engine(self, desc: EngineDesc) -> None:
+        """Makes a peer known (its address and secret); the connection opens on first use."""
+        if not isinstance(desc, EngineDesc):
+            raise InvalidArgumentError(f"desc={desc!r} must be an EngineDesc")
+        self._native.register_remote(desc.key, desc.host, desc.port, desc.secret)
+        with self._lock:
+            self._remotes[desc.key] = desc
+
+    def deregister_remote_engine(self, desc: EngineDesc) -> None:
+        """Forgets a peer; its transfers in flight fail."""
+        if not isinstance(desc, EngineDesc):
+            raise InvalidArgumentError(f"desc={desc!r} must be an EngineDesc")
+        self._native.deregister_remote(desc.key)
+        with self._lock:
+            self._remotes.pop(desc.key, None)
+
+    # -- memory -------------------------------------------------------------------------------
+    def register_memory(self, ptr: int, size: int, device_id: int, mem_loc: _C.MemoryLocationType) -> MemoryDesc:
+        """Registers ``size`` bytes at address ``ptr``; they must stay valid until deregistered."""
+        ptr = check_int("ptr", ptr, 0, 2**64 - 1)
+        size = check_int("size", size, 0, 2**64 - 1 - ptr)
+        device_id = check_int("device_id", device_id, -1, 2**31 - 1)
+        if not isinstance(mem_loc, MemoryLocationType):
+            raise InvalidArgumentError(f"mem_loc={mem_loc!r} must be a MemoryLocationType")
+        mem_id = self._native.register_memory(ptr, size, mem_loc, device_id)
+        desc = MemoryDesc(self._key, mem_id, device_id, "", -1, ptr, size, mem_loc)
+        with self._lock:
+            self._memory[mem_id] = desc
+        return desc
+
+    def register_torch_tensor(self, tensor: Any) -> MemoryDesc:
+        """Registers a contiguous tensor's storage (duck-typed: torch is not imported)."""
+        if not callable(getattr(tensor, "is_contiguous", None)) or not hasattr(tensor, "data_ptr"):
+            raise InvalidArgumentError(f"tensor of type {type(tensor).__name__} is not a torch.Tensor")
+        if not tensor.is_contiguous():
+            raise InvalidArgumentError("tensor must be contiguous (call .contiguous() first)")
+        device = tensor.device
+        loc = MemoryLocationType.GPU if device.type == "cuda" else MemoryLocationType.CPU
+        if device.type not in ("cpu", "cuda"):
+            raise UnsupportedError(f"tensor.device={device} is neither cpu nor cuda")
+        index = device.index if device.index is not None else -1
+        return self.register_memory(tensor.data_ptr(), tensor.nelement() * tensor.element_size(), index, loc)
+
+    def deregister_memory(self, desc: MemoryDesc) -> None:
+        """Deregisters; returns once no transfer reads or writes the memory any more."""
+        self._own_memory(desc, "desc")
+        self._native.deregister_memory(desc.id)
+        with self._lock:
+            self._memory.pop(desc.id, None)
+
+    def allocate_transfer_uid(self) -> int:
+        """A fresh transfer uid (a per-engine counter starting at 0)."""
+        return self._native.allocate_uid()
+
+    # -- transfers ------------------------------------------------------------------------------
+    def read(self, local_dest_mem_desc: MemoryDesc, local_offset: int, remote_src_mem_desc: MemoryDesc,
+             remote_offset: int, size: int, transfer_uid: int) -> TransferStatus:  # fmt: skip
+        """Reads ``size`` bytes of the remote memory into the local memory."""
+        return self._transfer(True, local_dest_mem_desc, [local_offset], remote_src_mem_desc, [remote_offset],
+                              [size], transfer_uid)  # fmt: skip
+
+    def write(self, local_src_mem_desc: MemoryDesc, local_offset: int, remote_dest_mem_desc: MemoryDesc,
+              remote_offset: int, size: int, transfer_uid: int) -> TransferStatus:  # fmt: skip
+        """Writes ``size`` bytes of the local memory into the remote memory."""
+        return self._transfer(False, local_src_mem_desc, [local_offset], remote_dest_mem_desc, [remote_offset],
+                              [size], transfer_uid)  # fmt: skip
+
+    def batch_read(self, local_dest_mem_descs: Sequence[MemoryDesc], local_offsets: Sequence[Any],
+                   remote_src_mem_descs: Sequence[MemoryDesc], remote_offsets: Sequence[Any],
+                   sizes: Sequence[Any], transfer_uids: Sequence[int]) -> list[TransferStatus]:  # fmt: skip
+        """MORI's multi-pair batch: one status and one uid per (local, remote) pair."""
+        return self._batch(True, local_dest_mem_descs, local_offsets, remote_src_mem_descs, remote_offsets, sizes,
+                           transfer_uids)  # fmt: skip
+
+    def batch_write(self, local_src_mem_descs: Sequence[MemoryDesc], local_offsets: Sequence[Any],
+                    remote_dest_mem_descs: Sequence[MemoryDesc], remote_offsets: Sequence[Any],
+                    sizes: Sequence[Any], transfer_uids: Sequence[int]) -> list[TransferStatus]:  # fmt: skip
+        """MORI's multi-pair batch write: one status and one uid per (local, remote) pair."""
+        return self._batch(False, local_src_mem_descs, local_offsets, remote_dest_mem_descs, remote_offsets, sizes,
+                           transfer_uids)  # fmt: skip
+
+    def create_session(self, local_mem: MemoryDesc, remote_mem: MemoryDesc) -> IOEngineSession | None:
+        """A handle for repeated transfers between one pair; None when no backend can serve it.
+
+        Like MORI's session set-up, this connects to the peer and checks once that the remote
+        memory is still registered there with the size ``remote_mem`` claims.
+        """
+        self._own_memory(local_mem, "local_mem")
+        self._known_remote(remote_mem, "remote_mem")
+        if BackendType.TCP not in self._backends:
+            return None
+        size = self._native.query_remote_memory(remote_mem.engine_key, remote_mem.id)
+        if size != remote_mem.size:
+            raise InvalidArgumentError(
+                f"remote_mem is stale: memory id {remote_mem.id} of engine {remote_mem.engine_key!r} has "
+                f"{size} bytes, the descriptor says {remote_mem.size}"
+            )
+        return IOEngineSession(self, local_mem, remote_mem)
+
+    def pop_inbound_transfer_status(self, remote_key: str, transfer_uid: int) -> TransferStatus | None:
+        """Target side: the state of initiator ``remote_key``'s transfer ``transfer_uid`` into (or
+        out of) this engine's memory; None if none of it arrived yet. A final state is removed once
+        returned."""
+        uid = check_int("transfer_uid", transfer_uid, 0, MAX_UID)
+        found = self._native.pop_inbound(remote_key, uid)
+        if found is None:
+            return None
+        status = TransferStatus()
+        status.SetMessage(found[1])
+        status.SetCode(found[0])
+        return status
+
+    @staticmethod
+    def wait_all(statuses: Sequence[TransferStatus], timeout_ms: int = -1) -> _C.StatusCode:
+        """Waits for every status: a failure wins, an empty list succeeds, ``0`` polls once, and a
+        timeout returns IN_PROGRESS."""
+        return _C.wait_all(list(statuses), timeout_ms)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _own_memory(self, desc: object, name: str) -> MemoryDesc:
+        if not isinstance(desc, MemoryDesc):
+            raise InvalidArgumentError(f"{name}={desc!r} must be a MemoryDesc")
+        if desc.engine_key != self._key:
+            raise InvalidArgumentError(
+                f"{name} belongs to engine {desc.engine_key!r}, not to this engine {self._key!r}"
+            )
+        with self._lock:
+            if desc.id not in self._memory:
+                raise NotFoundError(f"{name}: memory id {desc.id} is not registered with engine {self._key!r}")
+        return desc
+
+    def _known_remote(self, desc: object, name: str) -> MemoryDesc:
+        if not isinstance(desc, MemoryDesc):
+            raise InvalidArgumentError(f"{name}={desc!r} must be a MemoryDesc")
+        with self._lock:
+            if desc.engine_key not in self._remotes:
+                raise NotFoundError(
+                    f"{name}: engine {desc.engine_key!r} is not registered; call register_remote_engine first"
+                )
+        if desc.loc == MemoryLocationType.GPU:
+            raise UnsupportedError(f"{name}.loc=GPU is not supported yet: the TCP backend moves CPU memory only")
+        return desc
+
+    def _transfer(self, is_read: bool, local: MemoryDesc, local_offsets: Any, remote: MemoryDesc,
+                  remote_offsets: Any, sizes: Any, uid: int) -> TransferStatus:  # fmt: skip
+        self._own_memory(local, "local memory")
+        self._known_remote(remote, "remote memory")
+        uid = check_int("transfer_uid", uid, 0, MAX_UID)
+        return self._native.transfer(
+            is_read, local.id, remote.engine_key, remote.id, remote.size, local_offsets, remote_offsets, sizes, uid
+        )
+
+    def _batch(self, is_read: bool, locals_: Sequence[MemoryDesc], local_offsets: Sequence[Any],
+               remotes: Sequence[MemoryDesc], remote_offsets: Sequence[Any], sizes: Sequence[Any],
+               uids: Sequence[int]) -> list[TransferStatus]:  # fmt: skip
+        n = len(locals_)
+        lengths = {"remote_mem_descs": len(remotes), "local_offsets": len(local_offsets),
+                   "remote_offsets": len(remote_offsets), "sizes": len(sizes), "transfer_uids": len(uids)}  # fmt: skip
+        for name, length in lengths.items():
+            if length != n:
+                raise InvalidArgumentError(f"{name} has {length} entries; expected one per local_mem_desc ({n})")
+        return [
+            self._transfer(is_read, locals_[i], local_offsets[i], remotes[i], remote_offsets[i], sizes[i], uids[i])
+            for i in range(n)
+        ]

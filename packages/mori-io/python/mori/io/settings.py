@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: MIT
+"""The one registry of mori.io's environment variables: name, type, default and doc.
+
+Every variable is read here and nowhere else (the native core gets values as arguments), so a
+variable has one name, one default and one doc; ``python -m mori.io env`` lists them with their
+effective values. Values are read when asked for, so a process may change them before it builds
+an engine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mori.io.errors import ConfigError
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _parse_int(text: str) -> int:
+    return int(text, 0)
+
+
+def _parse_size(text: str) -> int:
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError("expected bytes such as 4096, 512K, 64M or 1G")
+    return int(match.group(1)) << (10 * " kmgt".index((match.group(2) or " ").lower()))
+
+
+def _parse_level(text: str) -> str:
+    if text.lower() not in _LEVELS:
+        raise ValueError(f"expected one of {', '.join(_LEVELS)}")
+    return text.upper()
+
+
+def _parse_secret(text: str) -> str:
+    if text and not 16 <= len(bytes.fromhex(text)) <= 256:  # fromhex's ValueError names bad digits
+        raise ValueError("expected 16 to 256 bytes in hex (32 to 512 hex digits)")
+    return text
+
+
+def _parse_str(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One environment variable: its name, type name, default text and meaning."""
+
+    name: str
+    kind: str
+    default: str
+    doc: str
+    parse: Callable[[str], object]
+
+
+REGISTRY: tuple[Setting, ...] = (
+    Setting("MORI_IO_HOST", "string", "127.0.0.1",
+            "Address the engine listens on when IOEngineConfig.host is empty (loopback unless configured).",
+            _parse_str),
+    Setting("MORI_IO_SECRET", "hex", "",
+            "Job secret (hex) that peers must prove with an HMAC challenge; empty gives each engine a random one. "
+            "It travels to peers inside the EngineDesc.", _parse_secret),
+    Setting("MORI_IO_CP_TIMEOUT_MS", "int", "5000",
+            "Control-plane deadline: connecting to a peer and the authentication handshake.", _parse_int),
+    Setting("MORI_IO_TCP_OP_TIMEOUT_MS", "int", "30000",
+            "Default TcpBackendConfig.op_timeout_ms (a transfer whose peer stays silent this long fails), "
+            "and the target's limit on how long one started frame may take to arrive or leave.",
+            _parse_int),
+    Setting("MORI_IO_TCP_NUM_DATA_CONNS", "int", "8",
+            "Default TcpBackendConfig.num_data_conns: data connections (lanes) per peer, 1 to 16.", _parse_int),
+    Setting("MORI_IO_TCP_CHUNK_BYTES", "size", "4M",
+            "Default TcpBackendConfig.chunk_bytes: largest frame an initiator sends.", _parse_size),
+    Setting("MORI_IO_MAX_FRAME_BYTES", "size", "64M",
+            "Largest frame payload this engine accepts as a target; bigger headers close the connection.",
+            _parse_size),
+    Setting("MORI_IO_MAX_SEGMENTS", "int", "8192", "Most (offset, size) segments one frame may carry.",
+            _parse_int),
+    Setting("MORI_IO_MAX_CONNECTIONS", "int", "1024",
+            "Most connections a target serves at once; more are closed on accept.", _parse_int),
+    Setting("MORI_IO_MAX_INBOUND_STATUS", "int", "65536",
+            "Most inbound transfer records kept per initiator for pop_inbound_transfer_status (oldest dropped).",
+            _parse_int),
+    Setting("MORI_NODE_ID", "string", "", "Node identity in EngineDesc.node_id; empty uses the kernel boot id.",
+            _parse_str),
+    Setting("MORI_LOG_LEVEL", "choice", "WARNING", "Log level of mori.io's Python and native code.", _parse_level),
+)  # fmt: skip
+
+_BY_NAME = {s.name: s for s in REGISTRY}
+
+
+def raw(name: str) -> str:
+    """The effective text of ``name``: its value if set and non-empty, else its default."""
+    setting = _BY_NAME.get(name)
+    if setting is None:
+        raise KeyError(f"{name} is not a registered mori.io environment variable")
+    return os.environ.get(name) or setting.default
+
+
+def _get(name: str) -> object:
+    text = raw(name)
+    try:
+        return _BY_NAME[name].parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={text!r} does not parse as {_BY_NAME[name].kind}: {exc}") from None
+
+
+def get_int(name: str) -> int:
+    value = _get(name)
+    assert isinstance(value, int)
+    return value
+
+
+def get_str(name: str) -> str:
+    value = _get(name)
+    assert isinstance(value, str)
+    return value
+
+
+def entries() -> list[tuple[str, str, str, str, str]]:
+    """(name, type, default, doc, effective value) of every registered variable."""
+    return [(s.name, s.kind, s.default, s.doc, raw(s.name)) for s in REGISTRY]

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: MIT
+#include "engine/engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "crypto/hmac.hpp"
+#include "engine/error.hpp"
+#include "engine/log.hpp"
+
+namespace mori::io {
+
+namespace {
+
+constexpr auto kWatchdogPeriod = std::chrono::milliseconds(20);
+constexpr size_t kSecretBytes = 32;
+
+std::string range_text(uint64_t offset, uint64_t size) {
+  return "[" + std::to_string(offset) + ", " + std::to_string(offset) + " + " + std::to_string(size) + ")";
+}
+
+}  // namespace
+
+Engine::Engine(const EngineConfig& config) : config_(config), inbound_(config.max_inbound_per_peer) {
+  if (config_.key.empty() || config_.key.size() > net::kMaxKeyBytes) {
+    throw Error(Code::InvalidArgument, "key must have 1 to " + std::to_string(net::kMaxKeyBytes) + " bytes, got " +
+                                           std::to_string(config_.key.size()));
+  }
+  if (config_.secret.empty()) {
+    config_.secret.resize(kSecretBytes);
+    crypto::fill_random(reinterpret_cast<uint8_t*>(config_.secret.data()), kSecretBytes);
+  }
+  ServerConfig server;
+  server.key = config_.key;
+  server.secret = config_.secret;
+  server.host = config_.host;
+  server.port = config_.port;
+  server.limits.max_frame_bytes = config_.max_frame_bytes;
+  server.limits.max_segments = config_.max_segments;
+  server.handshake_timeout_ms = config_.handshake_timeout_ms;
+  server.io_timeout_ms = config_.io_timeout_ms;
+  server.max_connections = config_.max_connections;
+  server_ = std::make_unique<Server>(server, regions_, inbound_);
+  watchdog_ = std::thread([this] { watchdog_loop(); });
+  MORI_IO_LOG(Info, "engine '" << config_.key << "' listens on " << config_.host << ":" << server_->port());
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::check_open() const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (closed_) throw Error(Code::Closed, "engine '" + config_.key + "' is shut down");
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    closed_ = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  watch_wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  drop_links("the engine was shut down");
+  server_->stop();
+}
+
+uint16_t Engine::port() const { return server_->port(); }
+
+void Engine::create_tcp_backend(const TcpConfig& config) {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (closed_) throw Error(Code::Closed, "engine '" + config_.key + "' is shut down");
+  tcp_ = config;
+}
+
+void Engine::remove_tcp_backend() {
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    tcp_.reset();
+  }
+  drop_links("the TCP backend was removed");
+}
+
+bool Engine::has_tcp_backend() const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  return tcp_.has_value();
+}
+
+TcpConfig Engine::tcp_config() const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  return *tcp_;
+}
+
+void Engine::register_remote(const std::string& key, const std::string& host, uint16_t port,
+                             const std::string& secret) {
+  std::shared_ptr<LinkSlot> stale;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    remotes_[key] = Remote{host, port, secret};
+    auto it = links_.find(key);
+    if (it != links_.end()) {
+      stale = it->second;  // a re-registered engine may have moved: reconnect on next use
+      links_.erase(it);
+    }
+  }
+  if (stale) {
+    std::lock_guard<std::mutex> lock(stale->connect_mutex);
+    stale->link.reset();
+  }
+}
+
+void Engine::deregister_remote(const std::string& key) {
+  std::shared_ptr<LinkSlot> slot;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    remotes_.erase(key);
+    auto it = links_.find(key);
+    if (it != links_.end()) {
+      slot = it->second;
+      links_.erase(it);
+    }
+  }
+  if (slot) {
+    std::lock_guard<std::mutex> lock(slot->connect_mutex);
+    if (slot->link) slot->link->fail("the remote engine was deregistered");
+    slot->link.reset();
+  }
+}
+
+bool Engine::knows_remote(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  return remotes_.count(key) != 0;
+}
+
+void Engine::drop_links(const std::string& reason) {
+  std::map<std::string, std::shared_ptr<LinkSlot>> slots;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    slots.swap(links_);
+  }
+  for (auto& entry : slots) {
+    std::lock_guard<std::mutex> lock(entry.second->connect_mutex);
+    if (entry.second->link) entry.second->link->fail(reason);
+    entry.second->link.reset();
+  }
+}
+
+std::shared_ptr<PeerLink> Engine::link_to(const std::string& remote_key) {
+  std::shared_ptr<LinkSlot> slot;
+  LinkConfig link;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (closed_) throw Error(Code::Closed, "engine '" + config_.key + "' is shut down");
+    auto remote = remotes_.find(remote_key);
+    if (remote == remotes_.end()) {
+      throw Error(Code::NotFound, "remote engine '" + remote_key + "' is not registered; call register_remote_engine");
+    }
+    if (!tcp_) throw Error(Code::Unsupported, "No available backend found, create backend first");
+    auto& entry = links_[remote_key];
+    if (!entry) entry = std::make_shared<LinkSlot>();
+    slot = entry;
+    link.local_key = config_.key;
+    link.remote_key = remote_key;
+    link.host = remote->second.host;
+    link.port = remote->second.port;
+    link.secret = remote->second.secret;
+    link.lanes = tcp_->num_data_conns;
+    link.connect_timeout_ms = config_.connect_timeout_ms;
+    link.data_options = tcp_->data;
+    link.control_options = tcp_->control;
+  }
+  std::lock_guard<std::mutex> lock(slot->connect_mutex);
+  if (slot->link && !slot->link->dead()) return slot->link;
+  slot->link.reset();  // joins the dead link's threads, which exit at once
+  slot->link = PeerLink::open(link);
+  return slot->link;
+}
+
+uint32_t Engine::register_memory(uintptr_t base, uint64_t size, MemoryLocation loc, int device) {
+  check_open();
+  if (loc == MemoryLocation::GPU) {
+    throw Error(Code::Unsupported,
+                "mem_loc=GPU is not supported yet: the TCP backend moves CPU memory only (stage GPU data through "
+                "host memory)");
+  }
+  if (loc != MemoryLocation::CPU) throw Error(Code::InvalidArgument, "mem_loc must be CPU or GPU");
+  if (base == 0 && size != 0) throw Error(Code::InvalidArgument, "ptr=0 (a null pointer) with size " +
+                                                                     std::to_string(size));
+  return regions_.add(base, size, loc, device)->id;
+}
+
+void Engine::deregister_memory(uint32_t id) {
+  std::shared_ptr<Region> region = regions_.remove(id);
+  if (!region) throw Error(Code::NotFound, "memory id " + std::to_string(id) + " is not registered");
+  int64_t grace_ms = 30000;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (tcp_ && tcp_->op_timeout_ms > 0) grace_ms = tcp_->op_timeout_ms;
+  }
+  std::unique_lock<std::mutex> lock(region->mutex);
+  if (region->idle.wait_for(lock, std::chrono::milliseconds(grace_ms), [&] { return region->users == 0; })) return;
+  lock.unlock();
+  MORI_IO_LOG(Warning, "memory id " << id << " still in use " << grace_ms
+                                    << " ms after deregistration began; aborting the connections that use it");
+  server_->abort_users_of(id);
+  drop_links("memory id " + std::to_string(id) + " was deregistered while a transfer used it");
+  lock.lock();
+  region->idle.wait(lock, [&] { return region->users == 0; });
+}
+
+std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id, const std::string& remote_key,
+                                                 uint32_t remote_id, uint64_t remote_size,
+                                                 const std::vector<uint64_t>& local_offsets,
+                                                 const std::vector<uint64_t>& remote_offsets,
+                                                 const std::vector<uint64_t>& sizes, uint64_t uid) {
+  check_open();
+  const size_t n = sizes.size();
+  if (local_offsets.size() != n || remote_offsets.size() != n) {
+    throw Error(Code::InvalidArgument, "local_offsets, remote_offsets and sizes must have one entry per transfer; got " +
+                                           std::to_string(local_offsets.size()) + ", " +
+                                           std::to_string(remote_offsets.size()) + " and " + std::to_string(n));
+  }
+  RegionPin local_pin = regions_.pin(local_id);
+  if (!local_pin) {
+    throw Error(Code::NotFound, "local memory id " + std::to_string(local_id) + " is not registered with engine '" +
+                                    config_.key + "'");
+  }
+  const Region& local = *local_pin.get();
+  std::vector<Segment> segments(n);
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!local.contains(local_offsets[i], sizes[i])) {
+      throw Error(Code::InvalidArgument, "local_offsets[" + std::to_string(i) + "], sizes[" + std::to_string(i) +
+                                             "] = " + range_text(local_offsets[i], sizes[i]) +
+                                             " exceeds the local memory's size " + std::to_string(local.size));
+    }
+    if (remote_offsets[i] > remote_size || sizes[i] > remote_size - remote_offsets[i]) {
+      throw Error(Code::InvalidArgument, "remote_offsets[" + std::to_string(i) + "], sizes[" + std::to_string(i) +
+                                             "] = " + range_text(remote_offsets[i], sizes[i]) +
+                                             " exceeds the remote memory's size " + std::to_string(remote_size));
+    }
+    segments[i] = Segment{local_offsets[i], remote_offsets[i], sizes[i]};
+    total += sizes[i];
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (remotes_.count(remote_key) == 0) {
+      throw Error(Code::NotFound, "remote engine '" + remote_key + "' is not registered; call register_remote_engine");
+    }
+  }
+  auto status = std::make_shared<TransferStatus>(StatusCode::IN_PROGRESS);
+  if (!has_tcp_backend()) {
+    status->update(StatusCode::ERR_BAD_STATE, "No available backend found, create backend first");
+    return status;
+  }
+  TcpConfig tcp = tcp_config();
+  std::shared_ptr<PeerLink> link;
+  try {
+    link = link_to(remote_key);
+  } catch (const Error& e) {
+    if (e.code() == Code::Closed) throw;
+    status->update(StatusCode::ERR_BAD_STATE, e.what());
+    return status;
+  }
+  // Transfers from striping_threshold up are spread over the lanes, in frames of at least
+  // min_stripe_bytes (smaller pieces cost more in per-frame work and thread wake-ups than the
+  // parallel lanes gain) and at most the chunk and the target's frame limit.
+  const uint64_t lanes = link->lane_count();
+  uint64_t spread = total < tcp.striping_threshold_bytes
+                        ? total
+                        : std::max<uint64_t>(tcp.min_stripe_bytes, (total + lanes - 1) / lanes);
+  FramePlan plan;
+  plan.frame_bytes = std::max<uint64_t>(1, std::min({spread, tcp.chunk_bytes, link->limits().max_frame_bytes}));
+  plan.max_segments = std::min<uint32_t>(config_.max_segments, link->limits().max_segments);
+
+  auto op = std::make_shared<TransferOp>();
+  op->status = status;
+  op->link = link;
+  op->deadline = net::after_ms(tcp.op_timeout_ms);
+  op->uid = uid;
+  op->timeout_ms = tcp.op_timeout_ms;
+  auto frames = build_frames(op, is_read, uid, remote_id, segments, local_pin.shared(), plan);
+  op->remaining.store(static_cast<uint32_t>(frames.size()));
+  if (tcp.op_timeout_ms > 0) watch(op);
+  link->submit(frames);
+  return status;
+}
+
+std::optional<std::pair<StatusCode, std::string>> Engine::pop_inbound(const std::string& remote_key, uint64_t uid) {
+  return inbound_.pop(remote_key, uid);
+}
+
+uint64_t Engine::query_remote_memory(const std::string& remote_key, uint32_t mem_id) {
+  return link_to(remote_key)->query_memory(mem_id, config_.connect_timeout_ms);
+}
+
+bool Engine::ping(const std::string& remote_key) {
+  try {
+    link_to(remote_key)->ping(config_.connect_timeout_ms);
+    return true;
+  } catch (const Error& e) {
+    MORI_IO_LOG(Info, "ping of engine '" << remote_key << "' failed: " << e.what());
+    return false;
+  }
+}
+
+void Engine::watch(const std::shared_ptr<TransferOp>& op) {
+  std::lock_guard<std::mutex> lock(watch_mutex_);
+  watched_.push_back(op);
+}
+
+void Engine::watchdog_loop() {
+  std::vector<std::shared_ptr<TransferOp>> expired;
+  std::unique_lock<std::mutex> lock(watch_mutex_);
+  while (!stopping_) {
+    watch_wake_.wait_for(lock, kWatchdogPeriod);
+    auto now = net::Clock::now();
+    auto keep = std::remove_if(watched_.begin(), watched_.end(), [&](const std::shared_ptr<TransferOp>& op) {
+      if (op->remaining.load(std::memory_order_acquire) == 0) return true;
+      if (now < op->deadline) return false;
+      expired.push_back(op);
+      return true;
+    });
+    watched_.erase(keep, watched_.end());
+    if (expired.empty()) continue;
+    lock.unlock();
+    // A transfer past its deadline means the peer stopped answering: the link is failed, which
+    // reports every frame still on it once its sockets have let go of the memory.
+    for (auto& op : expired) {
+      if (auto link = op->link.lock()) {
+        link->fail("transfer " + std::to_string(op->uid) + " got no answer within op_timeout_ms=" +
+                   std::to_string(op->timeout_ms));
+      }
+    }
+    expired.clear();
+    lock.lock();
+  }
+}
+
+}  // namespace mori::io

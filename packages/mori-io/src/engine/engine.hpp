@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+// The native IOEngine: registered memory, known remote engines, the listening server, one peer
+// link per remote engine (opened on first use), and a watchdog that fails transfers whose peer
+// stays silent past op_timeout_ms. Python's mori.io.IOEngine wraps this one-to-one.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/inbound.hpp"
+#include "engine/memory.hpp"
+#include "engine/peer_link.hpp"
+#include "engine/server.hpp"
+#include "engine/status.hpp"
+#include "engine/transfer.hpp"
+
+namespace mori::io {
+
+struct EngineConfig {
+  std::string key;
+  std::string host;  // listen address; the Python layer fills loopback when the user gave none
+  uint16_t port = 0;
+  std::string secret;  // empty: a fresh random one
+  int64_t connect_timeout_ms = 5000;
+  int64_t handshake_timeout_ms = 5000;
+  int64_t io_timeout_ms = 30000;  // target side: most time a started frame may take
+  uint64_t max_frame_bytes = 64ull << 20;
+  uint32_t max_segments = 8192;
+  size_t max_connections = 1024;
+  size_t max_inbound_per_peer = 65536;
+};
+
+struct TcpConfig {
+  int num_data_conns = 8;
+  uint64_t striping_threshold_bytes = 65536;
+  uint64_t min_stripe_bytes = 256 * 1024;
+  uint64_t chunk_bytes = 4ull << 20;
+  int64_t op_timeout_ms = 30000;
+  net::SocketOptions data;
+  net::SocketOptions control;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const std::string& key() const { return config_.key; }
+  const std::string& secret() const { return config_.secret; }
+  uint16_t port() const;
+
+  void create_tcp_backend(const TcpConfig& config);
+  void remove_tcp_backend();
+  bool has_tcp_backend() const;
+
+  void register_remote(const std::string& key, const std::string& host, uint16_t port, const std::string& secret);
+  void deregister_remote(const std::string& key);
+  bool knows_remote(const std::string& key) const;
+
+  uint32_t register_memory(uintptr_t base, uint64_t size, MemoryLocation loc, int device);
+  // Returns once no IO thread touches the memory any more (aborting its connections past
+  // op_timeout_ms); throws Error(NotFound) for an unknown id.
+  void deregister_memory(uint32_t id);
+
+  uint64_t allocate_uid() { return next_uid_.fetch_add(1); }
+
+  // One transfer between local memory id and a remote engine's memory id. Argument errors throw
+  // Error(InvalidArgument/NotFound) before anything is sent; runtime failures (no backend, peer
+  // unreachable or lost, timeout) come back in the status.
+  std::shared_ptr<TransferStatus> transfer(bool is_read, uint32_t local_id, const std::string& remote_key,
+                                           uint32_t remote_id, uint64_t remote_size,
+                                           const std::vector<uint64_t>& local_offsets,
+                                           const std::vector<uint64_t>& remote_offsets,
+                                           const std::vector<uint64_t>& sizes, uint64_t uid);
+
+  std::optional<std::pair<StatusCode, std::string>> pop_inbound(const std::string& remote_key, uint64_t uid);
+
+  // Control-plane checks used by sessions: the remote memory's registered size; liveness.
+  uint64_t query_remote_memory(const std::string& remote_key, uint32_t mem_id);
+  bool ping(const std::string& remote_key);
+
+  void shutdown();
+
+ private:
+  struct Remote {
+    std::string host;
+    uint16_t port = 0;
+    std::string secret;
+  };
+  struct LinkSlot {
+    std::mutex connect_mutex;  // one connection attempt at a time per remote engine
+    std::shared_ptr<PeerLink> link;
+  };
+
+  std::shared_ptr<PeerLink> link_to(const std::string& remote_key);
+  void check_open() const;  // throws Error(Closed) after shutdown()
+  void drop_links(const std::string& reason);
+  void watch(const std::shared_ptr<TransferOp>& op);
+  void watchdog_loop();
+  TcpConfig tcp_config() const;
+
+  EngineConfig config_;
+  RegionTable regions_;
+  InboundTable inbound_;
+  std::unique_ptr<Server> server_;
+  std::atomic<uint64_t> next_uid_{0};
+
+  mutable std::mutex state_mutex_;  // remotes_, links_, tcp_
+  std::map<std::string, Remote> remotes_;
+  std::map<std::string, std::shared_ptr<LinkSlot>> links_;
+  std::optional<TcpConfig> tcp_;
+  bool closed_ = false;
+
+  std::mutex watch_mutex_;
+  std::condition_variable watch_wake_;
+  std::vector<std::shared_ptr<TransferOp>> watched_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace mori::io

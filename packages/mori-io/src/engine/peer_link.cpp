@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+#include "engine/peer_link.hpp"
+
+#include <algorithm>
+
+#include "engine/error.hpp"
+#include "engine/log.hpp"
+
+namespace mori::io {
+
+namespace {
+
+net::Socket open_connection(const LinkConfig& config, net::Channel channel, uint8_t lane,
+                            const net::SocketOptions& options, net::TargetLimits* limits) {
+  net::Socket socket = net::connect_tcp(config.host, config.port, config.connect_timeout_ms);
+  net::apply_options(socket, options);
+  net::Hello hello;
+  hello.channel = channel;
+  hello.lane = lane;
+  hello.key = config.local_key;
+  *limits = net::client_handshake(socket, config.secret, hello, config.remote_key, config.connect_timeout_ms);
+  return socket;
+}
+
+StatusCode checked_code(uint32_t raw) {
+  auto code = static_cast<StatusCode>(raw);
+  if (!is_final(code) || raw > static_cast<uint32_t>(StatusCode::ERR_GPU_OP)) {
+    throw Error(Code::Protocol, "response carries an invalid status code " + std::to_string(raw));
+  }
+  return code;
+}
+
+}  // namespace
+
+PeerLink::PeerLink(const LinkConfig& config) : config_(config) {
+  description_ = "engine '" + config.remote_key + "' at " + config.host + ":" + std::to_string(config.port);
+}
+
+std::shared_ptr<PeerLink> PeerLink::open(const LinkConfig& config) {
+  std::shared_ptr<PeerLink> link(new PeerLink(config));
+  try {
+    link->control_ = open_connection(config, net::Channel::Control, 0, config.control_options, &link->limits_);
+    for (int i = 0; i < config.lanes; ++i) {
+      auto lane = std::make_unique<Lane>();
+      net::TargetLimits limits;
+      lane->socket = open_connection(config, net::Channel::Data, uint8_t(i), config.data_options, &limits);
+      link->lanes_.push_back(std::move(lane));
+    }
+  } catch (const Error& e) {
+    throw Error(e.code(), "cannot connect to " + link->describe() + ": " + e.what());
+  }
+  for (auto& lane : link->lanes_) {
+    Lane* raw = lane.get();
+    PeerLink* self = link.get();
+    raw->sender = std::thread([self, raw] { self->send_loop(*raw); });
+    raw->receiver = std::thread([self, raw] { self->receive_loop(*raw); });
+  }
+  MORI_IO_LOG(Debug, "connected to " << link->describe() << " with " << config.lanes << " data lanes");
+  return link;
+}
+
+PeerLink::~PeerLink() {
+  fail("the link was closed locally");
+  for (auto& lane : lanes_) {
+    if (lane->sender.joinable()) lane->sender.join();
+    if (lane->receiver.joinable()) lane->receiver.join();
+  }
+}
+
+void PeerLink::fail(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(reason_mutex_);
+    if (dead_.load()) return;
+    reason_ = reason;
+    dead_.store(true);
+  }
+  MORI_IO_LOG(Info, "link to " << description_ << " failed: " << reason);
+  for (auto& lane : lanes_) {
+    {
+      std::lock_guard<std::mutex> lock(lane->mutex);
+      lane->closed = true;
+    }
+    lane->wake.notify_all();
+    lane->socket.shutdown_both();
+  }
+  control_.shutdown_both();
+}
+
+// A transfer of one small frame is written by the calling thread when its lane is idle: that
+// saves waking the sender thread, a large part of a small transfer's latency. Frames of striped
+// transfers always go through the lanes' sender threads, which send them in parallel, and big
+// frames do too, so that posting stays asynchronous.
+constexpr uint64_t kInlineSendBytes = 1 << 20;
+
+void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
+  const size_t n = lanes_.size();
+  size_t start = next_lane_.fetch_add(1, std::memory_order_relaxed);
+  thread_local std::vector<iovec> iov;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    Lane& lane = *lanes_[(start + i) % n];
+    const std::shared_ptr<Frame>& frame = frames[i];
+    const uint64_t outgoing = frame->wire.size() + (frame->is_read() ? 0 : frame->header.payload);
+    bool queued = false;
+    bool inline_send = false;
+    {
+      std::lock_guard<std::mutex> lock(lane.mutex);
+      if (!lane.closed) {
+        if (frames.size() == 1 && !lane.sending && lane.queue.empty() && outgoing <= kInlineSendBytes) {
+          lane.sending = true;
+          lane.inflight.push_back(frame);
+          inline_send = true;
+        } else {
+          lane.queue.push_back(frame);
+          queued = true;
+        }
+      }
+    }
+    if (inline_send) {
+      bool ok = send_frame(lane, *frame, iov);
+      bool more = false;
+      {
+        std::lock_guard<std::mutex> lock(lane.mutex);
+        lane.sending = false;
+        more = !lane.queue.empty();
+      }
+      if (more) lane.wake.notify_one();
+      if (!ok) continue;  // the link failed; the receiver reports the frame
+    } else if (queued) {
+      lane.wake.notify_one();
+    } else {
+      std::lock_guard<std::mutex> lock(reason_mutex_);
+      frame->complete(StatusCode::ERR_BAD_STATE, "connection to " + description_ + " lost: " + reason_);
+    }
+  }
+}
+
+bool PeerLink::send_frame(Lane& lane, const Frame& frame, std::vector<iovec>& iov) {
+  iov.clear();
+  iov.push_back(iovec{const_cast<uint8_t*>(frame.wire.data()), frame.wire.size()});
+  if (!frame.is_read()) iov.insert(iov.end(), frame.local.begin(), frame.local.end());
+  try {
+    net::send_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+    return true;
+  } catch (const Error& e) {
+    fail(std::string("sending failed: ") + e.what());
+    return false;
+  }
+}
+
+void PeerLink::send_loop(Lane& lane) {
+  std::vector<iovec> iov;
+  for (;;) {
+    std::shared_ptr<Frame> frame;
+    {
+      std::unique_lock<std::mutex> lock(lane.mutex);
+      lane.wake.wait(lock, [&] { return lane.closed || (!lane.queue.empty() && !lane.sending); });
+      if (lane.closed) return;  // the receiver fails what is left
+      frame = std::move(lane.queue.front());
+      lane.queue.pop_front();
+      lane.sending = true;
+      // In flight before the first byte leaves, so the response always finds it.
+      lane.inflight.push_back(frame);
+    }
+    bool ok = send_frame(lane, *frame, iov);
+    {
+      std::lock_guard<std::mutex> lock(lane.mutex);
+      lane.sending = false;
+    }
+    if (!ok) return;
+  }
+}
+
+void PeerLink::receive_loop(Lane& lane) {
+  std::shared_ptr<Frame> frame;
+  std::vector<iovec> iov;
+  std::string message;
+  try {
+    for (;;) {
+      uint8_t raw[net::kFrameHeaderBytes];
+      net::recv_all(lane.socket, raw, sizeof(raw), net::never(), &dead_);
+      net::FrameHeader header = net::decode_header(raw);
+      if (header.type != net::FrameType::Response) throw Error(Code::Protocol, "expected a response frame");
+      {
+        std::lock_guard<std::mutex> lock(lane.mutex);
+        if (lane.inflight.empty()) throw Error(Code::Protocol, "a response to no request");
+        frame = std::move(lane.inflight.front());
+        lane.inflight.pop_front();
+      }
+      if (header.uid != frame->header.uid || header.seq != frame->header.seq) {
+        throw Error(Code::Protocol, "response out of order");
+      }
+      if (header.nseg > net::kMaxMessageBytes) throw Error(Code::Protocol, "response message too long");
+      StatusCode code = checked_code(header.mem_id);
+      message.assign(header.nseg, '\0');
+      net::recv_all(lane.socket, message.data(), message.size(), net::never(), &dead_);
+      if (code == StatusCode::SUCCESS && frame->is_read()) {
+        if (header.payload != frame->header.payload) throw Error(Code::Protocol, "read response of the wrong size");
+        iov.assign(frame->local.begin(), frame->local.end());
+        net::recv_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+      } else if (header.payload != 0) {
+        throw Error(Code::Protocol, "unexpected payload in a response");
+      }
+      frame->complete(code, code == StatusCode::SUCCESS ? std::string() : description_ + " refused: " + message);
+      frame.reset();
+    }
+  } catch (const Error& e) {
+    fail(std::string("receiving failed: ") + e.what());
+  }
+  if (frame) {
+    std::lock_guard<std::mutex> lock(reason_mutex_);
+    frame->complete(StatusCode::ERR_BAD_STATE, "connection to " + description_ + " lost: " + reason_);
+  }
+  fail_frames(lane);
+}
+
+void PeerLink::fail_frames(Lane& lane) {
+  std::deque<std::shared_ptr<Frame>> orphans;
+  {
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    lane.closed = true;
+    orphans.swap(lane.inflight);
+    for (auto& f : lane.queue) orphans.push_back(std::move(f));
+    lane.queue.clear();
+  }
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(reason_mutex_);
+    reason = reason_;
+  }
+  for (auto& f : orphans) f->complete(StatusCode::ERR_BAD_STATE, "connection to " + description_ + " lost: " + reason);
+}
+
+StatusCode PeerLink::control(net::FrameType type, uint32_t mem_id, int64_t timeout_ms, std::string* message,
+                             std::vector<uint8_t>* payload) {
+  std::lock_guard<std::mutex> lock(control_mutex_);
+  if (dead_.load()) throw Error(Code::Connection, "connection to " + description_ + " is closed");
+  net::Deadline deadline = net::after_ms(timeout_ms);
+  try {
+    net::FrameHeader request;
+    request.type = type;
+    request.mem_id = mem_id;
+    request.total = 1;
+    uint8_t raw[net::kFrameHeaderBytes];
+    net::encode_header(request, raw);
+    net::send_all(control_, raw, sizeof(raw), deadline, &dead_);
+    net::recv_all(control_, raw, sizeof(raw), deadline, &dead_);
+    net::FrameHeader response = net::decode_header(raw);
+    if (response.type != net::FrameType::Response || response.nseg > net::kMaxMessageBytes || response.payload > 64) {
+      throw Error(Code::Protocol, "malformed control response");
+    }
+    StatusCode code = checked_code(response.mem_id);
+    message->assign(response.nseg, '\0');
+    net::recv_all(control_, message->data(), message->size(), deadline, &dead_);
+    payload->assign(response.payload, 0);
+    net::recv_all(control_, payload->data(), payload->size(), deadline, &dead_);
+    return code;
+  } catch (const Error& e) {
+    fail(std::string("control request failed: ") + e.what());
+    throw Error(e.code(), "control request to " + description_ + " failed: " + e.what());
+  }
+}
+
+uint64_t PeerLink::query_memory(uint32_t mem_id, int64_t timeout_ms) {
+  std::string message;
+  std::vector<uint8_t> payload;
+  StatusCode code = control(net::FrameType::MemQuery, mem_id, timeout_ms, &message, &payload);
+  if (code != StatusCode::SUCCESS) throw Error(Code::NotFound, description_ + ": " + message);
+  if (payload.size() != 8) throw Error(Code::Protocol, "memory query answer of the wrong size");
+  return net::get_u64(payload.data());
+}
+
+void PeerLink::ping(int64_t timeout_ms) {
+  std::string message;
+  std::vector<uint8_t> payload;
+  control(net::FrameType::Ping, 0, timeout_ms, &message, &payload);
+}
+
+}  // namespace mori::io

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// The initiator's side of the connections to one remote engine: a control connection (memory
+// queries, liveness pings) and `lanes` data connections. Each lane has a sender thread that
+// writes queued frames (header, segment table and, for writes, the payload gathered straight
+// from registered memory) and a receiver thread that reads the responses in order, scattering
+// read data straight into registered memory. Any error on any connection fails the whole link:
+// its sockets are shut down, every queued or in-flight frame reports ERR_BAD_STATE with the
+// first reason, and the engine opens a fresh link for the next transfer.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/transfer.hpp"
+#include "net/protocol.hpp"
+#include "net/socket.hpp"
+
+namespace mori::io {
+
+struct LinkConfig {
+  std::string local_key;
+  std::string remote_key;
+  std::string host;
+  uint16_t port = 0;
+  std::string secret;  // the remote engine's, from its EngineDesc
+  int lanes = 1;
+  int64_t connect_timeout_ms = 5000;
+  net::SocketOptions data_options;
+  net::SocketOptions control_options;
+};
+
+class PeerLink {
+ public:
+  // Connects and authenticates every connection; throws Error on failure.
+  static std::shared_ptr<PeerLink> open(const LinkConfig& config);
+  ~PeerLink();
+  PeerLink(const PeerLink&) = delete;
+  PeerLink& operator=(const PeerLink&) = delete;
+
+  // Queues frames round-robin over the lanes, starting at a lane that rotates per call.
+  void submit(const std::vector<std::shared_ptr<Frame>>& frames);
+  // Idempotent; the first reason is the one frames report.
+  void fail(const std::string& reason);
+  bool dead() const { return dead_.load(); }
+  size_t lane_count() const { return lanes_.size(); }
+  const net::TargetLimits& limits() const { return limits_; }
+  const std::string& describe() const { return description_; }
+
+  // Control requests. query_memory returns the size of the remote's registered memory id, or
+  // throws Error(NotFound); both throw Error(Connection/Timeout) when the peer does not answer.
+  uint64_t query_memory(uint32_t mem_id, int64_t timeout_ms);
+  void ping(int64_t timeout_ms);
+
+ private:
+  struct Lane {
+    net::Socket socket;
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::shared_ptr<Frame>> queue;
+    std::deque<std::shared_ptr<Frame>> inflight;
+    bool closed = false;
+    bool sending = false;  // one writer per socket: the sender thread or a caller sending inline
+    std::thread sender;
+    std::thread receiver;
+  };
+
+  explicit PeerLink(const LinkConfig& config);
+  void send_loop(Lane& lane);
+  // Writes one frame to the lane's socket; on error fails the link and returns false.
+  bool send_frame(Lane& lane, const Frame& frame, std::vector<iovec>& iov);
+  void receive_loop(Lane& lane);
+  void fail_frames(Lane& lane);
+  // One control round trip; returns the response code, message and payload.
+  StatusCode control(net::FrameType type, uint32_t mem_id, int64_t timeout_ms, std::string* message,
+                     std::vector<uint8_t>* payload);
+
+  LinkConfig config_;
+  std::string description_;
+  net::TargetLimits limits_;
+  net::Socket control_;
+  std::mutex control_mutex_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<bool> dead_{false};
+  std::mutex reason_mutex_;
+  std::string reason_;
+  std::atomic<uint32_t> next_lane_{0};
+};
+
+}  // namespace mori::io

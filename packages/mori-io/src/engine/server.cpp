@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT
+#include "engine/server.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "engine/error.hpp"
+#include "engine/log.hpp"
+
+namespace mori::io {
+
+namespace {
+
+constexpr size_t kDiscardBytes = 64 * 1024;
+
+// Reads and throws away len bytes of a request the target refused, keeping the stream in step.
+void drain(const net::Socket& socket, uint64_t len, std::vector<char>& scratch, net::Deadline deadline,
+           const std::atomic<bool>* stop) {
+  while (len > 0) {
+    size_t take = size_t(std::min<uint64_t>(len, scratch.size()));
+    net::recv_all(socket, scratch.data(), take, deadline, stop);
+    len -= take;
+  }
+}
+
+}  // namespace
+
+Server::Server(const ServerConfig& config, RegionTable& regions, InboundTable& inbound)
+    : config_(config), regions_(regions), inbound_(inbound) {
+  listener_ = net::listen_tcp(config.host, config.port, 128, &port_);
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+Server::~Server() { stop(); }
+
+void Server::stop() {
+  if (stop_.exchange(true)) return;
+  listener_.shutdown_both();
+  if (acceptor_.joinable()) acceptor_.join();
+  {
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    for (auto& conn : connections_) conn->socket.shutdown_both();
+  }
+  reap(true);
+}
+
+void Server::reap(bool all) {
+  std::list<std::unique_ptr<Connection>> done;
+  {
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if (all || (*it)->finished.load()) {
+        done.push_back(std::move(*it));
+        it = connections_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& conn : done) {
+    if (conn->thread.joinable()) conn->thread.join();
+  }
+}
+
+void Server::abort_users_of(uint32_t region_id) {
+  std::lock_guard<std::mutex> lock(connections_mutex_);
+  for (auto& conn : connections_) {
+    if (conn->region.load() == region_id) conn->socket.shutdown_both();
+  }
+}
+
+void Server::accept_loop() {
+  while (!stop_.load()) {
+    std::string address;
+    net::Socket socket = net::accept_tcp(listener_, stop_, &address);
+    if (!socket.valid()) break;
+    reap(false);
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    if (connections_.size() >= config_.max_connections) {
+      MORI_IO_LOG(Warning, "engine '" << config_.key << "' refused a connection from " << address << ": already "
+                                      << connections_.size() << " connections (MORI_IO_MAX_CONNECTIONS)");
+      continue;  // the socket closes here
+    }
+    auto conn = std::make_unique<Connection>();
+    conn->socket = std::move(socket);
+    conn->address = address;
+    Connection* raw = conn.get();
+    conn->thread = std::thread([this, raw] {
+      serve(*raw);
+      raw->socket.shutdown_both();  // the peer sees EOF now, not when the next accept reaps this
+      raw->finished.store(true);
+    });
+    connections_.push_back(std::move(conn));
+  }
+}
+
+void Server::serve(Connection& conn) {
+  try {
+    net::Hello hello = net::server_handshake(conn.socket, config_.secret, config_.key, config_.limits,
+                                             config_.handshake_timeout_ms, &stop_);
+    conn.peer = hello.key;
+  } catch (const Error& e) {
+    MORI_IO_LOG(Warning, "engine '" << config_.key << "' refused a connection from " << conn.address << ": "
+                                    << e.what());
+    return;
+  } catch (const std::exception& e) {
+    MORI_IO_LOG(Error, "handshake with " << conn.address << " failed: " << e.what());
+    return;
+  }
+  net::apply_options(conn.socket, config_.options);
+  std::vector<uint8_t> table;
+  std::vector<iovec> iov;
+  std::vector<char> discard(kDiscardBytes);
+  try {
+    for (;;) {
+      uint8_t raw[net::kFrameHeaderBytes];
+      net::recv_all(conn.socket, raw, sizeof(raw), net::never(), &stop_);
+      net::FrameHeader header = net::decode_header(raw);
+      switch (header.type) {
+        case net::FrameType::Write:
+        case net::FrameType::Read:
+          serve_data(conn, header, table, iov, discard);
+          break;
+        case net::FrameType::MemQuery:
+        case net::FrameType::Ping:
+          serve_query(conn, header);
+          break;
+        case net::FrameType::Response:
+          throw Error(Code::Protocol, "a response frame sent to the target");
+      }
+    }
+  } catch (const Error& e) {
+    auto level = e.code() == Code::Protocol ? log::Level::Warning : log::Level::Debug;
+    if (log::enabled(level)) {
+      log::write(level, "engine '" + config_.key + "' closed the connection from '" + conn.peer + "' (" +
+                            conn.address + "): " + e.what());
+    }
+  } catch (const std::exception& e) {
+    MORI_IO_LOG(Error, "connection from '" << conn.peer << "' failed: " << e.what());
+  }
+  conn.region.store(kNoRegion);
+}
+
+void Server::serve_data(Connection& conn, const net::FrameHeader& header, std::vector<uint8_t>& table,
+                        std::vector<iovec>& iov, std::vector<char>& discard) {
+  // Bounds on the header first: anything past them is not a frame a mori.io initiator makes.
+  if (header.nseg > config_.limits.max_segments) {
+    throw Error(Code::Protocol, "frame of " + std::to_string(header.nseg) + " segments (limit " +
+                                    std::to_string(config_.limits.max_segments) + ")");
+  }
+  if (header.payload > config_.limits.max_frame_bytes) {
+    throw Error(Code::Protocol, "frame of " + std::to_string(header.payload) + " bytes (limit " +
+                                    std::to_string(config_.limits.max_frame_bytes) + ")");
+  }
+  if (header.total == 0 || header.seq >= header.total) throw Error(Code::Protocol, "frame number out of range");
+  net::Deadline deadline = net::after_ms(config_.io_timeout_ms);
+  table.resize(size_t(header.nseg) * net::kSegmentBytes);
+  net::recv_all(conn.socket, table.data(), table.size(), deadline, &stop_);
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < header.nseg; ++i) {
+    uint64_t size = net::get_u64(table.data() + i * net::kSegmentBytes + 8);
+    if (size > header.payload - sum) throw Error(Code::Protocol, "segment sizes exceed the frame's payload");
+    sum += size;
+  }
+  if (sum != header.payload) throw Error(Code::Protocol, "segment sizes do not add up to the frame's payload");
+
+  StatusCode code = StatusCode::SUCCESS;
+  std::string message;
+  RegionPin pin = regions_.pin(header.mem_id);
+  Region* region = pin.get();
+  if (region == nullptr) {
+    code = StatusCode::ERR_NOT_FOUND;
+    message = "memory id " + std::to_string(header.mem_id) + " is not registered with engine '" + config_.key + "'";
+  } else {
+    iov.clear();
+    for (uint32_t i = 0; i < header.nseg; ++i) {
+      uint64_t offset = net::get_u64(table.data() + i * net::kSegmentBytes);
+      uint64_t size = net::get_u64(table.data() + i * net::kSegmentBytes + 8);
+      if (!region->contains(offset, size)) {
+        code = StatusCode::ERR_INVALID_ARGS;
+        message = "segment [" + std::to_string(offset) + ", +" + std::to_string(size) + ") lies outside memory id " +
+                  std::to_string(header.mem_id) + " of " + std::to_string(region->size) + " bytes";
+        break;
+      }
+      iov.push_back(iovec{region->at(offset), size});
+    }
+    conn.region.store(header.mem_id);
+  }
+
+  const bool write = header.type == net::FrameType::Write;
+  if (write) {
+    if (code == StatusCode::SUCCESS) {
+      net::recv_iov(conn.socket, iov.data(), iov.size(), deadline, &stop_);
+    } else {
+      drain(conn.socket, header.payload, discard, deadline, &stop_);
+    }
+  }
+  // Recorded before the initiator learns of success, so once its status says SUCCESS the
+  // target's pop_inbound_transfer_status does too.
+  inbound_.record(conn.peer, header.uid, header.total, code, message);
+  if (!write && code == StatusCode::SUCCESS) {
+    respond(conn, header, code, message, header.payload, iov.data(), iov.size());
+  } else {
+    respond(conn, header, code, message, 0, nullptr, 0);
+  }
+  conn.region.store(kNoRegion);
+}
+
+void Server::serve_query(Connection& conn, const net::FrameHeader& header) {
+  if (header.type == net::FrameType::Ping) {
+    respond(conn, header, StatusCode::SUCCESS, "", 0, nullptr, 0);
+    return;
+  }
+  RegionPin pin = regions_.pin(header.mem_id);
+  if (!pin) {
+    respond(conn, header, StatusCode::ERR_NOT_FOUND,
+            "memory id " + std::to_string(header.mem_id) + " is not registered with engine '" + config_.key + "'", 0,
+            nullptr, 0);
+    return;
+  }
+  uint8_t size[8];
+  net::put_u64(size, pin.get()->size);
+  iovec iov{size, sizeof(size)};
+  respond(conn, header, StatusCode::SUCCESS, "", sizeof(size), &iov, 1);
+}
+
+void Server::respond(const Connection& conn, const net::FrameHeader& request, StatusCode code,
+                     const std::string& message, uint64_t payload_bytes, iovec* payload, size_t payload_count) {
+  net::FrameHeader header;
+  header.type = net::FrameType::Response;
+  header.uid = request.uid;
+  header.seq = request.seq;
+  header.total = request.total;
+  header.mem_id = static_cast<uint32_t>(code);
+  std::string text = message.substr(0, net::kMaxMessageBytes);
+  header.nseg = static_cast<uint32_t>(text.size());
+  header.payload = payload_bytes;
+  uint8_t raw[net::kFrameHeaderBytes];
+  net::encode_header(header, raw);
+  std::vector<iovec> iov;
+  iov.reserve(2 + payload_count);
+  iov.push_back(iovec{raw, sizeof(raw)});
+  if (!text.empty()) iov.push_back(iovec{text.data(), text.size()});
+  iov.insert(iov.end(), payload, payload + payload_count);
+  net::send_iov(conn.socket, iov.data(), iov.size(), net::after_ms(config_.io_timeout_ms), &stop_);
+}
+
+}  // namespace mori::io

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: MIT
+// The target's side: one listener (loopback unless configured) and one thread per accepted
+// connection. A connection is served only after its peer proved the engine's secret; then each
+// request frame is checked against its bounds and the registered region it names before a single
+// byte of that region is read or written.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/inbound.hpp"
+#include "engine/memory.hpp"
+#include "net/protocol.hpp"
+#include "net/socket.hpp"
+
+namespace mori::io {
+
+struct ServerConfig {
+  std::string key;
+  std::string secret;
+  std::string host;
+  uint16_t port = 0;
+  net::TargetLimits limits;
+  int64_t handshake_timeout_ms = 5000;
+  int64_t io_timeout_ms = 30000;  // most time a started frame may take to arrive or leave
+  size_t max_connections = 1024;
+  net::SocketOptions options;
+};
+
+class Server {
+ public:
+  Server(const ServerConfig& config, RegionTable& regions, InboundTable& inbound);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  uint16_t port() const { return port_; }
+  // Shuts down every connection that is moving bytes of region id right now.
+  void abort_users_of(uint32_t region_id);
+  void stop();
+
+ private:
+  static constexpr uint32_t kNoRegion = 0xffffffffu;
+  struct Connection {
+    net::Socket socket;
+    std::string address;
+    std::string peer;
+    std::thread thread;
+    std::atomic<uint32_t> region{kNoRegion};
+    std::atomic<bool> finished{false};
+  };
+
+  void accept_loop();
+  void serve(Connection& conn);
+  void serve_data(Connection& conn, const net::FrameHeader& header, std::vector<uint8_t>& table,
+                  std::vector<iovec>& iov, std::vector<char>& discard);
+  void serve_query(Connection& conn, const net::FrameHeader& header);
+  void respond(const Connection& conn, const net::FrameHeader& request, StatusCode code, const std::string& message,
+               uint64_t payload_bytes, iovec* payload, size_t payload_count);
+  void reap(bool all);
+
+  ServerConfig config_;
+  RegionTable& regions_;
+  InboundTable& inbound_;
+  net::Socket listener_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::mutex connections_mutex_;
+  std::list<std::unique_ptr<Connection>> connections_;
+};
+
+}  // namespace mori::io

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+// mori.io._C: pybind11 bindings of the native engine. Pointers travel as Python ints; every
+// mori::io::Error becomes the Python class mori.io.errors registered for its code. Calls that
+// can block (connecting, waiting, deregistering) release the GIL.
+#include <pybind11/native_enum.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "engine/error.hpp"
+#include "engine/log.hpp"
+#include "engine/status.hpp"
+
+namespace py = pybind11;
+using mori::io::Code;
+using mori::io::Engine;
+using mori::io::Error;
+using mori::io::MemoryLocation;
+using mori::io::StatusCode;
+using mori::io::TransferStatus;
+
+namespace {
+
+enum class BackendType : int { Unknown = 0, XGMI = 1, RDMA = 2, TCP = 3, FABRIC = 4 };
+enum class PollCqMode : int { POLLING = 0, EVENT = 1 };
+
+// Leaked on purpose: Python objects must outlive nothing that runs after interpreter teardown.
+std::map<int, py::object>& error_classes() {
+  static auto* classes = new std::map<int, py::object>();
+  return *classes;
+}
+
+[[noreturn]] void raise(Code code, const std::string& message) {
+  auto it = error_classes().find(static_cast<int>(code));
+  PyErr_SetString(it != error_classes().end() ? it->second.ptr() : PyExc_RuntimeError, message.c_str());
+  throw py::error_already_set();
+}
+
+// Lists, tuples, ranges and 1-D integer buffers (numpy arrays) of offsets or sizes. The buffer
+// path copies 8-byte integers in one go, which keeps thousands of descriptors per call cheap.
+std::vector<uint64_t> to_u64(const py::handle& obj, const char* name) {
+  std::vector<uint64_t> out;
+  if (PyObject_CheckBuffer(obj.ptr())) {
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request();
+    const char f = info.format.empty() ? '?' : info.format.back();
+    const bool int64ish = info.itemsize == 8 && (f == 'q' || f == 'Q' || f == 'l' || f == 'L');
+    if (info.ndim == 1 && int64ish && info.strides[0] == 8) {
+      const auto* data = static_cast<const int64_t*>(info.ptr);
+      out.resize(size_t(info.shape[0]));
+      const bool is_signed = f == 'q' || f == 'l';
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (is_signed && data[i] < 0) {
+          raise(Code::InvalidArgument, std::string(name) + "[" + std::to_string(i) + "]=" + std::to_string(data[i]) +
+                                           " must be >= 0");
+        }
+        out[i] = uint64_t(data[i]);
+      }
+      return out;
+    }
+  }
+  if (!PySequence_Check(obj.ptr()) || PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr())) {
+    raise(Code::InvalidArgument, std::string(name) + " must be a sequence of ints, got " +
+                                     std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+  }
+  auto seq = py::reinterpret_borrow<py::sequence>(obj);
+  const size_t n = py::len(seq);
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    py::object item = seq[i];
+    PyObject* index = PyNumber_Index(item.ptr());
+    if (index == nullptr) {
+      PyErr_Clear();
+      raise(Code::InvalidArgument, std::string(name) + "[" + std::to_string(i) + "]=" +
+                                       std::string(py::repr(item)) + " is not an int");
+    }
+    unsigned long long value = PyLong_AsUnsignedLongLong(index);
+    Py_DECREF(index);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      raise(Code::InvalidArgument, std::string(name) + "[" + std::to_string(i) + "]=" +
+                                       std::string(py::repr(item)) + " must be in [0, 2**64)");
+    }
+    out[i] = value;
+  }
+  return out;
+}
+
+StatusCode wait_all(const std::vector<std::shared_ptr<TransferStatus>>& statuses, int64_t timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+  bool timed_out = false;
+  for (const auto& status : statuses) {
+    int64_t left = -1;
+    if (timeout_ms >= 0) {
+      left = std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    }
+    StatusCode code = status->wait_for(left);
+    if (mori::io::is_error(code)) return code;
+    if (code != StatusCode::SUCCESS) timed_out = true;
+  }
+  if (!timed_out) return StatusCode::SUCCESS;
+  for (const auto& status : statuses) {  // a failure anywhere wins over "still running"
+    StatusCode code = status->code();
+    if (mori::io::is_error(code)) return code;
+  }
+  return StatusCode::IN_PROGRESS;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Native core of mori.io (TCP transfer engine).";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      auto it = error_classes().find(static_cast<int>(e.code()));
+      PyErr_SetString(it != error_classes().end() ? it->second.ptr() : PyExc_RuntimeError, e.what());
+    }
+  });
+
+  m.def("set_error_classes", [](const std::map<int, py::object>& classes) {
+    for (const auto& entry : classes) error_classes()[entry.first] = entry.second;
+  });
+  m.def("set_log_level", [](int level) { mori::io::log::threshold().store(level); });
+
+  py::native_enum<StatusCode>(m, "StatusCode", "enum.IntEnum")
+      .value("SUCCESS", StatusCode::SUCCESS)
+      .value("INIT", StatusCode::INIT)
+      .value("IN_PROGRESS", StatusCode::IN_PROGRESS)
+      .value("ERR_BEGIN", StatusCode::ERR_BEGIN)
+      .value("ERR_INVALID_ARGS", StatusCode::ERR_INVALID_ARGS)
+      .value("ERR_NOT_FOUND", StatusCode::ERR_NOT_FOUND)
+      .value("ERR_RDMA_OP", StatusCode::ERR_RDMA_OP)
+      .value("ERR_BAD_STATE", StatusCode::ERR_BAD_STATE)
+      .value("ERR_GPU_OP", StatusCode::ERR_GPU_OP)
+      .finalize();
+  py::native_enum<MemoryLocation>(m, "MemoryLocationType", "enum.IntEnum")
+      .value("Unknown", MemoryLocation::Unknown)
+      .value("CPU", MemoryLocation::CPU)
+      .value("GPU", MemoryLocation::GPU)
+      .finalize();
+  py::native_enum<BackendType>(m, "BackendType", "enum.IntEnum")
+      .value("Unknown", BackendType::Unknown)
+      .value("XGMI", BackendType::XGMI)
+      .value("RDMA", BackendType::RDMA)
+      .value("TCP", BackendType::TCP)
+      .value("FABRIC", BackendType::FABRIC)
+      .finalize();
+  py::native_enum<PollCqMode>(m, "PollCqMode", "enum.IntEnum")
+      .value("POLLING", PollCqMode::POLLING)
+      .value("EVENT", PollCqMode::EVENT)
+      .finalize();
+
+  py::class_<TransferStatus, std::shared_ptr<TransferStatus>>(m, "TransferStatus")
+      .def(py::init<>())
+      .def("Code", &TransferStatus::code)
+      .def("Message", &TransferStatus::message)
+      .def("Init", [](const TransferStatus& s) { return s.code() == StatusCode::INIT; })
+      .def("InProgress", [](const TransferStatus& s) { return s.code() == StatusCode::IN_PROGRESS; })
+      .def("Succeeded", [](const TransferStatus& s) { return s.code() == StatusCode::SUCCESS; })
+      .def("Failed", [](const TransferStatus& s) { return mori::io::is_error(s.code()); })
+      .def("Wait", [](const TransferStatus& s) { s.wait_for(-1); }, py::call_guard<py::gil_scoped_release>())
+      .def("WaitFor", &TransferStatus::wait_for, py::arg("timeout_ms") = -1,
+           py::call_guard<py::gil_scoped_release>())
+      .def("Update", &TransferStatus::update, py::arg("code"), py::arg("message"))
+      .def("SetCode", &TransferStatus::set_code, py::arg("code"))
+      .def("SetMessage", &TransferStatus::set_message, py::arg("message"))
+      .def("__repr__", [](const TransferStatus& s) {
+        std::string name = py::str(py::cast(s.code()).attr("name"));
+        std::string msg = s.message();
+        return "TransferStatus(" + name + (msg.empty() ? "" : ", " + std::string(py::repr(py::str(msg)))) + ")";
+      });
+
+  m.def("wait_all", &wait_all, py::arg("statuses"), py::arg("timeout_ms") = -1,
+        py::call_guard<py::gil_scoped_release>());
+
+  py::class_<Engine>(m, "Engine")
+      .def(py::init([](const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret,
+                       int64_t connect_timeout_ms, int64_t handshake_timeout_ms, int64_t io_timeout_ms,
+                       uint64_t max_frame_bytes,
+                       uint32_t max_segments, size_t max_connections, size_t max_inbound_per_peer) {
+             mori::io::EngineConfig c;
+             c.key = key;
+             c.host = host;
+             c.port = port;
+             c.secret = secret;
+             c.connect_timeout_ms = connect_timeout_ms;
+             c.handshake_timeout_ms = handshake_timeout_ms;
+             c.io_timeout_ms = io_timeout_ms;
+             c.max_frame_bytes = max_frame_bytes;
+             c.max_segments = max_segments;
+             c.max_connections = max_connections;
+             c.max_inbound_per_peer = max_inbound_per_peer;
+             py::gil_scoped_release release;
+             return std::make_unique<Engine>(c);
+           }),
+           py::arg("key"), py::arg("host"), py::arg("port"), py::arg("secret"), py::arg("connect_timeout_ms"),
+           py::arg("handshake_timeout_ms"), py::arg("io_timeout_ms"), py::arg("max_frame_bytes"), py::arg("max_segments"),
+           py::arg("max_connections"), py::arg("max_inbound_per_peer"))
+      .def_property_readonly("key", &Engine::key)
+      .def_property_readonly("secret", [](const Engine& e) { return py::bytes(e.secret()); })
+      .def_property_readonly("port", &Engine::port)
+      .def(
+          "create_tcp_backend",
+          [](Engine& e, int num_data_conns, uint64_t striping_threshold_bytes, uint64_t min_stripe_bytes,
+             uint64_t chunk_bytes,
+             int64_t op_timeout_ms, int sndbuf, int rcvbuf, bool keepalive, int idle, int intvl, int cnt,
+             bool ctrl_nodelay) {
+            mori::io::TcpConfig c;
+            c.num_data_conns = num_data_conns;
+            c.striping_threshold_bytes = striping_threshold_bytes;
+            c.min_stripe_bytes = min_stripe_bytes;
+            c.chunk_bytes = chunk_bytes;
+            c.op_timeout_ms = op_timeout_ms;
+            c.data.sndbuf = sndbuf;
+            c.data.rcvbuf = rcvbuf;
+            c.data.keepalive = keepalive;
+            c.data.keepalive_idle_s = idle;
+            c.data.keepalive_intvl_s = intvl;
+            c.data.keepalive_cnt = cnt;
+            c.control = c.data;
+            c.control.sndbuf = 0;
+            c.control.rcvbuf = 0;
+            c.control.nodelay = ctrl_nodelay;
+            e.create_tcp_backend(c);
+          },
+          py::arg("num_data_conns"), py::arg("striping_threshold_bytes"), py::arg("min_stripe_bytes"),
+          py::arg("chunk_bytes"),
+          py::arg("op_timeout_ms"), py::arg("sock_sndbuf_bytes"), py::arg("sock_rcvbuf_bytes"),
+          py::arg("enable_keepalive"), py::arg("keepalive_idle_sec"), py::arg("keepalive_intvl_sec"),
+          py::arg("keepalive_cnt"), py::arg("enable_ctrl_nodelay"))
+      .def("remove_tcp_backend", &Engine::remove_tcp_backend, py::call_guard<py::gil_scoped_release>())
+      .def("has_tcp_backend", &Engine::has_tcp_backend)
+      .def(
+          "register_remote",
+          [](Engine& e, const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret) {
+            std::string s = secret;
+            py::gil_scoped_release release;
+            e.register_remote(key, host, port, s);
+          },
+          py::arg("key"), py::arg("host"), py::arg("port"), py::arg("secret"))
+      .def("deregister_remote", &Engine::deregister_remote, py::arg("key"), py::call_guard<py::gil_scoped_release>())
+      .def("knows_remote", &Engine::knows_remote, py::arg("key"))
+      .def(
+          "register_memory",
+          [](Engine& e, uintptr_t ptr, uint64_t size, MemoryLocation loc, int device) {
+            return e.register_memory(ptr, size, loc, device);
+          },
+          py::arg("ptr"), py::arg("size"), py::arg("loc"), py::arg("device"))
+      .def("deregister_memory", &Engine::deregister_memory, py::arg("mem_id"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("allocate_uid", &Engine::allocate_uid)
+      .def(
+          "transfer",
+          [](Engine& e, bool is_read, uint32_t local_id, const std::string& remote_key, uint32_t remote_id,
+             uint64_t remote_size, const py::object& local_offsets, const py::object& remote_offsets,
+             const py::object& sizes, uint64_t uid) {
+            std::vector<uint64_t> lo = to_u64(local_offsets, "local_offsets");
+            std::vector<uint64_t> ro = to_u64(remote_offsets, "remote_offsets");
+            std::vector<uint64_t> sz = to_u64(sizes, "sizes");
+            py::gil_scoped_release release;
+            return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, uid);
+          },
+          py::arg("is_read"), py::arg("local_id"), py::arg("remote_key"), py::arg("remote_id"),
+          py::arg("remote_size"), py::arg("local_offsets"), py::arg("remote_offsets"), py::arg("sizes"),
+          py::arg("uid"))
+      .def("pop_inbound", &Engine::pop_inbound, py::arg("remote_key"), py::arg("uid"))
+      .def("query_remote_memory", &Engine::query_remote_memory, py::arg("remote_key"), py::arg("mem_id"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("ping", &Engine::ping, py::arg("remote_key"), py::call_guard<py::gil_scoped_release>())
+      .def("shutdown", &Engine::shutdown, py::call_guard<py::gil_scoped_release>());
+}

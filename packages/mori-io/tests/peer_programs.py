@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: MIT
+"""Functions that run an engine in a second process (multiprocessing spawn) for the tests."""
+
+from __future__ import annotations
+
+import hashlib
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+
+def serve_target(conn: Connection, nbytes: int, seed: int) -> None:
+    """A target engine owning nbytes of seeded random data; answers commands over conn:
+    ("desc",) -> (engine desc bytes, memory desc bytes); ("digest", off, n) -> sha256 hex;
+    ("bytes", off, n) -> bytes; ("register", desc bytes); ("pop", key, uid) -> code or None;
+    ("exit",)."""
+    from mori.io import BackendType, EngineDesc, IOEngine, IOEngineConfig, MemoryLocationType
+
+    buf = np.random.default_rng(seed).integers(0, 256, size=nbytes, dtype=np.uint8)
+    engine = IOEngine("target", IOEngineConfig())
+    engine.create_backend(BackendType.TCP)
+    mem = engine.register_memory(buf.ctypes.data, buf.nbytes, -1, MemoryLocationType.CPU)
+    conn.send((engine.get_engine_desc().pack(), mem.pack()))
+    while True:
+        cmd = conn.recv()
+        if cmd[0] == "digest":
+            conn.send(hashlib.sha256(buf[cmd[1] : cmd[1] + cmd[2]].tobytes()).hexdigest())
+        elif cmd[0] == "bytes":
+            conn.send(buf[cmd[1] : cmd[1] + cmd[2]].tobytes())
+        elif cmd[0] == "register":
+            engine.register_remote_engine(EngineDesc.unpack(cmd[1]))
+            conn.send(True)
+        elif cmd[0] == "pop":
+            status = engine.pop_inbound_transfer_status(cmd[1], cmd[2])
+            conn.send(None if status is None else int(status.Code()))
+        elif cmd[0] == "exit":
+            engine.shutdown()
+            conn.send(True)
+            return

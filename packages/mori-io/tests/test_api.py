@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: MIT
+"""The API surface: MORI's names and enums, typed errors for bad input, statuses and settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import new_engine, random_bytes, register
+
+import mori.io as mio
+from mori.io import (
+    BackendType,
+    IOEngine,
+    IOEngineConfig,
+    MemoryLocationType,
+    StatusCode,
+    TransferStatus,
+)
+
+
+def test_mori_names_and_enum_values():
+    assert [int(x) for x in (BackendType.Unknown, BackendType.XGMI, BackendType.RDMA, BackendType.TCP)] == [0, 1, 2, 3]
+    assert int(BackendType.FABRIC) == 4
+    assert (int(MemoryLocationType.CPU), int(MemoryLocationType.GPU)) == (1, 2)
+    assert int(StatusCode.ERR_BAD_STATE) == 14 and int(StatusCode.IN_PROGRESS) == 2
+    assert (int(mio.PollCqMode.POLLING), int(mio.PollCqMode.EVENT)) == (0, 1)
+    for name in ("RdmaBackendConfig", "XgmiBackendConfig", "FabricBackendConfig", "TcpBackendConfig"):
+        getattr(mio, name)()
+    assert mio.TcpBackendConfig().num_data_conns == 8  # MORI's default (MORI_IO_TCP_NUM_DATA_CONNS)
+
+
+def test_port_zero_binds_a_free_loopback_port():
+    with IOEngine("e", IOEngineConfig(port=0)) as e:
+        desc = e.get_engine_desc()
+        assert desc.port > 0 and desc.host == "127.0.0.1" and desc.key == "e"
+        assert len(desc.secret) == 32 and "secret" not in repr(desc)
+        listening = Path("/proc/net/tcp").read_text()  # local_address column is HEX_IP:HEX_PORT
+        assert f"0100007F:{desc.port:04X}" in listening
+        # a second engine cannot take the same port
+        with pytest.raises(mio.ConnectionFailedError, match=str(desc.port)):
+            IOEngine("f", IOEngineConfig(port=desc.port))
+
+
+def test_transfer_status_semantics():
+    s = TransferStatus()
+    assert s.Init() and s.Code() == StatusCode.INIT
+    assert s.WaitFor(0) == StatusCode.INIT
+    s.Update(StatusCode.ERR_BAD_STATE, "first")
+    s.Update(StatusCode.ERR_NOT_FOUND, "second")  # the first error sticks
+    assert s.Failed() and s.Code() == StatusCode.ERR_BAD_STATE and s.Message() == "first"
+    assert "ERR_BAD_STATE" in repr(s)
+    ok = TransferStatus()
+    ok.SetCode(StatusCode.SUCCESS)
+    assert IOEngine.wait_all([]) == StatusCode.SUCCESS
+    assert IOEngine.wait_all([ok, s], 0) == StatusCode.ERR_BAD_STATE  # failure wins
+    pending = TransferStatus()
+    pending.SetCode(StatusCode.IN_PROGRESS)
+    assert IOEngine.wait_all([ok, pending], 50) == StatusCode.IN_PROGRESS
+
+
+def test_uids_count_up_from_zero():
+    with IOEngine("u", IOEngineConfig()) as e:
+        assert [e.allocate_transfer_uid() for _ in range(3)] == [0, 1, 2]
+
+
+def test_only_tcp_backend_exists():
+    with IOEngine("b", IOEngineConfig()) as e:
+        for kind in (BackendType.RDMA, BackendType.XGMI, BackendType.FABRIC):
+            with pytest.raises(mio.UnsupportedError, match=kind.name):
+                e.create_backend(kind)
+        with pytest.raises(mio.InvalidArgumentError, match="num_data_conns=17 is out of range"):
+            e.create_backend(BackendType.TCP, mio.TcpBackendConfig(num_data_conns=17))
+        with pytest.raises(mio.InvalidArgumentError, match="TcpBackendConfig"):
+            e.create_backend(BackendType.TCP, mio.RdmaBackendConfig())
+
+
+def test_transfer_without_backend_fails_with_mori_message():
+    a, b = IOEngine("nb-a", IOEngineConfig()), IOEngine("nb-b", IOEngineConfig())
+    try:
+        a.register_remote_engine(b.get_engine_desc())
+        ma, mb = register(a, np.zeros(8, np.uint8)), register(b, np.zeros(8, np.uint8))
+        status = a.write(ma, 0, mb, 0, 8, 0)
+        assert status.Failed() and status.Code() == StatusCode.ERR_BAD_STATE
+        assert "create backend first" in status.Message()
+        assert a.create_session(ma, mb) is None
+    finally:
+        a.shutdown()
+        b.shutdown()
+
+
+def test_gpu_memory_is_a_clear_typed_error():
+    with IOEngine("g", IOEngineConfig()) as e, pytest.raises(mio.UnsupportedError, match="GPU"):
+        e.register_memory(0x1000, 4096, 0, MemoryLocationType.GPU)
+    assert issubclass(mio.UnsupportedError, NotImplementedError)
+
+
+class FakeCudaTensor:
+    """Duck-types the few torch.Tensor members register_torch_tensor reads."""
+
+    class device:  # mirrors torch.device's attribute names
+        type = "cuda"
+        index = 0
+
+    def is_contiguous(self):
+        return True
+
+    def data_ptr(self):
+        return 0x7000
+
+    def nelement(self):
+        return 16
+
+    def element_size(self):
+        return 4
+
+
+def test_register_torch_tensor_rules():
+    with IOEngine("t", IOEngineConfig()) as e:
+        with pytest.raises(mio.UnsupportedError, match="GPU"):
+            e.register_torch_tensor(FakeCudaTensor())
+        with pytest.raises(mio.InvalidArgumentError, match=r"not a torch\.Tensor"):
+            e.register_torch_tensor(np.zeros(4))
+
+
+def test_register_torch_tensor_with_real_torch():
+    torch = pytest.importorskip("torch")
+    with IOEngine("tt", IOEngineConfig()) as e:
+        t = torch.arange(10, dtype=torch.int32)
+        desc = e.register_torch_tensor(t)
+        assert (desc.data, desc.size, desc.loc) == (t.data_ptr(), 40, MemoryLocationType.CPU)
+        with pytest.raises(mio.InvalidArgumentError, match="contiguous"):
+            e.register_torch_tensor(torch.zeros(4, 4).t())
+
+
+def test_bad_arguments_name_argument_value_and_limit(pair):
+    a, b = pair
+    ma, mb = register(a, np.zeros(100, np.uint8)), register(b, np.zeros(50, np.uint8))
+    with pytest.raises(mio.InvalidArgumentError, match=r"remote_offsets\[0\].*\[40, 40 \+ 20\).*size 50"):
+        a.write(ma, 0, mb, 40, 20, 0)
+    with pytest.raises(mio.InvalidArgumentError, match=r"local_offsets\[1\].*\[90, 90 \+ 20\).*size 100"):
+        a.create_session(ma, mb).batch_write([0, 90], [0, 0], [10, 20], 0)
+    with pytest.raises(mio.InvalidArgumentError, match=r"local_offsets\[0\]=-1 must be in \[0, 2\*\*64\)"):
+        a.read(ma, -1, mb, 0, 1, 0)
+    with pytest.raises(mio.InvalidArgumentError, match=r"sizes\[0\]='x' is not an int"):
+        a.read(ma, 0, mb, 0, "x", 0)
+    with pytest.raises(mio.InvalidArgumentError, match=r"sizes\[0\]=-3 must be >= 0"):
+        a.create_session(ma, mb).batch_read(np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([-3]), 0)
+    with pytest.raises(mio.InvalidArgumentError, match="got 2, 1 and 1"):
+        a.create_session(ma, mb).batch_read([0, 1], [0], [1], 0)
+    with pytest.raises(mio.InvalidArgumentError, match=r"transfer_uid=-5 is out of range \[0, 9223372036854775807\]"):
+        a.write(ma, 0, mb, 0, 1, -5)
+    with pytest.raises(mio.InvalidArgumentError, match="sizes has 1 entries; expected one per local_mem_desc"):
+        a.batch_write([ma, ma], [[0], [0]], [mb, mb], [[0], [0]], [[1]], [1, 2])
+    with pytest.raises(mio.InvalidArgumentError, match="belongs to engine 'target'"):
+        a.write(mb, 0, mb, 0, 1, 0)
+    with pytest.raises(mio.InvalidArgumentError, match="size=2 is out of range"):
+        a.register_memory(2**64 - 2, 2, -1, MemoryLocationType.CPU)
+
+
+def test_unknown_remote_and_deregistered_memory_are_not_found(pair):
+    a, b = pair
+    stranger = new_engine("stranger")
+    try:
+        ma = register(a, np.zeros(8, np.uint8))
+        ms = register(stranger, np.zeros(8, np.uint8))
+        with pytest.raises(mio.NotFoundError, match="'stranger' is not registered"):
+            a.write(ma, 0, ms, 0, 8, 0)
+        a.deregister_memory(ma)
+        mb = register(b, np.zeros(8, np.uint8))
+        with pytest.raises(mio.NotFoundError, match="memory id 0 is not registered"):
+            a.write(ma, 0, mb, 0, 8, 0)
+        with pytest.raises(mio.NotFoundError):
+            a.deregister_memory(ma)
+    finally:
+        stranger.shutdown()
+
+
+def test_transfer_to_memory_deregistered_on_the_target_fails_cleanly(pair):
+    a, b = pair
+    src, dst = random_bytes(4096, 1), np.zeros(4096, np.uint8)
+    ma, mb = register(a, src), register(b, dst)
+    b.deregister_memory(mb)
+    status = a.write(ma, 0, mb, 0, 4096, 3)
+    assert status.WaitFor(10000) == StatusCode.ERR_NOT_FOUND
+    assert "not registered with engine 'target'" in status.Message()
+    assert not dst.any()
+    with pytest.raises(mio.NotFoundError):
+        a.create_session(ma, mb)
+
+
+def test_stale_memory_desc_is_caught_by_create_session(pair):
+    a, b = pair
+    ma, mb = register(a, np.zeros(64, np.uint8)), register(b, np.zeros(64, np.uint8))
+    bigger = type(mb)(**{**mb.__dict__, "size": 1 << 20})
+    with pytest.raises(mio.InvalidArgumentError, match="stale"):
+        a.create_session(ma, bigger)
+
+
+def test_settings_registry_and_env_command(monkeypatch):
+    from mori.io import settings
+
+    names = [name for name, *_ in settings.entries()]
+    assert len(names) == len(set(names)) and all(n.startswith("MORI_") for n in names)
+    monkeypatch.setenv("MORI_IO_TCP_NUM_DATA_CONNS", "lots")
+    with pytest.raises(mio.ConfigError, match="MORI_IO_TCP_NUM_DATA_CONNS='lots'"):
+        mio.TcpBackendConfig()
+    monkeypatch.setenv("MORI_IO_TCP_CHUNK_BYTES", "2M")
+    monkeypatch.delenv("MORI_IO_TCP_NUM_DATA_CONNS")
+    assert mio.TcpBackendConfig().chunk_bytes == 2 << 20
+    out = subprocess.run([sys.executable, "-m", "mori.io", "env"], capture_output=True, text=True, check=True).stdout
+    assert "MORI_IO_HOST=127.0.0.1" in out and "MORI_IO_TCP_CHUNK_BYTES=2M" in out
+
+
+def test_set_log_level():
+    mio.set_log_level("info")
+    mio.set_log_level("warning")
+    with pytest.raises(mio.InvalidArgumentError, match="level='loud'"):
+        mio.set_log_level("loud")
+
+
+def test_mori_io_does_not_import_mori_shmem():
+    code = "import sys, mori.io; print('mori.shmem' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_secret_sources(monkeypatch):
+    monkeypatch.setenv("MORI_IO_SECRET", "ab" * 32)
+    with IOEngine("s1", IOEngineConfig()) as e:
+        assert e.get_engine_desc().secret == bytes.fromhex("ab" * 32)
+    with IOEngine("s2", IOEngineConfig(secret=b"k" * 16)) as e:  # the config beats the environment
+        assert e.get_engine_desc().secret == b"k" * 16
+    monkeypatch.setenv("MORI_IO_SECRET", "abcd")
+    with pytest.raises(mio.ConfigError, match=r"MORI_IO_SECRET='abcd'.*16 to 256 bytes"):
+        IOEngine("s3", IOEngineConfig())
+    with pytest.raises(mio.InvalidArgumentError, match="secret must be 16 to 256 bytes"):
+        IOEngine("s4", IOEngineConfig(secret=b"short"))

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+"""An initiator here and a target engine in a real second process (multiprocessing spawn):
+transfers checked by digest, and a peer that dies or stalls mid-batch gives Failed in time."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import signal
+import time
+
+import numpy as np
+import peer_programs
+import pytest
+from conftest import new_engine, random_bytes, register
+
+from mori.io import EngineDesc, IOEngine, MemoryDesc, StatusCode
+
+MiB = 1 << 20
+TARGET_BYTES = 32 * MiB
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Target:
+    """A spawned process running peer_programs.serve_target."""
+
+    def __init__(self, seed: int = 40) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.seed = seed
+        self.proc = ctx.Process(target=peer_programs.serve_target, args=(child, TARGET_BYTES, seed), daemon=True)
+        self.proc.start()
+        if not self.conn.poll(60):
+            raise TimeoutError("the target process did not start")
+        engine_desc, mem_desc = self.conn.recv()
+        self.desc, self.mem = EngineDesc.unpack(engine_desc), MemoryDesc.unpack(mem_desc)
+
+    def ask(self, *cmd):
+        self.conn.send(cmd)
+        assert self.conn.poll(30), f"the target did not answer {cmd[0]}"
+        return self.conn.recv()
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.join(10)
+
+
+@pytest.fixture
+def target():
+    t = Target()
+    yield t
+    t.close()
+
+
+def test_two_processes_write_read_and_inbound_status(target):
+    with new_engine("initiator") as a:
+        a.register_remote_engine(target.desc)
+        assert target.ask("register", a.get_engine_desc().pack())
+        src = random_bytes(8 * MiB, 41)
+        local = register(a, src)
+        uid = a.allocate_transfer_uid()
+        status = a.write(local, 0, target.mem, 3 * MiB, 8 * MiB, uid)
+        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
+        assert target.ask("digest", 3 * MiB, 8 * MiB) == hashlib.sha256(src.tobytes()).hexdigest()
+        assert target.ask("pop", "initiator", uid) == StatusCode.SUCCESS
+        # Read back a scattered batch and compare with the target's own bytes.
+        back = np.zeros(1 * MiB, np.uint8)
+        session = a.create_session(register(a, back), target.mem)
+        offsets = list(range(0, MiB, 64 * 1024))
+        remote = [TARGET_BYTES - 64 * 1024 - o for o in offsets]
+        status = session.batch_read(offsets, remote, [64 * 1024] * len(offsets), a.allocate_transfer_uid())
+        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
+        for lo, ro in zip(offsets, remote, strict=True):
+            assert back[lo : lo + 64 * 1024].tobytes() == target.ask("bytes", ro, 64 * 1024)
+        assert session.alive()
+        assert target.ask("exit")
+
+
+def test_peer_killed_mid_batch_fails_within_timeout(target):
+    with new_engine("initiator") as a:
+        a.register_remote_engine(target.desc)
+        src = random_bytes(TARGET_BYTES, 42)
+        local = register(a, src)
+        session = a.create_session(local, target.mem)  # connected and verified while alive
+        os.kill(target.proc.pid, signal.SIGSTOP)  # it can neither drain nor answer now
+        offsets = list(range(0, TARGET_BYTES, 64 * 1024))
+        status = session.batch_write(offsets, offsets, [64 * 1024] * len(offsets), 1)
+        time.sleep(0.2)
+        assert status.InProgress()
+        start = time.monotonic()
+        os.kill(target.proc.pid, signal.SIGKILL)
+        assert status.WaitFor(8000) == StatusCode.ERR_BAD_STATE
+        assert time.monotonic() - start < 8
+        assert "lost" in status.Message() and "target" in status.Message()
+        assert not session.alive()
+        # New transfers to the dead peer fail fast instead of hanging.
+        again = a.write(local, 0, target.mem, 0, 16, 2)
+        assert again.WaitFor(8000) == StatusCode.ERR_BAD_STATE and "cannot connect" in again.Message()
+
+
+def test_stalled_peer_fails_after_op_timeout(target):
+    with new_engine("initiator", op_timeout_ms=1000) as a:
+        a.register_remote_engine(target.desc)
+        local = register(a, random_bytes(8 * MiB, 43))
+        a.create_session(local, target.mem)
+        os.kill(target.proc.pid, signal.SIGSTOP)
+        start = time.monotonic()
+        status = a.write(local, 0, target.mem, 0, 8 * MiB, 5)
+        assert status.WaitFor(10000) == StatusCode.ERR_BAD_STATE
+        assert 0.9 < time.monotonic() - start < 5
+        assert "op_timeout_ms=1000" in status.Message()
+        assert IOEngine.wait_all([status], 0) == StatusCode.ERR_BAD_STATE
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_soak_threads_mixing_random_batch_reads_and_writes(target):
+    """4 threads, each owning a quarter of the target's memory, mix random batches of 4-64 KiB
+    writes and reads; a numpy model of the target's bytes checks every read and the end state."""
+    import threading
+
+    model = np.random.default_rng(target.seed).integers(0, 256, size=TARGET_BYTES, dtype=np.uint8)
+    quarter = TARGET_BYTES // 4
+    errors: list[str] = []
+    with new_engine("initiator") as a:
+        a.register_remote_engine(target.desc)
+
+        def worker(index: int) -> None:
+            rng = np.random.default_rng(100 + index)
+            src = rng.integers(0, 256, size=4 * MiB, dtype=np.uint8)
+            dst = np.zeros(4 * MiB, np.uint8)
+            session_w = a.create_session(register(a, src), target.mem)
+            session_r = a.create_session(register(a, dst), target.mem)
+            base = index * quarter
+            for step in range(1000):
+                count = int(rng.integers(1, 64))
+                sizes = rng.integers(4096, 64 * 1024, size=count)
+                slots = rng.choice(quarter // (64 * 1024), size=count, replace=False)
+                remote = base + slots * 64 * 1024
+                local = rng.integers(0, 4 * MiB - 64 * 1024, size=count)
+                if step % 2 == 0:
+                    status = session_w.batch_write(local.tolist(), remote.tolist(), sizes.tolist(), step)
+                    if status.WaitFor(30000) != StatusCode.SUCCESS:
+                        errors.append(status.Message())
+                        return
+                    for lo, ro, s in zip(local, remote, sizes, strict=True):
+                        model[ro : ro + s] = src[lo : lo + s]
+                else:
+                    dst_off = np.arange(count) * 64 * 1024
+                    status = session_r.batch_read(dst_off.tolist(), remote.tolist(), sizes.tolist(), step)
+                    if status.WaitFor(30000) != StatusCode.SUCCESS:
+                        errors.append(status.Message())
+                        return
+                    for lo, ro, s in zip(dst_off, remote, sizes, strict=True):
+                        if not np.array_equal(dst[lo : lo + s], model[ro : ro + s]):
+                            errors.append(f"thread {index} step {step}: read mismatch at remote offset {ro}")
+                            return
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(240)
+    assert not errors, errors[:3]
+    assert target.ask("digest", 0, TARGET_BYTES) == hashlib.sha256(model.tobytes()).hexdigest()
