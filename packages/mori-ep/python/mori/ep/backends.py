@@ -66,12 +66,6 @@ class CudaBackend:
             self._modules[key] = module
         return module
 
-    def preload(self, *, dispatch_ll: bool, combine_dtypes: tuple[str, ...], quant: int) -> None:
-        """Compiles/loads the variants a call would need now, not inside the first (maybe captured) call."""
-        self._module(("dispatch", dispatch_ll))
-        for dtype in combine_dtypes:
-            self._module(("combine", dtype, quant))
-
     @staticmethod
     def _stream() -> Any:
         import torch

@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import statistics
 import sys
 import time
@@ -35,12 +36,14 @@ _HOLD_CYCLES = 400_000
 _FP8 = "float8_e4m3fn"
 
 
-def _progress(message: str) -> None:
-    """One status line on stderr, rewritten in place on a terminal."""
+def _progress(status: str, done: int, total: int, width: int = 30) -> None:
+    """A progress bar on stderr, redrawn in place on a terminal (a line per 10% elsewhere)."""
+    filled = width * done // max(total, 1)
+    line = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {status}"
     if sys.stderr.isatty():
-        sys.stderr.write(f"\r\033[K{message}")
-    else:
-        sys.stderr.write(message + "\n")
+        sys.stderr.write(f"\r\033[K{line}")
+    elif done == total or done % max(total // 10, 1) == 0:
+        sys.stderr.write(line + "\n")
     sys.stderr.flush()
 
 
@@ -107,7 +110,7 @@ def _time_case(
                 dispatch_s.append(middle - started)
                 combine_s.append(ended - restarted)
             if status:
-                _progress(f"{status}, iteration {i + 1}/{iterations + warmup}")
+                _progress(status, i + 1, iterations + warmup)
         op.check_error()
         return {"dispatch_s": dispatch_s, "combine_s": combine_s}
 
@@ -138,8 +141,8 @@ def _time_case(
         ev[2].record()
         graphs[1].replay()
         ev[3].record()
-        if status and i % 10 == 0:
-            _progress(f"{status}, iteration {i + 1}/{iterations + warmup}")
+        if status:
+            _progress(status, i + 1, iterations + warmup)
     torch.cuda.synchronize()
     for ev in events[warmup:]:
         dispatch_s.append(ev[0].elapsed_time(ev[1]) * 1e-3)
@@ -197,7 +200,8 @@ def pe_program(
 
             for geometry in options["geometries"]:
                 block_num, warp_per_block = geometry
-                status = f"case {case_index + 1}/{len(cases)}: {w.max_tokens} tokens, {block_num} x {warp_per_block}"
+                shape = f"{block_num} x {warp_per_block}" if block_num > 0 else "default geometry"
+                status = f"case {case_index + 1}/{len(cases)}: {w.max_tokens} tokens, {shape}"
                 timings = _time_case(
                     op, x, weights, scales, indices, expert_out, out_weights[:total], block_num, warp_per_block,
                     gpu=gpu, iterations=options["iterations"], warmup=options["warmup"],
@@ -381,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     if backend == "auto":
         backend = "cuda" if shmem.shmem_cuda_available() else "cpu"
     gpu = backend == "cuda"
+    if gpu and args.world_size > 1 and not Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")).exists():
+        logger.warning(
+            "no CUDA MPS daemon found: PEs that share a GPU then time-slice it and every wait for a peer "
+            "takes milliseconds; start one with `nvidia-cuda-mps-control -d` (docs/developer-guide/gpu.md)"
+        )
     iterations = args.iterations if args.iterations is not None else (50 if gpu else 3)
     warmup = args.warmup if args.warmup is not None else (10 if gpu else 1)
     if args.experts % args.world_size:
