@@ -36,3 +36,14 @@ def test_odd_topk_and_world_sizes_compile(tmp_path, monkeypatch, topk: int) -> N
     for world_size in (1, 3, 16):
         dispatch_spec(world_size, topk, False).compile(arch="sm_90")
         combine_spec(world_size, topk, "float16", 0).compile(arch="sm_90")
+
+
+def test_warmup_jit_kernels_builds_one_kernel_type(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _compiler_or_skip()
+    monkeypatch.setenv("MORI_JIT_CACHE_DIR", str(tmp_path))
+    from mori.ep import warmup_jit_kernels
+
+    built = warmup_jit_kernels(5, arch="sm_90")
+    assert "ep_dispatch_w8_k8_ll" in built and "ep_dispatch_w8_k8" not in built
+    assert "ep_combine_w8_k8_bfloat16_q0" in built
+    assert len(list(tmp_path.rglob("*.cubin"))) >= len(built)

@@ -33,6 +33,7 @@ from mori.ep.errors import (
     EpTimeoutError,
     EpUnsupportedError,
 )
+from mori.ep.kernels import warmup_jit_kernels
 from mori.ep.op import EpDispatchCombineOp
 
 __version__ = "0.1.0"
@@ -48,6 +49,7 @@ __all__ = [
     "EpOverflowError",
     "EpTimeoutError",
     "EpUnsupportedError",
+    "warmup_jit_kernels",
 ]
 
 check_abi(

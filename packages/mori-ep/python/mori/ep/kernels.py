@@ -47,3 +47,17 @@ def jit_kernels() -> list[jit.KernelSpec]:
             specs += [combine_spec(world_size, topk, "bfloat16", quant) for quant in (0, 1, 2)]
             specs.append(combine_spec(world_size, topk, "float32", 0))
     return specs
+
+
+def warmup_jit_kernels(kernel_type: int = 0, *, arch: str | None = None) -> list[str]:
+    """MORI's pre-compile hook: builds the registered variants of ``kernel_type`` into the JIT cache
+    (call it in the launcher before spawning PEs, so they do not all compile at once). Returns the
+    names built. Needs a compiler, not a GPU when ``arch`` is given (e.g. "sm_90")."""
+    low_latency = int(kernel_type) == 5  # IntraNodeLL; combine is shared by both intra-node types
+    chosen = [
+        spec for spec in jit_kernels()
+        if not spec.name.startswith("ep_dispatch") or spec.name.endswith("_ll") == low_latency
+    ]  # fmt: skip
+    for spec in chosen:
+        spec.compile(arch=arch)
+    return [spec.name for spec in chosen]
