@@ -286,3 +286,17 @@ def graph_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workloa
         return totals
     finally:
         shmem.shmem_finalize()
+
+
+def heap_too_small(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> str:
+    """An op whose buffers exceed the heap: the error says how many bytes it needs."""
+    init_pe(rank, nranks, uid)
+    try:
+        _device(backend)
+        try:
+            make_op(w, rank)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "no error"
+    finally:
+        shmem.shmem_finalize()

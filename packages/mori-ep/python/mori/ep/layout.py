@@ -10,7 +10,9 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from mori.ep.config import EpDispatchCombineConfig
+from mori.ep.config import EpDispatchCombineConfig, EpDispatchCombineQuantType
+from mori.ep.errors import EpConfigError
+from mori.ep.settings import setting
 
 # Control words (ep_args.h MORI_EP_CTRL_*), as byte offsets from the start of a region.
 CTRL_ERROR = 4
@@ -86,7 +88,12 @@ class Layout:
     nbytes: int
 
     @classmethod
-    def for_config(cls, config: EpDispatchCombineConfig, quant_blocks: int) -> Layout:
+    def for_config(cls, config: EpDispatchCombineConfig) -> Layout:
+        quant_blocks = 0
+        if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant:
+            quant_blocks = setting("MORI_FP8_COMBINE_SCALE_DIM")
+            if quant_blocks < 1:
+                raise EpConfigError(f"MORI_FP8_COMBINE_SCALE_DIM={quant_blocks} must be >= 1 for fp8_blockwise")
         recv, tokens, topk = (
             config.max_num_tokens_to_recv(),
             config.max_num_inp_token_per_rank,

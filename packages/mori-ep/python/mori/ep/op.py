@@ -38,6 +38,7 @@ from mori.ep.layout import (
     Layout,
 )
 from mori.ep.settings import setting
+from mori.shmem.errors import HeapExhaustedError
 
 logger = logging.getLogger("mori.ep")
 
@@ -78,12 +79,7 @@ class EpDispatchCombineOp:
             )
         self.config = config
         self._torch = torch
-        quant_blocks = (
-            setting("MORI_FP8_COMBINE_SCALE_DIM") if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant else 0
-        )
-        if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant and quant_blocks < 1:
-            raise EpConfigError(f"MORI_FP8_COMBINE_SCALE_DIM={quant_blocks} must be >= 1 for fp8_blockwise")
-        self.layout = Layout.for_config(config, quant_blocks)
+        self.layout = Layout.for_config(config)
         if shmem.shmem_backend() == "cuda":
             self.device = torch.device("cuda", shmem.shmem_cuda_device())
             self._backend: CpuBackend | CudaBackend = CudaBackend(
@@ -97,7 +93,12 @@ class EpDispatchCombineOp:
             self._backend = CpuBackend()
             self._arch = self._gpu = ""
         logger.debug("op region: %d bytes", self.layout.nbytes)
-        self._buffer = shmem.shmem_empty(self.layout.nbytes, "uint8")  # collective
+        try:
+            self._buffer = shmem.shmem_empty(self.layout.nbytes, "uint8")  # collective
+        except HeapExhaustedError as exc:
+            raise HeapExhaustedError(
+                f"the op needs {self.layout.nbytes} bytes of symmetric heap ({exc}); raise MORI_SHMEM_HEAP_SIZE"
+            ) from exc
         self._region = self._buffer.torch()
         self._region[: self.layout.offsets["off_disp_tokens"]].zero_()  # control words; buffers need no zeros
         self._peer_regions = torch.tensor(
@@ -127,10 +128,7 @@ class EpDispatchCombineOp:
     @staticmethod
     def required_heap_bytes(config: EpDispatchCombineConfig) -> int:
         """Symmetric-heap bytes an op of ``config`` takes (set MORI_SHMEM_HEAP_SIZE above this)."""
-        quant_blocks = (
-            setting("MORI_FP8_COMBINE_SCALE_DIM") if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant else 0
-        )
-        return Layout.for_config(config, quant_blocks).nbytes
+        return Layout.for_config(config).nbytes
 
     # ---- views of the region ---------------------------------------------------------------
 
