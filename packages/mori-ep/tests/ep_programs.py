@@ -300,3 +300,57 @@ def heap_too_small(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workl
         return "no error"
     finally:
         shmem.shmem_finalize()
+
+
+def routing_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> int:
+    """A dispatch returns its routing handle; after a dispatch with other routing, replaying the
+    handle with new token values lands them in the handle's slots, and combine by the handle sums
+    them for the handle's routing."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        op = make_op(w, rank)
+        indices = wl.routing(w, rank, 0).to(device)
+        x0, w0, _ = wl.tokens(w, rank, 0)
+        *first, handle = op.dispatch(x0.to(device), w0.to(device), None, indices, return_routing=True)
+        total = check_dispatch(w, rank, 0, op, first)
+        positions = op.get_dispatch_src_token_pos().clone()
+        assert torch.equal(handle.disp_tok_id_to_src_tok_id_local[:total].cpu(), positions.cpu())
+        # A peer's next dispatch writes into this PE's receive buffers: read them before it starts.
+        shmem.shmem_barrier_all()
+
+        other = wl.routing(w, rank, 1).to(device)  # a dispatch with other routing in between
+        x1, w1, _ = wl.tokens(w, rank, 1)
+        outputs = op.dispatch(x1.to(device), w1.to(device), None, other)
+        op.combine(outputs[0][: int(outputs[4].item())].to(torch.bfloat16), None, other)
+        op.check_error()
+
+        # Replay: iteration 2's token values, iteration 0's routing and slots.
+        x2, w2, _ = wl.tokens(w, rank, 2)
+        out, out_weights, _, out_indices, total_recv = op.dispatch(
+            x2.to(device), w2.to(device), None, indices, routing=handle
+        )
+        op.check_error()
+        assert int(total_recv.item()) == total
+        assert torch.equal(op.get_dispatch_src_token_pos().cpu(), positions.cpu()), "replay moved rows"
+        replayed = replace(w, seed=w.seed)  # same routing as iteration 0, values of iteration 2
+        for row, pos in enumerate(positions.tolist()):
+            src, token = op.decode_send_flat_idx(pos)
+            x_src, w_src, _ = wl.tokens(replayed, src, 2)
+            assert torch.equal(out[row].cpu().view(torch.uint8), x_src[token].view(torch.uint8)), f"row {row}"
+            assert torch.equal(out_weights[row].cpu(), w_src[token])
+            assert torch.equal(out_indices[row].cpu(), wl.routing(w, src, 0)[token])
+        combined, combined_weights = op.combine(
+            out[:total].to(torch.bfloat16), out_weights[:total].clone(), indices, routing=handle
+        )
+        op.check_error()
+        count = wl.destinations(w, wl.routing(w, rank, 0)).sum(dim=1, keepdim=True).float()
+        n = x2.shape[0]
+        torch.testing.assert_close(
+            combined[:n].cpu(), (x2.to(torch.bfloat16).float() * count).to(torch.bfloat16), rtol=0, atol=0
+        )
+        torch.testing.assert_close(combined_weights[:n].cpu(), w2 * count, rtol=1e-6, atol=1e-6)
+        op.close()
+        return total
+    finally:
+        shmem.shmem_finalize()

@@ -108,3 +108,10 @@ def test_cuda_graph_capture_and_replay(backend: str, world_size: int) -> None:
     w = ep_programs.replace(BASE, world_size=world_size, tokens=24, experts_per_rank=2)
     totals = run_pes(ep_programs.graph_replay, world_size, backend, w, 3, env={"MORI_SHMEM_BACKEND": backend})
     assert all(len(t) == 3 for t in totals)
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_routing_handle_replay_and_combine(backend: str, world_size: int) -> None:
+    w = ep_programs.replace(BASE, world_size=world_size, tokens=20)
+    totals = run_pes(ep_programs.routing_replay, world_size, backend, w, env={"MORI_SHMEM_BACKEND": backend})
+    assert sum(totals) > 0

@@ -8,6 +8,7 @@
 //      into the destination's region;
 //   4. signal each destination with (rows sent + 1): the +1 tells "nothing sent" from "not yet";
 //   5. wait for every PE's signal, publish the total, reset the offset, then clear the signals.
+// With MORI_EP_REPLAY the slots of step 2 come from the dest map (a routing handle's) instead.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -71,22 +72,31 @@ void WriteRow(const mori_ep_args_t& a, int t, const Region& peer, int slot) {
 void Dispatch(const mori_ep_args_t& a) {
   const int W = a.world_size, K = a.topk;
   const Region local = Local(a);
+  int* dest_map = local.At<int>(a.off_dest_map);
+  const bool replay = (a.flags & MORI_EP_REPLAY) != 0;
   std::vector<uint32_t> count(W, 0);
-  const std::vector<int> dest = Route(a, count);
+  // replay: a routing handle's slots are in the dest map already; nothing is reserved.
+  std::vector<int> dest(static_cast<size_t>(a.num_tokens) * K, -1);
+  if (replay) {
+    for (size_t i = 0; i < dest.size(); ++i) {
+      if (dest_map[i] >= 0) ++count[dest[i] = dest_map[i] / a.max_recv];
+    }
+  } else {
+    dest = Route(a, count);
+  }
 
   std::vector<uint32_t> base(W, 0), cursor(W, 0);
   for (int pe = 0; pe < W; ++pe) {
     WaitConsumed(a, pe);
-    if (count[pe] > 0) base[pe] = FetchAdd(Peer(a, pe).RecvOffset(), count[pe]);
+    if (count[pe] > 0 && !replay) base[pe] = FetchAdd(Peer(a, pe).RecvOffset(), count[pe]);
   }
 
-  int* dest_map = local.At<int>(a.off_dest_map);
   for (int t = 0; t < a.num_tokens; ++t) {
     for (int k = 0; k < K; ++k) {
       const int pe = dest[t * K + k];
       int flat = -1;
       if (pe >= 0) {
-        const uint32_t slot = base[pe] + cursor[pe]++;
+        const uint32_t slot = replay ? static_cast<uint32_t>(dest_map[t * K + k] % a.max_recv) : base[pe] + cursor[pe]++;
         if (slot < static_cast<uint32_t>(a.max_recv)) {
           WriteRow(a, t, Peer(a, pe), static_cast<int>(slot));
           flat = pe * a.max_recv + static_cast<int>(slot);

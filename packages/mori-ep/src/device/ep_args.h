@@ -38,6 +38,8 @@
 #define MORI_EP_HAS_WEIGHTS 1
 #define MORI_EP_HAS_SCALES 2
 #define MORI_EP_EXTERNAL_INPUT 4        /* combine: copy `input` into the registered buffer first */
+#define MORI_EP_REPLAY 8                /* dispatch: send to the slots already in the dest map (a routing
+                                           handle's), reserving nothing */
 
 /* Combine wire formats (quant). */
 #define MORI_EP_QUANT_NONE 0

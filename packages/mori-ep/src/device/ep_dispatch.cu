@@ -11,6 +11,8 @@
 //             weights, its scales and its source position;
 //   complete  the last block to finish signals every PE with (rows sent + 1), waits for every
 //             PE's signal, publishes the total and resets the receive state for the next call.
+// With MORI_EP_REPLAY in flags the slots come from the dest map (a routing handle's, copied there by
+// the host) and nothing is reserved: every PE replays the same earlier dispatch.
 // Compile-time constants: MORI_EP_WORLD (PEs), MORI_EP_TOPK (picks per token), MORI_EP_LL.
 #include "ep_common.cuh"
 
@@ -152,24 +154,26 @@ __device__ void Complete(const mori_ep_args_t& a, const unsigned long long* peer
   }
 }
 
-}  // namespace mori::ep
+// The three ways a block sends its tokens [first, end); each leaves the rows it sent per
+// destination in counts.
 
-using namespace mori::ep;
-
-extern "C" __global__ void mori_ep_dispatch(const __grid_constant__ mori_ep_args_t a) {
-  __shared__ unsigned long long peers[kWorld];
-  __shared__ unsigned counts[kWorld];
+// A routing handle's layout (MORI_EP_REPLAY): the slots are in the dest map already.
+__device__ void SendReplay(const mori_ep_args_t& a, const unsigned long long* peers, unsigned* counts, int first,
+                           int end) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
-    peers[pe] = reinterpret_cast<const unsigned long long*>(a.peer_regions)[pe];
-    counts[pe] = 0;
+  const int* dest_map = At<int>(a.region, a.off_dest_map);
+  for (int t = first + warp; t < end; t += warps) {
+    const int flat = lane < kTopk ? dest_map[t * kTopk + lane] : -1;
+    const int pe = flat >= 0 ? flat / a.max_recv : -1;
+    if (pe >= 0) atomicAdd(&counts[pe], 1u);
+    WriteRows(a, peers, t, lane, pe, flat >= 0 ? flat % a.max_recv : -1);
   }
-  __syncthreads();
-  const int per_block = (a.num_tokens + gridDim.x - 1) / gridDim.x;
-  const int first = blockIdx.x * per_block;
-  const int end = min(a.num_tokens, first + per_block);
+}
 
-#if MORI_EP_LL
+// Low latency: one remote fetch-add per row, a single pass.
+__device__ void SendPerRow(const mori_ep_args_t& a, const unsigned long long* peers, unsigned* counts, int first,
+                           int end) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
     WaitFor(a, At<unsigned>(peers[pe], MORI_EP_CTRL_SIGNALS) + a.rank, [](unsigned v) { return v == 0u; });
   }
@@ -183,8 +187,14 @@ extern "C" __global__ void mori_ep_dispatch(const __grid_constant__ mori_ep_args
     }
     WriteRows(a, peers, t, lane, pe, slot);
   }
-#else
+}
+
+// Normal: count per destination, one remote fetch-add per (block, destination), then hand the
+// run out with shared-memory atomics.
+__device__ void SendCounted(const mori_ep_args_t& a, const unsigned long long* peers, unsigned* counts, int first,
+                            int end) {
   __shared__ unsigned bases[kWorld];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int t = first + warp; t < end; t += warps) {
     const int pe = Route(a, t, lane);
     if (pe >= 0) atomicAdd(&counts[pe], 1u);
@@ -201,8 +211,30 @@ extern "C" __global__ void mori_ep_dispatch(const __grid_constant__ mori_ep_args
     const int slot = pe >= 0 ? CheckedSlot(a, atomicAdd(&bases[pe], 1u)) : -1;
     WriteRows(a, peers, t, lane, pe, slot);
   }
-#endif
+}
 
+}  // namespace mori::ep
+
+using namespace mori::ep;
+
+extern "C" __global__ void mori_ep_dispatch(const __grid_constant__ mori_ep_args_t a) {
+  __shared__ unsigned long long peers[kWorld];
+  __shared__ unsigned counts[kWorld];
+  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+    peers[pe] = reinterpret_cast<const unsigned long long*>(a.peer_regions)[pe];
+    counts[pe] = 0;
+  }
+  __syncthreads();
+  const int per_block = (a.num_tokens + gridDim.x - 1) / gridDim.x;
+  const int first = blockIdx.x * per_block;
+  const int end = min(a.num_tokens, first + per_block);
+  if (a.flags & MORI_EP_REPLAY) {
+    SendReplay(a, peers, counts, first, end);
+  } else if (MORI_EP_LL) {
+    SendPerRow(a, peers, counts, first, end);
+  } else {
+    SendCounted(a, peers, counts, first, end);
+  }
   __syncthreads();
   for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
     if (counts[pe] != 0) atomicAdd(At<unsigned>(a.region, MORI_EP_CTRL_SENT) + pe, counts[pe]);

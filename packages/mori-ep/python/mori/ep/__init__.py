@@ -35,6 +35,7 @@ from mori.ep.errors import (
 )
 from mori.ep.kernels import warmup_jit_kernels
 from mori.ep.op import EpDispatchCombineOp
+from mori.ep.routing import EpDispatchRoutingHandle
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "EpDispatchCombineKernelType",
     "EpDispatchCombineOp",
     "EpDispatchCombineQuantType",
+    "EpDispatchRoutingHandle",
     "EpError",
     "EpInputError",
     "EpOverflowError",

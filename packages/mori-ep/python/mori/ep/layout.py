@@ -27,6 +27,7 @@ ERR_SHORT_INPUT = 4
 HAS_WEIGHTS = 1
 HAS_SCALES = 2
 EXTERNAL_INPUT = 4
+REPLAY = 8
 
 DTYPE_CODES = {"bfloat16": 1, "float32": 2, "float16": 3}
 

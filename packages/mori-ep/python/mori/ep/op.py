@@ -34,9 +34,11 @@ from mori.ep.layout import (
     EXTERNAL_INPUT,
     HAS_SCALES,
     HAS_WEIGHTS,
+    REPLAY,
     EpArgs,
     Layout,
 )
+from mori.ep.routing import EpDispatchRoutingHandle
 from mori.ep.settings import setting
 from mori.shmem.errors import HeapExhaustedError
 
@@ -221,17 +223,19 @@ class EpDispatchCombineOp:
         *,
         routing: Any = None,
         return_routing: bool = False,
-    ) -> tuple[Any, Any, Any, Any, Any]:
+    ) -> tuple[Any, ...]:
         """Sends every row of ``input`` [N, H] to the PEs owning its experts (``indices`` [N, K]
         int32, -1 = none); returns ``(out [R, H], out_weights [R, K], out_scales [R, S] | None,
         out_indices [R, K], total_recv [1])``, views of the op's buffers of which rows
-        ``[:total_recv]`` are valid (R = max_num_tokens_to_recv()). No host sync (except the
-        expert-id check of MORI_EP_VALIDATE_INDICES outside graph capture)."""
-        if routing is not None or return_routing:
-            raise EpUnsupportedError("routing handles (routing=, return_routing=) are not implemented by this build")
+        ``[:total_recv]`` are valid (R = max_num_tokens_to_recv()), plus an
+        ``EpDispatchRoutingHandle`` when ``return_routing``. With ``routing=h`` the rows go to the
+        slots of the dispatch ``h`` came from (every PE replays its own handle of it). No host sync
+        (except the expert-id check of MORI_EP_VALIDATE_INDICES outside graph capture)."""
         config = self.config
         inputs.check_dispatch(config, self.device, input, weights, scales, indices)
-        if setting("MORI_EP_VALIDATE_INDICES") and not _capturing():
+        if routing is not None:
+            self._check_routing(routing, int(input.shape[0]))
+        elif setting("MORI_EP_VALIDATE_INDICES") and not _capturing():
             inputs.check_expert_ids(config, indices)
         hidden, row_bytes = inputs.check_row("input", input, config)
         dtype = inputs.dtype_name(input)
@@ -255,6 +259,9 @@ class EpDispatchCombineOp:
             scale_cols = int(scales.shape[1])
             args.scale_bytes = scale_cols * scales.element_size()
             flags |= HAS_SCALES
+        if routing is not None:
+            self._load_routing(routing)
+            flags |= REPLAY
         args.flags = flags
         self._backend.dispatch(
             args,
@@ -273,7 +280,34 @@ class EpDispatchCombineOp:
         total_recv = self._total_recv_view()
         if call_local_expert_count:
             self._count_local_experts(out_indices, total_recv)
+        if return_routing:
+            handle = EpDispatchRoutingHandle(
+                self._view("off_dest_map", args.num_tokens, topk, torch.int32).clone(),
+                total_recv.clone(),
+                self._view("off_disp_src_pos", recv, 1, torch.int32).view(-1).clone(),
+                args.num_tokens,
+            )
+            return out, out_weights, out_scales, out_indices, total_recv, handle
         return out, out_weights, out_scales, out_indices, total_recv
+
+    def _check_routing(self, routing: Any, tokens: int) -> None:
+        if not isinstance(routing, EpDispatchRoutingHandle):
+            raise EpInputError(f"routing must be an EpDispatchRoutingHandle, got {type(routing).__name__}")
+        if routing.cur_rank_num_token != tokens:
+            raise EpInputError(
+                f"routing was made by a dispatch of {routing.cur_rank_num_token} tokens; this call has {tokens}"
+            )
+        topk = self.config.num_experts_per_token
+        inputs.check_tensor(
+            "routing.disp_dest_tok_id_map", routing.disp_dest_tok_id_map, device=self.device, dtypes=("int32",),
+            rows=(tokens, tokens), cols=topk,
+        )  # fmt: skip
+
+    def _load_routing(self, routing: EpDispatchRoutingHandle) -> None:
+        """The handle's layout into the op's dest map and receive total (device copies, graph-safe)."""
+        tokens, topk = routing.cur_rank_num_token, self.config.num_experts_per_token
+        self._view("off_dest_map", tokens, topk, self._torch.int32).copy_(routing.disp_dest_tok_id_map)
+        self._total_recv_view().copy_(routing.total_recv_token_num)
 
     def _count_local_experts(self, out_indices: Any, total_recv: Any) -> None:
         """``local_expert_count[e]`` = received rows that picked local expert e, without a host sync."""
@@ -313,13 +347,15 @@ class EpDispatchCombineOp:
         it: ``input`` row i (i < total_recv) with an external input, else row i of
         ``get_registered_combine_input_buffer()``. ``indices`` is this PE's routing of the last
         dispatch ([N, K], not dispatch's out_indices)."""
-        if routing is not None:
-            raise EpUnsupportedError("routing handles are not implemented by this build")
-        if self._dispatched_tokens is None:
+        if routing is None and self._dispatched_tokens is None:
             raise EpInputError("combine was called before any dispatch of this op")
         config, torch = self.config, self._torch
         external = config.use_external_inp_buf if use_external_inp_buf == -1 else bool(use_external_inp_buf)
-        recv, tokens, topk = self.layout.max_recv, self._dispatched_tokens, config.num_experts_per_token
+        tokens = routing.cur_rank_num_token if routing is not None else self._dispatched_tokens
+        assert tokens is not None
+        recv, topk = self.layout.max_recv, config.num_experts_per_token
+        if routing is not None:
+            self._check_routing(routing, tokens)
         inputs.check_tensor("input", input, device=self.device, dtypes=inputs.COMBINE_DTYPES, rows=(0, recv))
         hidden, row_bytes = inputs.check_row("input", input, config)
         if hidden % _GROUP:
@@ -357,6 +393,8 @@ class EpDispatchCombineOp:
             (not external, config.quant_type),
         )
 
+        if routing is not None:
+            self._load_routing(routing)
         args = EpArgs.from_buffer_copy(self._base)
         args.num_tokens = tokens
         args.hidden = hidden
