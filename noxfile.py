@@ -28,7 +28,7 @@ nox.options.sessions = ["lint", "tests"]  # a bare `nox`; benchmarks and docs ar
 #: ci/changed_packages.py reads this literal, so keep it a plain dict of lists.
 PKGS: dict[str, list[str]] = {
     "shmem": [],
-    "ep": ["shmem"],
+    "ep": ["shmem", "viz"],  # viz: optional at run time (profiling builds), installed for the tests
     "cco": ["shmem"],
     "ir": ["shmem"],
     "viz": [],
@@ -63,11 +63,13 @@ TEST_DEPS: dict[str, list[str]] = {
     ],
     "ep": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
     "io": ["pytest", "pytest-timeout", "hypothesis", "numpy"],
+    # viz: NVRTC and nvcc compile the trace header and a traced kernel; matplotlib draws the PNG.
+    "viz": ["pytest", "pytest-timeout", "numpy", "matplotlib", "nvidia-cuda-nvrtc==13.0.88"],
 }
 DEFAULT_TEST_DEPS: list[str] = ["pytest", "pytest-timeout"]
 
 #: The wheels the docs build installs, so autodoc can import them.
-DOCS_PKGS: list[str] = ["shmem", "ep", "io"]
+DOCS_PKGS: list[str] = ["shmem", "ep", "io", "viz"]
 
 ORDER = topo_order(PKGS)
 SessionFn = Callable[[nox.Session], None]

@@ -170,6 +170,7 @@ def call_and_report(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Work
             "wrong_device": lambda: op.dispatch(x.to("meta"), weights, None, indices),
             "combine_before_dispatch": lambda: op.combine(x, None, indices),
             "not_contiguous": lambda: op.dispatch(x.t().contiguous().t(), weights, None, indices),
+            "trace_without_profiler": op.get_debug_time_buf,
         }
         messages = []
         for name in calls:

@@ -72,6 +72,7 @@ def test_bad_calls_raise_before_launch(backend: str) -> None:
         "weights_shape",
         "wrong_device",
         "not_contiguous",
+        "trace_without_profiler",
     ]
     results = run_pes(ep_programs.call_and_report, 2, backend, W, calls, env={"MORI_SHMEM_BACKEND": backend})
     expected = {
@@ -86,12 +87,13 @@ def test_bad_calls_raise_before_launch(backend: str) -> None:
         "weights_shape": "weights has 1 columns, expected 2",
         "wrong_device": "input is on meta",
         "not_contiguous": "input must be contiguous",
+        "trace_without_profiler": "set MORI_ENABLE_PROFILER=1",
     }
     for rank_messages in results:
         lines = dict(line.split("|", 1) for line in rank_messages.splitlines())
         for name, fragment in expected.items():
             kind, _, message = lines[name].partition("|")
-            assert kind == "EpInputError", f"{name}: {lines[name]}"
+            assert kind == ("EpConfigError" if name == "trace_without_profiler" else "EpInputError"), lines[name]
             assert fragment in message, f"{name}: {message!r} lacks {fragment!r}"
 
 

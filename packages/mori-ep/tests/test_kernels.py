@@ -47,3 +47,41 @@ def test_warmup_jit_kernels_builds_one_kernel_type(tmp_path, monkeypatch) -> Non
     assert "ep_dispatch_w8_k8_ll" in built and "ep_dispatch_w8_k8" not in built
     assert "ep_combine_w8_k8_bfloat16_q0" in built
     assert len(list(tmp_path.rglob("*.cubin"))) >= len(built)
+
+
+def test_slot_header_matches_its_table() -> None:
+    """ep_slots.h is generated from ep_slots.json by mori-viz's codegen; --check fails if stale."""
+    import subprocess
+    import sys
+
+    from mori.ep.kernels import SLOTS_FILE
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mori.viz",
+            "codegen",
+            str(SLOTS_FILE),
+            "--header",
+            str(SLOTS_FILE.with_suffix(".h")),
+            "--check",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_profiling_variants_compile_with_trace_points(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _compiler_or_skip()
+    monkeypatch.setenv("MORI_JIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MORI_ENABLE_PROFILER", "1")
+    dispatch, combine = dispatch_spec(8, 8, False), combine_spec(8, 8, "bfloat16", 0)
+    assert dispatch.name.endswith("_prof") and combine.name.endswith("_prof")
+    assert dispatch.defines.get("MORI_VIZ_ENABLED") == 1
+    for spec in (dispatch, combine):
+        assert spec.compile(arch="sm_90").stat().st_size > 0
+    monkeypatch.setenv("MORI_ENABLE_PROFILER", "0")
+    assert "MORI_VIZ_ENABLED" not in dispatch_spec(8, 8, False).defines

@@ -11,7 +11,7 @@
 #ifndef MORI_EP_ARGS_H_
 #define MORI_EP_ARGS_H_
 
-#define MORI_EP_ARGS_VERSION 1
+#define MORI_EP_ARGS_VERSION 2
 
 /* Control words, as byte offsets from the start of a region. */
 #define MORI_EP_CTRL_RECV_OFFSET 0      /* u32: next free receive slot; senders reserve runs with atomics */
@@ -71,6 +71,7 @@ typedef struct mori_ep_args {
   unsigned long long off_dest_map;     /* i32 [max_tokens, topk]: dest_pe * max_recv + slot, -1 = not sent */
   unsigned long long off_comb_out;     /* [max_tokens, row_bytes] */
   unsigned long long off_comb_out_weights; /* f32 [max_tokens, topk] */
+  unsigned long long trace_buf;        /* mori-viz trace buffer of a profiling build; 0 = none */
   int rank;
   int world_size;
   int max_tokens;        /* max_num_inp_token_per_rank */

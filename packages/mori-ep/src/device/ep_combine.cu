@@ -12,6 +12,7 @@
 // The protocol is src/cpu/combine.cpp's. Compile-time constants: MORI_EP_WORLD, MORI_EP_TOPK,
 // MORI_EP_DTYPE (element type of the rows, MORI_EP_DTYPE_*), MORI_EP_QUANT (wire format).
 #include "ep_common.cuh"
+#include "ep_slots.h"
 
 #ifndef MORI_EP_WORLD
 #error "MORI_EP_WORLD must be defined"
@@ -166,6 +167,8 @@ extern "C" __global__ void mori_ep_combine_stage(const __grid_constant__ mori_ep
   const int lane = threadIdx.x & 31;
   const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int warps = gridDim.x * (blockDim.x >> 5);
+  MORI_EP_VIZ_INIT(viz, reinterpret_cast<void*>(a.trace_buf));
+  MORI_VIZ_BEGIN(viz, MORI_EP_SLOT_COMBINE_STAGE);
   int total = *At<int>(a.region, MORI_EP_CTRL_TOTAL_RECV);
   if ((a.flags & MORI_EP_EXTERNAL_INPUT) && total > a.input_rows) {
     if (blockIdx.x == 0 && threadIdx.x == 0) RecordError(a, MORI_EP_ERR_SHORT_INPUT);
@@ -179,7 +182,9 @@ extern "C" __global__ void mori_ep_combine_stage(const __grid_constant__ mori_ep
     float* dst = At<float>(a.region, a.off_comb_weights);
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total * kTopk; i += gridDim.x * blockDim.x) dst[i] = src[i];
   }
+  MORI_VIZ_END(viz, MORI_EP_SLOT_COMBINE_STAGE);
   if (!LastBlock(a, MORI_EP_CTRL_COMBINE_ARRIVE)) return;
+  MORI_VIZ_BEGIN(viz, MORI_EP_SLOT_COMBINE_BARRIER);
   const unsigned long long* peers = reinterpret_cast<const unsigned long long*>(a.peer_regions);
   unsigned long long* calls = At<unsigned long long>(a.region, MORI_EP_CTRL_COMBINE_CALLS);
   const unsigned long long epoch = *calls + 1;
@@ -192,6 +197,7 @@ extern "C" __global__ void mori_ep_combine_stage(const __grid_constant__ mori_ep
   }
   __syncthreads();
   if (threadIdx.x == 0) *calls = epoch;
+  MORI_VIZ_END(viz, MORI_EP_SLOT_COMBINE_BARRIER);
 }
 
 extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_t a) {
@@ -209,6 +215,8 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
   const int per_part = (groups + parts - 1) / parts;
   const bool weighted = (a.flags & MORI_EP_HAS_WEIGHTS) != 0;
   const int* dest_map = At<int>(a.region, a.off_dest_map);
+  MORI_EP_VIZ_INIT(viz, reinterpret_cast<void*>(a.trace_buf));
+  MORI_VIZ_BEGIN(viz, MORI_EP_SLOT_COMBINE_ACCUMULATE);
 
   for (int unit = warp; unit < a.num_tokens * parts; unit += warps) {
     const int token = unit / parts, part = unit % parts;
@@ -258,4 +266,5 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
       At<float>(a.region, a.off_comb_out_weights)[token * kTopk + lane] = sum;
     }
   }
+  MORI_VIZ_END(viz, MORI_EP_SLOT_COMBINE_ACCUMULATE);
 }

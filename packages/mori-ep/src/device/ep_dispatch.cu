@@ -15,6 +15,7 @@
 // the host) and nothing is reserved: every PE replays the same earlier dispatch.
 // Compile-time constants: MORI_EP_WORLD (PEs), MORI_EP_TOPK (picks per token), MORI_EP_LL.
 #include "ep_common.cuh"
+#include "ep_slots.h"
 
 #ifndef MORI_EP_WORLD
 #error "MORI_EP_WORLD must be defined"
@@ -228,6 +229,8 @@ extern "C" __global__ void mori_ep_dispatch(const __grid_constant__ mori_ep_args
   const int per_block = (a.num_tokens + gridDim.x - 1) / gridDim.x;
   const int first = blockIdx.x * per_block;
   const int end = min(a.num_tokens, first + per_block);
+  MORI_EP_VIZ_INIT(viz, reinterpret_cast<void*>(a.trace_buf));
+  MORI_VIZ_BEGIN(viz, MORI_EP_SLOT_DISPATCH_SEND);
   if (a.flags & MORI_EP_REPLAY) {
     SendReplay(a, peers, counts, first, end);
   } else if (MORI_EP_LL) {
@@ -236,8 +239,14 @@ extern "C" __global__ void mori_ep_dispatch(const __grid_constant__ mori_ep_args
     SendCounted(a, peers, counts, first, end);
   }
   __syncthreads();
+  MORI_VIZ_END(viz, MORI_EP_SLOT_DISPATCH_SEND);
+  MORI_VIZ_INSTANT_ARG(viz, MORI_EP_SLOT_DISPATCH_TOKENS, max(end - first, 0));
   for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
     if (counts[pe] != 0) atomicAdd(At<unsigned>(a.region, MORI_EP_CTRL_SENT) + pe, counts[pe]);
   }
-  if (LastBlock(a, MORI_EP_CTRL_DISPATCH_ARRIVE)) Complete(a, peers);
+  if (LastBlock(a, MORI_EP_CTRL_DISPATCH_ARRIVE)) {
+    MORI_VIZ_BEGIN(viz, MORI_EP_SLOT_DISPATCH_COMPLETE);
+    Complete(a, peers);
+    MORI_VIZ_END(viz, MORI_EP_SLOT_DISPATCH_COMPLETE);
+  }
 }

@@ -151,6 +151,50 @@ def _time_case(
     return {"dispatch_s": dispatch_s, "combine_s": combine_s}
 
 
+def _profiled_call(
+    op: Any, x: Any, weights: Any, scales: Any, indices: Any, expert_out: Any, expert_weights: Any
+) -> bytes:
+    """One dispatch + combine recorded into a cleared trace buffer; the buffer's bytes."""
+    import torch
+
+    import mori.shmem as shmem
+    import mori.viz
+
+    trace = op.get_debug_time_buf()
+    mori.viz.reset(trace)
+    torch.cuda.synchronize()
+    shmem.shmem_barrier_all()
+    op.dispatch(x, weights, scales, indices)
+    op.combine(expert_out, expert_weights, indices)
+    op.check_error()
+    return bytes(trace.cpu().numpy().tobytes())
+
+
+def write_profile(prefix: Path, cases: list[Workload], results: list[dict[str, Any]]) -> list[Path]:
+    """A Perfetto trace (all PEs, one process track each), a PNG timeline and a per-slot summary
+    per case, from the buffers the PEs recorded."""
+    import mori.viz
+    from mori.ep.kernels import SLOTS_FILE
+
+    table = mori.viz.SlotTable.from_json(SLOTS_FILE)
+    written = []
+    for index, w in enumerate(cases):
+        buffers = [r["traces"][index] for r in results]
+        stem = prefix.with_name(f"{prefix.name}-{w.max_tokens}tok")
+        mori.viz.export_to_perfetto(buffers, stem.with_suffix(".json"), table)
+        written.append(stem.with_suffix(".json"))
+        try:
+            written.append(mori.viz.plot_timeline(buffers, stem.with_suffix(".png"), table))
+        except mori.viz.PlotUnavailableError as exc:
+            logger.warning("no PNG: %s", exc)
+        logger.info(
+            "%d tokens/PE, per-slot device time:\n%s",
+            w.max_tokens,
+            mori.viz.format_summary(mori.viz.summarize(buffers, table)),
+        )
+    return written
+
+
 def pe_program(
     rank: int, nranks: int, uid: bytes, backend: str, cases: list[Workload], options: dict[str, Any]
 ) -> dict[str, Any]:
@@ -230,6 +274,10 @@ def pe_program(
                         "combine_elem_bytes": torch.empty(0, dtype=combine_dtype).element_size(),
                         **timings,
                     }
+                )
+            if options["profile"]:
+                results.setdefault("traces", []).append(
+                    _profiled_call(op, x, weights, scales, indices, expert_out, out_weights[:total])
                 )
             op.close()
         return results
@@ -363,6 +411,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--json", type=Path, default=Path("mori-ep-bench.json"))
     parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="PREFIX",
+        help="GPU: record one dispatch + combine per case with mori-viz trace points (needs mori-viz) and write "
+        "PREFIX-<tokens>tok.json (Perfetto) and .png",
+    )
+    parser.add_argument(
         "--tune",
         type=Path,
         default=None,
@@ -424,6 +480,10 @@ def main(argv: list[str] | None = None) -> int:
         "MORI_SHMEM_HEAP_SIZE": heap,
         "MORI_EP_LAUNCH_CONFIG_MODE": "MANUAL" if args.tune else args.launch_mode,
     }
+    if args.profile:
+        if not gpu:
+            raise SystemExit("--profile records GPU kernels; run it on the cuda backend")
+        env["MORI_ENABLE_PROFILER"] = "1"
     if gpu and args.sm_share:
         env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(args.sm_share)
     options = {
@@ -435,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup": warmup,
         "ceiling": True,
         "geometries": TUNING_GRID if args.tune else [(args.block_num, args.warp_per_block)],
+        "profile": args.profile is not None,
     }
     logger.info(
         "mori-ep-bench: %d PEs on the %s backend, %s tokens/PE, hidden %d, top-%d of %d experts, "
@@ -453,6 +514,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.tune:
         for path in write_tuning_files(args.tune, summaries, args, backend):
             logger.info("wrote %s", path)
+    if args.profile:
+        for path in write_profile(args.profile, cases, results):
+            logger.info("wrote %s", path)
+        for r in results:
+            r.pop("traces")
     report = {
         "backend": backend,
         "kernel_type": args.kernel_type,

@@ -6,34 +6,57 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mori.ep.errors import EpConfigError
 from mori.ep.layout import DTYPE_CODES
+from mori.ep.settings import setting
 from mori.shmem import jit
 
 SOURCE_DIR = Path(__file__).resolve().parent / "device_src"
+#: The trace slots of the kernels (mori-viz's SlotTable reads it; ep_slots.h is generated from it).
+SLOTS_FILE = SOURCE_DIR / "ep_slots.json"
+
+
+def profiling() -> bool:
+    """Whether kernels are built with mori-viz trace points (MORI_ENABLE_PROFILER)."""
+    return bool(setting("MORI_ENABLE_PROFILER"))
+
+
+def _profile_build() -> tuple[str, dict[str, int], tuple[Path, ...]]:
+    """(name suffix, defines, include dirs) that switch trace points on, or nothing."""
+    if not profiling():
+        return "", {}, ()
+    try:
+        import mori.viz
+    except ImportError:
+        raise EpConfigError("MORI_ENABLE_PROFILER=1 needs the mori-viz wheel (pip install mori-viz)") from None
+    return "_prof", mori.viz.jit_defines(enabled=True), (Path(mori.viz.get_include()),)
 
 
 def dispatch_spec(world_size: int, topk: int, low_latency: bool) -> jit.KernelSpec:
     """``mori_ep_dispatch`` for one (world size, top-k, low latency) combination."""
+    suffix, profile_defines, profile_includes = _profile_build()
     return jit.KernelSpec(
-        f"ep_dispatch_w{world_size}_k{topk}{'_ll' if low_latency else ''}",
+        f"ep_dispatch_w{world_size}_k{topk}{'_ll' if low_latency else ''}{suffix}",
         SOURCE_DIR / "ep_dispatch.cu",
-        defines={"MORI_EP_WORLD": world_size, "MORI_EP_TOPK": topk, "MORI_EP_LL": int(low_latency)},
-        include_dirs=(SOURCE_DIR, jit.include_dir()),
+        defines={"MORI_EP_WORLD": world_size, "MORI_EP_TOPK": topk, "MORI_EP_LL": int(low_latency), **profile_defines},
+        include_dirs=(SOURCE_DIR, jit.include_dir(), *profile_includes),
     )
 
 
 def combine_spec(world_size: int, topk: int, dtype: str, quant: int) -> jit.KernelSpec:
     """``mori_ep_combine_stage`` and ``mori_ep_combine`` for one row dtype and wire format."""
+    suffix, profile_defines, profile_includes = _profile_build()
     return jit.KernelSpec(
-        f"ep_combine_w{world_size}_k{topk}_{dtype}_q{quant}",
+        f"ep_combine_w{world_size}_k{topk}_{dtype}_q{quant}{suffix}",
         SOURCE_DIR / "ep_combine.cu",
         defines={
             "MORI_EP_WORLD": world_size,
             "MORI_EP_TOPK": topk,
             "MORI_EP_DTYPE": DTYPE_CODES[dtype],
             "MORI_EP_QUANT": quant,
+            **profile_defines,
         },
-        include_dirs=(SOURCE_DIR, jit.include_dir()),
+        include_dirs=(SOURCE_DIR, jit.include_dir(), *profile_includes),
     )
 
 

@@ -56,6 +56,7 @@ class EpArgs(ctypes.Structure):
         ("off_dest_map", ctypes.c_uint64),
         ("off_comb_out", ctypes.c_uint64),
         ("off_comb_out_weights", ctypes.c_uint64),
+        ("trace_buf", ctypes.c_uint64),
         ("rank", ctypes.c_int32),
         ("world_size", ctypes.c_int32),
         ("max_tokens", ctypes.c_int32),

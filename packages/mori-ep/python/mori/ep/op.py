@@ -23,6 +23,7 @@ from mori.ep.config import (
     EpDispatchCombineQuantType,
 )
 from mori.ep.errors import EpConfigError, EpInputError, EpOverflowError, EpTimeoutError, EpUnsupportedError
+from mori.ep.kernels import profiling
 from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve, tuning_path_for
 from mori.ep.layout import (
     CTRL_ERROR,
@@ -45,6 +46,10 @@ from mori.shmem.errors import HeapExhaustedError
 logger = logging.getLogger("mori.ep")
 
 _GROUP = 8  # combine sums 8 elements per lane step: hidden must be a multiple of it
+# Profiling: warp slots cover grids up to 512 blocks x 16 warps; a call records a handful of
+# events per warp, so a few calls fit before the per-warp ring wraps.
+TRACE_WARPS = 8192
+TRACE_EVENTS_PER_WARP = 32
 
 
 def _capturing() -> bool:
@@ -108,6 +113,12 @@ class EpDispatchCombineOp:
         )
         timeout_ns = int(setting("MORI_EP_TIMEOUT") * 1e9)
         self._base = self.layout.base_args(config, self._buffer.ptr, self._peer_regions.data_ptr(), timeout_ns)
+        self._trace = None
+        if profiling() and isinstance(self._backend, CudaBackend):
+            import mori.viz
+
+            self._trace = mori.viz.allocate(TRACE_WARPS, TRACE_EVENTS_PER_WARP, pe=config.rank, device=self.device)
+            self._base.trace_buf = self._trace.data_ptr()
         self.local_expert_count = torch.zeros(config.num_experts_per_rank, dtype=torch.int32, device=self.device)
         self._dispatched_tokens: int | None = None
         self._backend.synchronize()
@@ -471,6 +482,17 @@ class EpDispatchCombineOp:
         if code == ERR_SHORT_INPUT:
             raise EpInputError("combine input had fewer rows than total_recv; the missing rows were not combined")
         raise EpTimeoutError(f"PE {self.config.rank}: unknown error code {code} in the op's control words")
+
+    def get_debug_time_buf(self) -> Any:
+        """The mori-viz trace buffer the kernels write when MORI_ENABLE_PROFILER=1 (cuda backend):
+        every warp's begin/end stamps of ``dispatch/send``, ``dispatch/complete``,
+        ``combine/stage``, ``combine/barrier`` and ``combine/accumulate``. Read it with
+        ``mori.viz`` and the slot table ``mori.ep.kernels.SLOTS_FILE``; ``mori.viz.reset`` clears it."""
+        if self._trace is None:
+            raise EpConfigError(
+                "no trace buffer: set MORI_ENABLE_PROFILER=1 before creating the op (cuda backend, mori-viz installed)"
+            )
+        return self._trace
 
     def get_dispatch_src_token_pos(self) -> Any:
         """Source position of every received row, ``src_rank * world_size * M + src_token``

@@ -53,6 +53,13 @@ REGISTRY: tuple[Setting, ...] = (
         "under CUDA graph capture). Kernels skip out-of-range ids either way and record the error.",
     ),
     Setting(
+        "MORI_ENABLE_PROFILER",
+        bool,
+        False,
+        "Compile the kernels with mori-viz trace points (needs the mori-viz wheel); "
+        "op.get_debug_time_buf() then holds each call's per-warp timeline.",
+    ),
+    Setting(
         "MORI_FP8_COMBINE_SCALE_DIM",
         int,
         56,
