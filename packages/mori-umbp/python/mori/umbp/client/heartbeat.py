@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: MIT
+"""The peer's heartbeat loop: ships event bundles and capacities, heals gaps and master restarts.
+
+Every interval (or sooner: a commit's flush, an eviction's kick) it sends
+the unacknowledged bundles. ``request_full_sync`` or an EXPIRED answer (the master restarted
+empty, or reaped this node) makes it register again if needed and reship its whole snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from mori.umbp.client.master_client import UMBPMasterClient
+from mori.umbp.errors import MasterUnavailableError
+from mori.umbp.peer.store import PeerStore
+
+log = logging.getLogger(__name__)
+
+
+class HeartbeatLoop:
+    def __init__(
+        self, master: UMBPMasterClient, store: PeerStore, register: Callable[[], int], interval_s: float
+    ) -> None:
+        self.master, self.store, self.register = master, store, register
+        self.interval_s = interval_s
+        self._need_full_sync = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # one heartbeat at a time: bundles must reach the master in order
+        self._thread = threading.Thread(target=self._run, name="umbp-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def kick(self) -> None:
+        self._wake.set()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Runs a heartbeat now in the caller's thread; True once the master acknowledged."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self._stop.is_set():
+            try:
+                if self.beat():
+                    return True
+            except MasterUnavailableError as exc:
+                log.warning("flush: %s", exc)
+                time.sleep(0.05)
+        return False
+
+    def beat(self) -> bool:
+        """One heartbeat (a full sync when due); True when the master is current."""
+        with self._lock:
+            self.store.expire_slots()
+            caps = self.store.capacities()
+            if self._need_full_sync:
+                baseline, snapshot = self.store.full_sync()
+                res = self.master.heartbeat([(baseline, snapshot)], caps, is_full_sync=True, baseline=baseline)
+            else:
+                res = self.master.heartbeat(self.store.events.bundles(), caps)
+            if res.status != 0:  # EXPIRED: the master does not know this node
+                log.warning(
+                    "master %s does not know node %r: registering again",
+                    self.master.master_address,
+                    self.master.node_id,
+                )
+                self.interval_s = self.register() / 1000
+                self._need_full_sync = True
+                return False
+            if res.request_full_sync:
+                self._need_full_sync = True
+                return False
+            self._need_full_sync = False
+            self.store.events.ack(int(res.acked_seq))
+            return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                if not self.beat():
+                    self.beat()  # heal (re-register / full sync) without waiting an interval
+            except MasterUnavailableError as exc:
+                log.warning("heartbeat: %s", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(10)

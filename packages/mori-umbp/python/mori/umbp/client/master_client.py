@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: MIT
+"""``UMBPMasterClient``: MORI's lightweight control-plane client of the master.
+
+The channel is lazy, so construction never fails; every call has the UMBP_RPC_TIMEOUT_MS
+deadline and raises ``MasterUnavailableError`` when the master does not answer in time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mori.umbp import rpc
+from mori.umbp.errors import MasterUnavailableError
+from mori.umbp.peer.events import Event
+from mori.umbp.types import UMBPTierType, check_key, check_tier
+
+
+def _caps(capacities: dict[int, tuple[int, int]]) -> list[Any]:
+    return [rpc.pb.TierCapacity(tier=int(t), total=tot, available=av) for t, (tot, av) in capacities.items()]
+
+
+class UMBPMasterClient:
+    def __init__(self, master_address: str, node_id: str = "", node_address: str = "") -> None:
+        self.master_address = master_address
+        self.node_id = node_id
+        self.node_address = node_address
+        self._channel = rpc.channel(master_address)
+        self._stub = rpc.pb_grpc.UMBPMasterStub(self._channel)
+        self._registered = False
+
+    def __repr__(self) -> str:
+        return f"UMBPMasterClient(master_address={self.master_address!r}, node_id={self.node_id!r})"
+
+    def _call(self, name: str, request: Any) -> Any:
+        return rpc.call(
+            f"{name} to master {self.master_address}", getattr(self._stub, name), request, MasterUnavailableError
+        )
+
+    # -- registry (MORI's names) ------------------------------------------------------------------
+    def register_self(
+        self,
+        tier_capacities: dict[UMBPTierType, tuple[int, int]],
+        peer_address: str = "",
+        engine_desc: bytes = b"",
+        tags: Sequence[str] = (),
+    ) -> int:
+        """Registers this node with {tier: (total, available)}; returns the heartbeat interval in ms."""
+        caps = {int(check_tier("tier_capacities key", t)): (int(a), int(b)) for t, (a, b) in tier_capacities.items()}
+        req = rpc.pb.RegisterClientRequest(
+            node_id=self.node_id,
+            node_address=self.node_address,
+            tier_capacities=_caps(caps),
+            peer_address=peer_address,
+            engine_desc=engine_desc,
+            tags=list(tags),
+        )
+        res = self._call("RegisterClient", req)
+        self._registered = True
+        return int(res.heartbeat_interval_ms)
+
+    def unregister_self(self) -> None:
+        self._call("UnregisterClient", rpc.pb.UnregisterClientRequest(node_id=self.node_id))
+        self._registered = False
+
+    def is_registered(self) -> bool:
+        return self._registered
+
+    def heartbeat(
+        self,
+        bundles: list[tuple[int, list[Event]]],
+        capacities: dict[int, tuple[int, int]],
+        is_full_sync: bool = False,
+        baseline: int = 0,
+    ) -> Any:
+        pb = rpc.pb
+        req = pb.HeartbeatRequest(
+            node_id=self.node_id,
+            is_full_sync=is_full_sync,
+            delta_seq_baseline=baseline,
+            tier_capacities=_caps(capacities),
+            bundles=[
+                pb.KvEventBundle(seq=seq, events=[pb.KvEvent(kind=k, key=key, tier=t, size=s) for k, key, t, s in evs])
+                for seq, evs in bundles
+            ],
+        )
+        return self._call("Heartbeat", req)
+
+    # -- routing ------------------------------------------------------------------------------
+    def route_get(self, key: str, exclude_nodes: Sequence[str] = ()) -> Any:
+        req = rpc.pb.RouteGetRequest(key=check_key(key), node_id=self.node_id, exclude_nodes=list(exclude_nodes))
+        return self._call("RouteGet", req)
+
+    def batch_route_put(self, keys: Sequence[str], sizes: Sequence[int], exclude_nodes: Sequence[str] = ()) -> Any:
+        req = rpc.pb.BatchRoutePutRequest(
+            node_id=self.node_id, keys=list(keys), block_sizes=list(sizes), exclude_nodes=list(exclude_nodes)
+        )
+        return self._call("BatchRoutePut", req).entries
+
+    def batch_route_get(self, keys: Sequence[str], exclude_nodes: Sequence[str] = ()) -> Any:
+        req = rpc.pb.BatchRouteGetRequest(node_id=self.node_id, keys=list(keys), exclude_nodes=list(exclude_nodes))
+        return self._call("BatchRouteGet", req)
+
+    def batch_lookup(self, keys: Sequence[str]) -> list[bool]:
+        keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
+        res = self._call("BatchLookup", rpc.pb.BatchLookupRequest(node_id=self.node_id, keys=keys))
+        return [bool(f) for f in res.found]
+
+    def close(self) -> None:
+        self._channel.close()

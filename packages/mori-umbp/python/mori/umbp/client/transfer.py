@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: MIT
+"""Moving one block between local memory and a peer's pages with mori-io (never via the master).
+
+Local memory is either inside a ``register_memory``'d region (zero copy) or goes through the
+client's staging buffer. A block's pages need not be contiguous: one batched transfer scatters
+(or gathers) all of them, and mori-io merges the adjacent ones.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from mori.io import EngineDesc, IOEngine, MemoryDesc, MemoryLocationType, StatusCode
+from mori.umbp.errors import InvalidArgumentError, PeerUnavailableError, ValueTooLargeError
+
+
+@dataclass(frozen=True)
+class Region:
+    ptr: int
+    size: int
+    desc: MemoryDesc
+
+
+@dataclass(frozen=True)
+class RemotePages:
+    engine_desc: bytes
+    mem_desc: bytes
+    pages: list[int]
+    page_size: int
+
+
+class Mover:
+    def __init__(self, engine: IOEngine, staging_size: int, timeout_ms: int) -> None:
+        self.engine = engine
+        self.timeout_ms = timeout_ms
+        self._staging = np.zeros(max(staging_size, 1), dtype=np.uint8)
+        self._staging_desc = engine.register_memory(self._staging.ctypes.data, staging_size, -1, MemoryLocationType.CPU)
+        self.staging_size = staging_size
+        self._staging_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._regions: list[Region] = []
+        self._engines: set[str] = set()
+
+    # -- registered memory ----------------------------------------------------------------------
+    def register(self, ptr: int, size: int) -> None:
+        with self._lock:
+            for r in self._regions:
+                if ptr < r.ptr + r.size and r.ptr < ptr + size:
+                    raise InvalidArgumentError(f"[ptr={ptr:#x}, +{size}) overlaps registered [{r.ptr:#x}, +{r.size})")
+        desc = self.engine.register_memory(ptr, size, -1, MemoryLocationType.CPU)
+        with self._lock:
+            self._regions.append(Region(ptr, size, desc))
+
+    def deregister(self, ptr: int) -> None:
+        with self._lock:
+            found = [r for r in self._regions if r.ptr == ptr]
+            self._regions = [r for r in self._regions if r.ptr != ptr]
+        for r in found:
+            self.engine.deregister_memory(r.desc)
+
+    def _region(self, ptr: int, size: int) -> Region | None:
+        with self._lock:
+            for r in self._regions:
+                if r.ptr <= ptr and ptr + size <= r.ptr + r.size:
+                    return r
+        return None
+
+    def check_fits(self, ptr: int, size: int, name: str) -> None:
+        """Unregistered memory goes through staging, which bounds the value size."""
+        if self._region(ptr, size) is None and size > self.staging_size:
+            raise ValueTooLargeError(
+                f"{name}={size} exceeds the staging buffer (UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE={self.staging_size}); "
+                "register_memory the buffer for zero-copy transfers of larger values"
+            )
+
+    # -- transfers ------------------------------------------------------------------------------
+    def _remote(self, remote: RemotePages) -> MemoryDesc:
+        engine = EngineDesc.unpack(remote.engine_desc)
+        if engine.key not in self._engines:
+            self.engine.register_remote_engine(engine)
+            self._engines.add(engine.key)
+        return MemoryDesc.unpack(remote.mem_desc)
+
+    def write(self, ptr: int, size: int, remote: RemotePages, who: str) -> None:
+        self._move(False, ptr, size, remote, who)
+
+    def read(self, ptr: int, size: int, remote: RemotePages, who: str) -> None:
+        self._move(True, ptr, size, remote, who)
+
+    def _move(self, is_read: bool, ptr: int, size: int, remote: RemotePages, who: str) -> None:
+        rdesc = self._remote(remote)
+        ps = remote.page_size
+        roffs = [p * ps for p in remote.pages]
+        sizes = [min(ps, size - i * ps) for i in range(len(remote.pages))]
+        region = self._region(ptr, size)
+        if region is not None:
+            self._run(is_read, region.desc, ptr - region.ptr, roffs, sizes, rdesc, who)
+            return
+        with self._staging_lock:
+            base = self._staging.ctypes.data
+            if not is_read:
+                ctypes.memmove(base, ptr, size)
+            self._run(is_read, self._staging_desc, 0, roffs, sizes, rdesc, who)
+            if is_read:
+                ctypes.memmove(ptr, base, size)
+
+    def _run(
+        self,
+        is_read: bool,
+        local: MemoryDesc,
+        offset: int,
+        roffs: list[int],
+        sizes: list[int],
+        rdesc: MemoryDesc,
+        who: str,
+    ) -> None:
+        loffs = [offset + sum(sizes[:i]) for i in range(len(sizes))]
+        uid = self.engine.allocate_transfer_uid()
+        op = self.engine.batch_read if is_read else self.engine.batch_write
+        (status,) = op([local], [loffs], [rdesc], [roffs], [sizes], [uid])
+        # mori-io fails a transfer whose peer is silent past op_timeout_ms (set to our timeout), so
+        # this wait is bounded; waiting for the final state keeps late bytes out of reused memory.
+        status.WaitFor(self.timeout_ms * 2 + 5000)
+        if status.Code() != StatusCode.SUCCESS:
+            verb = "read from" if is_read else "write to"
+            raise PeerUnavailableError(f"{verb} {who} failed: {status.Code().name}: {status.Message()}")
+
+    def close(self) -> None:
+        with self._lock:
+            regions, self._regions = self._regions, []
+        for r in regions:
+            self.engine.deregister_memory(r.desc)
+        self.engine.deregister_memory(self._staging_desc)

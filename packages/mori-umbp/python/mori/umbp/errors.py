@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: MIT
+"""Exceptions of mori.umbp.
+
+Bad input raises before any RPC is sent and names the argument, its value and the limit. A master
+or peer that does not answer within its deadline raises a typed error, never hangs. Each class
+also derives from the closest builtin, so callers may catch either.
+"""
+
+from __future__ import annotations
+
+
+class UMBPError(Exception):
+    """Base class of every mori.umbp error."""
+
+
+class InvalidArgumentError(UMBPError, ValueError):
+    """An argument is malformed or outside its allowed range."""
+
+
+class InvalidKeyError(InvalidArgumentError):
+    """A block key is empty, too long, not text, or holds characters keys may not hold."""
+
+
+class ValueTooLargeError(InvalidArgumentError):
+    """A value is larger than the largest block this pool accepts."""
+
+
+class UnknownTierError(InvalidArgumentError):
+    """A tier is not one of UMBPTierType's, or not one the operation accepts."""
+
+
+class ConfigError(InvalidArgumentError):
+    """A UMBP_* environment variable or a config field has a value that does not parse or fit."""
+
+
+class MasterUnavailableError(UMBPError, ConnectionError):
+    """The master did not answer within UMBP_RPC_TIMEOUT_MS (down, restarting or unreachable)."""
+
+
+class PeerUnavailableError(UMBPError, ConnectionError):
+    """A peer holding or receiving a block did not answer, or its transfer failed."""
+
+
+class MetadataStoreError(UMBPError, RuntimeError):
+    """The master's metadata store (Redis) failed or cannot be reached."""
+
+
+class ClosedError(UMBPError, RuntimeError):
+    """The client or server was closed; make a new one."""

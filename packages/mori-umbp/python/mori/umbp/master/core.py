@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: MIT
+"""The master's logic behind the UMBPMaster RPCs, independent of gRPC.
+
+NOTE [index projection]: peers own every page. The master's index changes only through
+heartbeats that carry numbered event bundles (seq 1, 2, ...). A bundle whose seq is not the next
+one means events were lost: the master applies nothing more and asks for a full sync, and the
+peer reships its whole snapshot with the seq it is current up to. Bundles already applied (a
+retry after a lost response) are skipped, so applying is idempotent. An unknown node (a master
+restarted on the in-memory store, or one that reaped it) is told EXPIRED: it registers again and
+full-syncs, which rebuilds the index without any put being repeated.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+from mori.umbp.master.metrics import MasterMetrics
+from mori.umbp.master.policy import pick_put_target, pick_replica
+from mori.umbp.master.store import Location, MetadataStore, NodeInfo
+from mori.umbp.types import UMBPTierType
+
+log = logging.getLogger(__name__)
+
+ADD, REMOVE = 0, 1
+
+
+@dataclass(frozen=True)
+class MasterTiming:
+    heartbeat_ttl_s: float = 10.0
+    interval_divisor: int = 2
+    max_missed: int = 3
+    lease_s: float = 2.0
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        return self.heartbeat_ttl_s / max(1, self.interval_divisor)
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    known: bool
+    acked_seq: int
+    request_full_sync: bool
+
+
+@dataclass(frozen=True)
+class PutRoute:
+    outcome: str  # "ROUTED", "ALREADY_EXISTS" or "UNAVAILABLE"
+    node: NodeInfo | None = None
+    tier: int = 0
+
+
+class Master:
+    def __init__(self, store: MetadataStore, timing: MasterTiming, metrics: MasterMetrics) -> None:
+        self.store = store
+        self.timing = timing
+        self.metrics = metrics
+        # Heartbeats of one node must apply in order; one lock keeps the seq check and the apply
+        # of a bundle atomic (the store's own operations are atomic but not the pair).
+        self._hb_lock = threading.Lock()
+        self._rng = random.Random()
+
+    # -- registry -----------------------------------------------------------------------------
+    def register(self, info: NodeInfo) -> None:
+        now = time.time()
+        info.last_heartbeat = info.registered_at = now
+        info.seq = 0
+        with self._hb_lock:
+            self.store.upsert_node(info)
+        self._export_capacity(info.node_id, info.capacities)
+        log.info("registered node %r (peer %s, tiers %s)", info.node_id, info.peer_address, info.capacities)
+
+    def unregister(self, node_id: str) -> None:
+        with self._hb_lock:
+            node = self.store.get_node(node_id)
+            self.store.remove_node(node_id)
+        if node is not None:
+            self.metrics.forget_node(node_id, [UMBPTierType(t).name for t in node.capacities])
+        log.info("unregistered node %r", node_id)
+
+    def alive_nodes(self, now: float | None = None) -> dict[str, NodeInfo]:
+        now = time.time() if now is None else now
+        limit = self.timing.heartbeat_ttl_s * self.timing.max_missed
+        return {n.node_id: n for n in self.store.list_nodes() if now - n.last_heartbeat <= limit}
+
+    def reap(self) -> list[str]:
+        """Expires nodes silent for TTL x max_missed; their locations go with them."""
+        now = time.time()
+        limit = self.timing.heartbeat_ttl_s * self.timing.max_missed
+        dead = [n.node_id for n in self.store.list_nodes() if now - n.last_heartbeat > limit]
+        for node_id in dead:
+            log.warning("node %r missed heartbeats for %.1fs: expiring it and its blocks", node_id, limit)
+            self.unregister(node_id)
+            self.metrics.reaped.inc()
+        return dead
+
+    # -- heartbeats -----------------------------------------------------------------------------
+    def heartbeat(
+        self,
+        node_id: str,
+        bundles: list[tuple[int, list[tuple[int, str, int, int]]]],
+        is_full_sync: bool,
+        baseline: int,
+        capacities: dict[int, tuple[int, int]],
+    ) -> HeartbeatResult:
+        """``bundles`` are (seq, [(kind, key, tier, size)]); see NOTE [index projection]."""
+        now = time.time()
+        with self._hb_lock:
+            node = self.store.get_node(node_id)
+            if node is None:
+                return HeartbeatResult(False, 0, False)
+            self.store.update_heartbeat(node_id, now, capacities)
+            if is_full_sync:
+                entries = [(key, tier, size) for _, evs in bundles for kind, key, tier, size in evs if kind == ADD]
+                self.store.replace_node_locations(node_id, baseline, entries, now)
+                self.metrics.full_sync.inc()
+                log.info("node %r full sync: %d blocks, seq %d", node_id, len(entries), baseline)
+                acked, gap = baseline, False
+            else:
+                acked, gap = self._apply_bundles(node, bundles, now)
+        self._export_capacity(node_id, capacities)
+        return HeartbeatResult(True, acked, gap)
+
+    def _apply_bundles(
+        self, node: NodeInfo, bundles: list[tuple[int, list[tuple[int, str, int, int]]]], now: float
+    ) -> tuple[int, bool]:
+        acked = node.seq
+        for seq, events in sorted(bundles, key=lambda b: b[0]):
+            if seq <= acked:
+                continue  # already applied: the peer resent it after a lost response
+            if seq != acked + 1:
+                self.metrics.seq_gap.inc()
+                log.warning(
+                    "node %r: heartbeat seq gap (expected %d, got %d): asking a full sync", node.node_id, acked + 1, seq
+                )
+                return acked, True
+            adds = [(key, tier, size) for kind, key, tier, size in events if kind == ADD]
+            removes = [(key, tier) for kind, key, tier, _ in events if kind == REMOVE]
+            self.store.apply_events(node.node_id, seq, adds, removes, now)
+            acked = seq
+        return acked, False
+
+    def _export_capacity(self, node_id: str, capacities: dict[int, tuple[int, int]]) -> None:
+        for tier, (total, avail) in capacities.items():
+            self.metrics.set_capacity(node_id, UMBPTierType(tier).name, total, avail)
+
+    # -- routing ------------------------------------------------------------------------------
+    def route_get(self, keys: list[str], exclude: set[str]) -> list[tuple[Location, NodeInfo] | None]:
+        """Per key, the replica to read (fastest tier, random within it) or None; a hit records an
+        access and grants a routing lease that keeps the block from being evicted."""
+        alive = self.alive_nodes()
+        now = time.time()
+        out: list[tuple[Location, NodeInfo] | None] = []
+        for key, locations in zip(keys, self.store.lookup(keys), strict=True):
+            usable = [loc for loc in locations if loc.node_id in alive and loc.node_id not in exclude]
+            loc = pick_replica(usable, self._rng)
+            if loc is None:
+                out.append(None)
+                self.metrics.route_get.labels("miss").inc()
+                continue
+            self.store.record_access(key, now, now + self.timing.lease_s)
+            out.append((loc, alive[loc.node_id]))
+            self.metrics.route_get.labels("hit").inc()
+        return out
+
+    def route_put(self, keys: list[str], sizes: list[int], exclude: set[str]) -> list[PutRoute]:
+        """Master-side dedup, then most-available placement with in-batch deduction."""
+        alive = self.alive_nodes()
+        free = {
+            (n.node_id, tier): avail
+            for n in alive.values()
+            if n.node_id not in exclude
+            for tier, (_, avail) in n.capacities.items()
+        }
+        existing = self.store.lookup(keys)
+        routes: list[PutRoute] = []
+        seen: set[str] = set()
+        for key, size, locs in zip(keys, sizes, existing, strict=True):
+            if any(loc.node_id in alive for loc in locs) or key in seen:
+                routes.append(PutRoute("ALREADY_EXISTS"))
+            else:
+                target = pick_put_target(size, free)
+                if target is None:
+                    routes.append(PutRoute("UNAVAILABLE"))
+                else:
+                    free[target] -= size
+                    routes.append(PutRoute("ROUTED", alive[target[0]], target[1]))
+            seen.add(key)
+            self.metrics.route_put.labels(routes[-1].outcome).inc()
+        return routes
+
+    def lookup(self, keys: list[str]) -> list[bool]:
+        """A pure probe: no lease, no access bump."""
+        alive = self.alive_nodes()
+        return [any(loc.node_id in alive for loc in locs) for locs in self.store.lookup(keys)]

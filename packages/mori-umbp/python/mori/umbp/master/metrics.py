@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: MIT
+"""Prometheus metrics of the master (MORI's ``mori_umbp_*`` families), one registry per server."""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import CollectorRegistry, Counter, Gauge  # type: ignore[import-not-found]
+
+
+class MasterMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.rpcs = Counter("mori_umbp_master_rpc_total", "RPCs served by the master", ["rpc"], registry=r)
+        self.route_get = Counter("mori_umbp_route_get_total", "RouteGet lookups by result", ["result"], registry=r)
+        self.route_put = Counter("mori_umbp_route_put_total", "RoutePut decisions by outcome", ["outcome"], registry=r)
+        self.seq_gap = Counter("mori_umbp_heartbeat_seq_gap_total", "Heartbeat seq gaps (full sync asked)", registry=r)
+        self.full_sync = Counter("mori_umbp_full_sync_total", "Full-sync heartbeats applied", registry=r)
+        self.reaped = Counter("mori_umbp_nodes_reaped_total", "Nodes expired by the reaper", registry=r)
+        self.evicted = Counter(
+            "mori_umbp_evicted_blocks_total", "Blocks peers evicted at the master's request", registry=r
+        )
+        self.evicted_bytes = Counter("mori_umbp_evicted_bytes_total", "Bytes freed by master eviction", registry=r)
+        self.nodes = Gauge("mori_umbp_nodes_alive", "Registered nodes", registry=r)
+        labels = ["node", "tier"]
+        self.cap_total = Gauge("mori_umbp_client_capacity_total_bytes", "Tier capacity", labels, registry=r)
+        self.cap_avail = Gauge("mori_umbp_client_capacity_available_bytes", "Tier free bytes", labels, registry=r)
+        self.cap_used = Gauge("mori_umbp_client_capacity_used_bytes", "Tier used bytes", labels, registry=r)
+
+    def set_capacity(self, node: str, tier: str, total: int, avail: int) -> None:
+        self.cap_total.labels(node, tier).set(total)
+        self.cap_avail.labels(node, tier).set(avail)
+        self.cap_used.labels(node, tier).set(total - avail)
+
+    def forget_node(self, node: str, tiers: list[str]) -> None:
+        for gauge in (self.cap_total, self.cap_avail, self.cap_used):
+            for tier in tiers:
+                with contextlib.suppress(KeyError):  # a tier this node never reported
+                    gauge.remove(node, tier)

@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: MIT
+"""gRPC plumbing shared by servers and clients: the generated modules, channels and error mapping.
+
+The generated modules build their message classes at import time, so static types cannot see
+them; they are exposed here as ``Any`` on purpose, and the typed API lives in the modules above.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc  # type: ignore[import-untyped]
+
+from mori.umbp import settings
+from mori.umbp.errors import UMBPError
+
+pb: Any = importlib.import_module("mori.umbp._proto.umbp_pb2")
+pb_grpc: Any = importlib.import_module("mori.umbp._proto.umbp_pb2_grpc")
+peer_pb: Any = importlib.import_module("mori.umbp._proto.umbp_peer_pb2")
+peer_grpc: Any = importlib.import_module("mori.umbp._proto.umbp_peer_pb2_grpc")
+
+#: gRPC's default 4 MiB message cap is far above any control message; keep the default.
+_CHANNEL_OPTIONS = [("grpc.enable_retries", 0)]
+
+T = TypeVar("T")
+
+
+def channel(address: str) -> Any:
+    """An insecure channel (loopback by default; the data itself never crosses gRPC)."""
+    return grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+
+
+def timeout_s() -> float:
+    return settings.get_int("UMBP_RPC_TIMEOUT_MS") / 1000.0
+
+
+def call(what: str, fn: Callable[..., T], request: Any, error: type[UMBPError], timeout: float | None = None) -> T:
+    """``fn(request)`` under a deadline; any gRPC failure becomes ``error`` naming the call and why."""
+    deadline = timeout_s() if timeout is None else timeout
+    try:
+        return fn(request, timeout=deadline)
+    except grpc.RpcError as exc:
+        code = exc.code() if hasattr(exc, "code") else None
+        detail = exc.details() if hasattr(exc, "details") else str(exc)
+        raise error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}") from None
+
+
+def server(workers: int = 16) -> Any:
+    from concurrent.futures import ThreadPoolExecutor
+
+    return grpc.server(ThreadPoolExecutor(max_workers=workers), options=_CHANNEL_OPTIONS)
+
+
+def bind(srv: Any, address: str) -> int:
+    """Binds ``address`` (host:port, port 0 = any); returns the port or raises OSError naming it."""
+    try:
+        port = int(srv.add_insecure_port(address))
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen on {address}: {exc}") from None
+    if port == 0:
+        raise OSError(f"cannot listen on {address}: the port is taken or the address is invalid")
+    return port

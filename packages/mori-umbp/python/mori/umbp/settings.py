@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""The one registry of mori.umbp's environment variables: name, type, default and doc.
+
+Every variable is read here and nowhere else (MORI's ``UMBP_*`` names and defaults where MORI has
+one), so a variable has one name, one default and one doc; ``python -m mori.umbp env`` lists them
+with their effective values. Values are read when asked for (not cached), so tests and launchers
+may set them before they build a server or client.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mori.umbp.errors import ConfigError
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _parse_int(text: str) -> int:
+    return int(text, 10)
+
+
+def _parse_float(text: str) -> float:
+    return float(text)
+
+
+def _parse_size(text: str) -> int:
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError("expected bytes such as 4096, 512K, 64M or 1G")
+    return int(match.group(1)) << (10 * " kmgt".index((match.group(2) or " ").lower()))
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
+def _parse_level(text: str) -> str:
+    if text.lower() not in _LEVELS:
+        raise ValueError(f"expected one of {', '.join(_LEVELS)}")
+    return text.upper()
+
+
+def _parse_backend(text: str) -> str:
+    if text.lower() not in ("inmemory", "redis"):
+        raise ValueError("expected inmemory or redis")
+    return text.lower()
+
+
+def _parse_str(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One environment variable: its name, type name, default text and meaning."""
+
+    name: str
+    kind: str
+    default: str
+    doc: str
+    parse: Callable[[str], object]
+
+
+REGISTRY: tuple[Setting, ...] = (
+    # -- master -----------------------------------------------------------------------------------
+    Setting(
+        "UMBP_MASTER_LISTEN",
+        "string",
+        "127.0.0.1:15558",
+        "host:port the master listens on (loopback unless configured; port 0 picks a free one).",
+        _parse_str,
+    ),
+    Setting("UMBP_MASTER_ADDRESS", "string", "127.0.0.1:15558", "host:port clients reach the master at.", _parse_str),
+    Setting(
+        "UMBP_HEARTBEAT_TTL_SEC",
+        "float",
+        "10",
+        "A node is expired after TTL x UMBP_MAX_MISSED_HEARTBEATS without a heartbeat.",
+        _parse_float,
+    ),
+    Setting(
+        "UMBP_HEARTBEAT_INTERVAL_DIVISOR", "int", "2", "Heartbeat interval told to peers: TTL / divisor.", _parse_int
+    ),
+    Setting(
+        "UMBP_MAX_MISSED_HEARTBEATS", "int", "3", "Missed heartbeat intervals (of TTL) before reaping.", _parse_int
+    ),
+    Setting("UMBP_REAPER_INTERVAL_SEC", "float", "5", "How often the master looks for expired nodes.", _parse_float),
+    Setting(
+        "UMBP_EVICTION_CHECK_INTERVAL_SEC", "float", "5", "How often the master checks DRAM watermarks.", _parse_float
+    ),
+    Setting(
+        "UMBP_DRAM_HIGH_WM",
+        "float",
+        "0.9",
+        "DRAM usage fraction above which the master evicts LRU blocks.",
+        _parse_float,
+    ),
+    Setting(
+        "UMBP_DRAM_LOW_WM", "float", "0.7", "DRAM usage fraction eviction brings a node's tier down to.", _parse_float
+    ),
+    Setting(
+        "UMBP_LEASE_DURATION_SEC",
+        "float",
+        "2",
+        "Routing lease a RouteGet hit grants; leased keys are never eviction victims.",
+        _parse_float,
+    ),
+    Setting("UMBP_EVICTKEY_DEADLINE_MS", "int", "1000", "Deadline of the master's EvictKey RPC to a peer.", _parse_int),
+    Setting(
+        "UMBP_METADATA_BACKEND",
+        "choice",
+        "inmemory",
+        "Where the master keeps its index: inmemory (lost on restart) or redis (shared, survives restarts).",
+        _parse_backend,
+    ),
+    Setting(
+        "UMBP_REDIS_URI",
+        "string",
+        "redis://127.0.0.1:6379/0",
+        "Redis store URI (UMBP_METADATA_BACKEND=redis).",
+        _parse_str,
+    ),
+    Setting(
+        "UMBP_REDIS_NAMESPACE", "string", "default", "Key namespace: masters sharing one must share this.", _parse_str
+    ),
+    Setting(
+        "UMBP_REDIS_SOCKET_TIMEOUT_MS", "int", "1000", "Connect and socket timeout of the Redis client.", _parse_int
+    ),
+    Setting(
+        "UMBP_MASTER_METRICS_PORT", "int", "0", "Prometheus /metrics port of the master; 0 disables it.", _parse_int
+    ),
+    Setting(
+        "UMBP_GRPC_SHUTDOWN_DEADLINE_SEC", "float", "3", "Grace period for RPCs in flight at shutdown.", _parse_float
+    ),
+    # -- peer / pool client -------------------------------------------------------------------------
+    Setting(
+        "UMBP_DRAM_CAPACITY",
+        "size",
+        "4G",
+        "Bytes of this node's DRAM tier (0: a client that owns no pages).",
+        _parse_size,
+    ),
+    Setting("UMBP_DRAM_PAGE_SIZE", "size", "2M", "Page size of the DRAM tier; a block takes whole pages.", _parse_size),
+    Setting(
+        "UMBP_DRAM_READ_LEASE_MS", "int", "500", "Peer read lease ResolveKey takes: no eviction meanwhile.", _parse_int
+    ),
+    Setting(
+        "UMBP_PENDING_SLOT_TTL_MS",
+        "int",
+        "10000",
+        "An allocated slot not committed within this is freed (a writer that died leaves nothing).",
+        _parse_int,
+    ),
+    Setting("UMBP_MAX_BLOCK_BYTES", "size", "64M", "Largest value put_from_ptr accepts.", _parse_size),
+    Setting("UMBP_MAX_KEY_BYTES", "int", "1024", "Longest key, in UTF-8 bytes.", _parse_int),
+    Setting(
+        "UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE",
+        "size",
+        "64M",
+        "Staging buffer for values whose memory was not register_memory'd.",
+        _parse_size,
+    ),
+    Setting("UMBP_RPC_TIMEOUT_MS", "int", "5000", "Deadline of every client RPC to the master or a peer.", _parse_int),
+    Setting(
+        "UMBP_TRANSFER_TIMEOUT_MS", "int", "10000", "Deadline of one mori-io transfer of a put or get.", _parse_int
+    ),
+    Setting(
+        "UMBP_COMMIT_SYNC_FLUSH",
+        "bool",
+        "1",
+        "A commit ships its ADD event to the master before it returns, so a put is visible to every "
+        "client once put returns (0: visible after the next heartbeat, as in MORI).",
+        _parse_bool,
+    ),
+    Setting(
+        "UMBP_NODE_ADDRESS", "string", "127.0.0.1", "Address this node's peer service and IO engine use.", _parse_str
+    ),
+    Setting(
+        "UMBP_PEER_SERVICE_PORT", "int", "0", "Port of this node's UMBPPeer service; 0 picks a free one.", _parse_int
+    ),
+    Setting("MORI_UMBP_LOG_LEVEL", "choice", "WARNING", "Level of the mori.umbp logger.", _parse_level),
+)
+
+_BY_NAME = {s.name: s for s in REGISTRY}
+
+
+def raw(name: str) -> str:
+    """The effective text of ``name``: its value if set and non-empty, else its default."""
+    setting = _BY_NAME.get(name)
+    if setting is None:
+        raise KeyError(f"{name} is not a registered mori.umbp environment variable")
+    return os.environ.get(name) or setting.default
+
+
+def _get(name: str) -> object:
+    text = raw(name)
+    try:
+        return _BY_NAME[name].parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={text!r} does not parse as {_BY_NAME[name].kind}: {exc}") from None
+
+
+def get_int(name: str) -> int:
+    value = _get(name)
+    assert isinstance(value, int)
+    return value
+
+
+def get_float(name: str) -> float:
+    value = _get(name)
+    assert isinstance(value, float)
+    return value
+
+
+def get_bool(name: str) -> bool:
+    value = _get(name)
+    assert isinstance(value, bool)
+    return value
+
+
+def get_str(name: str) -> str:
+    value = _get(name)
+    assert isinstance(value, str)
+    return value
+
+
+def entries() -> list[tuple[str, str, str, str, str]]:
+    """(name, type, default, doc, effective value) of every registered variable."""
+    return [(s.name, s.kind, s.default, s.doc, raw(s.name)) for s in REGISTRY]

@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: MIT
+"""Tiers, key and size checks shared by the master, the peers and the clients."""
+
+from __future__ import annotations
+
+import enum
+
+from mori.umbp import settings
+from mori.umbp.errors import InvalidArgumentError, InvalidKeyError, UnknownTierError, ValueTooLargeError
+
+
+class UMBPTierType(enum.IntEnum):
+    """MORI's tiers; the values match the wire enum ``umbp.TierType``. Reads prefer HBM > DRAM > SSD."""
+
+    Unknown = 0
+    HBM = 1
+    DRAM = 2
+    SSD = 3
+
+
+#: Tiers a put may target; SSD is filled only by copy-on-commit (not built yet), as in MORI.
+PUT_TIERS = (UMBPTierType.HBM, UMBPTierType.DRAM)
+#: Tiers this build can allocate pages in (host memory through mori-io's TCP backend).
+ALLOCATABLE_TIERS = (UMBPTierType.DRAM,)
+
+
+def check_tier(name: str, tier: object, allowed: tuple[UMBPTierType, ...] = tuple(UMBPTierType)) -> UMBPTierType:
+    """``tier`` as a UMBPTierType in ``allowed``, else UnknownTierError naming it and the allowed set."""
+    names = ", ".join(t.name for t in allowed)
+    if isinstance(tier, bool) or not isinstance(tier, int):
+        raise UnknownTierError(f"{name}={tier!r} is not a UMBPTierType (allowed: {names})")
+    try:
+        value = UMBPTierType(int(tier))
+    except ValueError:
+        raise UnknownTierError(f"{name}={tier!r} is not a UMBPTierType (allowed: {names})") from None
+    if value not in allowed:
+        raise UnknownTierError(f"{name}={value.name} is not accepted here (allowed: {names})")
+    return value
+
+
+def check_key(key: object, name: str = "key") -> str:
+    """``key`` if it is a valid block key: non-empty text of at most UMBP_MAX_KEY_BYTES UTF-8 bytes
+    with no whitespace or control characters (stores join keys with newlines and '|')."""
+    limit = settings.get_int("UMBP_MAX_KEY_BYTES")
+    if not isinstance(key, str):
+        raise InvalidKeyError(f"{name}={key!r} must be a str, not {type(key).__name__}")
+    if not key:
+        raise InvalidKeyError(f"{name}='' must not be empty")
+    size = len(key.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise InvalidKeyError(f"{name} is {size} bytes long; the limit is UMBP_MAX_KEY_BYTES={limit}")
+    for ch in key:
+        if not ch.isprintable() or ch.isspace() or ch == "|":
+            raise InvalidKeyError(f"{name}={key!r} holds {ch!r}; keys may not hold whitespace, control chars or '|'")
+    return key
+
+
+def check_size(size: object, name: str = "size") -> int:
+    """``size`` as an int in [1, UMBP_MAX_BLOCK_BYTES], else a typed error naming the limit."""
+    limit = settings.get_int("UMBP_MAX_BLOCK_BYTES")
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise InvalidArgumentError(f"{name}={size!r} must be an int")
+    if size <= 0:
+        raise InvalidArgumentError(f"{name}={size} must be positive")
+    if size > limit:
+        raise ValueTooLargeError(f"{name}={size} exceeds the largest block, UMBP_MAX_BLOCK_BYTES={limit}")
+    return size
+
+
+def check_ptr(ptr: object, name: str = "ptr") -> int:
+    if isinstance(ptr, bool) or not isinstance(ptr, int) or not 0 < ptr < 2**64:
+        raise InvalidArgumentError(f"{name}={ptr!r} must be a non-null address (an int in (0, 2**64))")
+    return ptr
