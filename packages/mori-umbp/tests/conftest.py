@@ -112,11 +112,15 @@ def master_config(**overrides):
     return config
 
 
-def make_client(master_address: str, node_id: str, capacity: int = 0):
-    from mori.umbp import UMBPClient, UMBPConfig
+def make_client(master_address: str, node_id: str, capacity: int = 0, ssd=None, policy: str = "lru"):
+    """A pool node with ``capacity`` bytes of DRAM in PAGE pages; ``ssd`` (a UMBPSsdConfig) adds an
+    SSD tier whose staging buffer has 4 slots of one PAGE each."""
+    from mori.umbp import UMBPClient, UMBPConfig, UMBPEvictionConfig, UMBPSsdConfig
     from mori.umbp.client.config import UMBPDistributedConfig, UMBPDramConfig, UMBPMasterClientConfig
 
     mc = UMBPMasterClientConfig(master_address, node_id, "127.0.0.1")
+    dist = UMBPDistributedConfig(mc, staging_buffer_size=4 << 20, ssd_staging_buffer_size=4 * PAGE)
+    dist.ssd_staging_buffer_slots = 4
     return UMBPClient(
-        UMBPConfig(UMBPDramConfig(capacity, PAGE), UMBPDistributedConfig(mc, staging_buffer_size=4 << 20))
+        UMBPConfig(UMBPDramConfig(capacity, PAGE), dist, ssd or UMBPSsdConfig(), UMBPEvictionConfig(policy))
     )

@@ -5,6 +5,7 @@ eviction: the pool has room for every block), and every block read back is intac
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 
@@ -13,10 +14,12 @@ from mori.umbp.errors import InvalidArgumentError
 
 
 def test_replay_hits_match_the_trace_model(tmp_path):
-    out = tmp_path / "bench.json"
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     argv = ["--requests", "24", "--sessions", "4", "--blocks-per-turn", "2", "--seed", "3",
-            "--block-bytes", "65536", "--peers", "2", "--peer-capacity", str(8 << 20), "--out", str(out)]  # fmt: skip
+            "--block-bytes", "65536", "--peers", "2", "--peer-capacity", str(8 << 20), "--out", str(out),
+            "--png", str(png)]  # fmt: skip
     assert cli.main(argv) == 0
+    _check_png(png)
     res = json.loads(out.read_text())
     want = trace.expected_hits(trace.synthetic(24, 4, 2, 3))
     assert res["hits_per_request"] == want
@@ -26,6 +29,14 @@ def test_replay_hits_match_the_trace_model(tmp_path):
     lat = res["latency_ms"]
     assert lat["request"]["n"] == 24 and lat["request"]["p50"] <= lat["request"]["p99"]
     assert res["requests_per_s"] > 0 and res["MiB_per_s"] > 0
+
+
+def _check_png(path):
+    """A real PNG of the figure's size: 11 x 4 inches at 100 dpi, read from its IHDR chunk."""
+    raw = path.read_bytes()
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR"
+    assert struct.unpack(">II", raw[16:24]) == (1100, 400)
+    assert len(raw) > 10_000  # two plots with axes and curves, not an empty canvas
 
 
 def test_trace_files_are_checked(tmp_path):

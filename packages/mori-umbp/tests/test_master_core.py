@@ -43,6 +43,17 @@ def test_bundles_apply_in_order_and_resends_are_idempotent():
     assert m.lookup(["k1", "k2"]) == [False, True]
 
 
+def test_events_of_one_bundle_apply_in_order():
+    # An SSD eviction and a re-spill of the same key can share a bundle: the last event wins.
+    m = new_master()
+    register(m, "a")
+    events = [(ADD, "k", SSD, 10), (REMOVE, "k", SSD, 10), (ADD, "k", SSD, 10), (ADD, "j", DRAM, 5)]
+    events += [(REMOVE, "j", DRAM, 5)]
+    assert m.heartbeat("a", [(1, events)], False, 0, {}).acked_seq == 1
+    assert [(loc.node_id, loc.tier) for loc in m.store.lookup(["k"])[0]] == [("a", SSD)]
+    assert m.store.lookup(["j"]) == [[]]
+
+
 def test_a_seq_gap_asks_for_a_full_sync_that_heals():
     m = new_master()
     register(m, "a")

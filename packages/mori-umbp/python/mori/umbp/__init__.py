@@ -15,8 +15,11 @@ from mori.umbp.client.config import (
     UMBPDeploymentMode,
     UMBPDistributedConfig,
     UMBPDramConfig,
+    UMBPEvictionConfig,
     UMBPMasterClientConfig,
+    UMBPSsdConfig,
 )
+from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch, UMBPExternalKvNodeMatch
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.pool_client import UMBPClient
 from mori.umbp.errors import (
@@ -27,6 +30,7 @@ from mori.umbp.errors import (
     MasterUnavailableError,
     MetadataStoreError,
     PeerUnavailableError,
+    TierCapacityError,
     UMBPError,
     UnknownTierError,
     ValueTooLargeError,
@@ -52,14 +56,20 @@ __all__ = [
     "MetadataStoreError",
     "PeerUnavailableError",
     "PoolClient",
+    "TierCapacityError",
     "UMBPClient",
     "UMBPConfig",
     "UMBPDeploymentMode",
     "UMBPDistributedConfig",
     "UMBPDramConfig",
     "UMBPError",
+    "UMBPEvictionConfig",
+    "UMBPExternalKvHitCountEntry",
+    "UMBPExternalKvMatch",
+    "UMBPExternalKvNodeMatch",
     "UMBPMasterClient",
     "UMBPMasterClientConfig",
+    "UMBPSsdConfig",
     "UMBPTierType",
     "UnknownTierError",
     "ValueTooLargeError",

@@ -29,6 +29,10 @@ class UnknownTierError(InvalidArgumentError):
     """A tier is not one of UMBPTierType's, or not one the operation accepts."""
 
 
+class TierCapacityError(ValueTooLargeError):
+    """A block is larger than a tier (or the SSD staging buffer) can ever hold."""
+
+
 class ConfigError(InvalidArgumentError):
     """A UMBP_* environment variable or a config field has a value that does not parse or fit."""
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import grpc  # type: ignore[import-untyped]
 
 from mori.umbp import settings
-from mori.umbp.errors import UMBPError
+from mori.umbp.errors import InvalidArgumentError, UMBPError
 
 pb: Any = importlib.import_module("mori.umbp._proto.umbp_pb2")
 pb_grpc: Any = importlib.import_module("mori.umbp._proto.umbp_pb2_grpc")
@@ -44,6 +44,8 @@ def call(what: str, fn: Callable[..., T], request: Any, error: type[UMBPError], 
     except grpc.RpcError as exc:
         code = exc.code() if hasattr(exc, "code") else None
         detail = exc.details() if hasattr(exc, "details") else str(exc)
+        if code == grpc.StatusCode.INVALID_ARGUMENT:  # the request was wrong, not the connection
+            raise InvalidArgumentError(f"{what} rejected: {detail}") from None
         raise error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}") from None
 
 

@@ -55,6 +55,12 @@ def _parse_backend(text: str) -> str:
     return text.lower()
 
 
+def _parse_policy(text: str) -> str:
+    if text.lower() not in ("lru", "prefix_aware_lru"):
+        raise ValueError("expected lru or prefix_aware_lru")
+    return text.lower()
+
+
 def _parse_str(text: str) -> str:
     return text
 
@@ -139,6 +145,27 @@ REGISTRY: tuple[Setting, ...] = (
         "UMBP_MASTER_METRICS_PORT", "int", "0", "Prometheus /metrics port of the master; 0 disables it.", _parse_int
     ),
     Setting(
+        "UMBP_HIT_INDEX_TTL_SEC",
+        "float",
+        "7200",
+        "An external-KV hit counter with no hit for this long is dropped.",
+        _parse_float,
+    ),
+    Setting(
+        "UMBP_HIT_INDEX_GC_INTERVAL_SEC",
+        "float",
+        "60",
+        "How often the master drops expired hit counters.",
+        _parse_float,
+    ),
+    Setting(
+        "UMBP_HIT_QUERY_MAX_BATCH",
+        "int",
+        "4096",
+        "Most hashes one MatchExternalKv or GetExternalKvHitCounts call may carry (INVALID_ARGUMENT above).",
+        _parse_int,
+    ),
+    Setting(
         "UMBP_GRPC_SHUTDOWN_DEADLINE_SEC", "float", "3", "Grace period for RPCs in flight at shutdown.", _parse_float
     ),
     # -- peer / pool client -------------------------------------------------------------------------
@@ -159,6 +186,42 @@ REGISTRY: tuple[Setting, ...] = (
         "10000",
         "An allocated slot not committed within this is freed (a writer that died leaves nothing).",
         _parse_int,
+    ),
+    Setting(
+        "UMBP_SSD_ENABLED",
+        "bool",
+        "0",
+        "Spill committed blocks by copy to this node's SSD tier (off by default here; MORI defaults on).",
+        _parse_bool,
+    ),
+    Setting("UMBP_SSD_DIR", "string", "/tmp/umbp_ssd", "Directory of the SSD tier's block files.", _parse_str),
+    Setting("UMBP_SSD_CAPACITY", "size", "32G", "Bytes of this node's SSD tier.", _parse_size),
+    Setting(
+        "UMBP_SSD_HIGH_WM", "float", "0.9", "SSD usage fraction above which the peer evicts LRU blocks.", _parse_float
+    ),
+    Setting(
+        "UMBP_SSD_LOW_WM", "float", "0.7", "SSD usage fraction the peer's eviction brings it down to.", _parse_float
+    ),
+    Setting(
+        "UMBP_SSD_STAGING_BYTES",
+        "size",
+        "64M",
+        "Registered host buffer (16 slots) SSD blocks are staged in for remote readers; larger blocks stay DRAM-only.",
+        _parse_size,
+    ),
+    Setting(
+        "UMBP_SSD_READ_LEASE_MS",
+        "int",
+        "3000",
+        "How long a staged SSD block stays in the staging buffer for its remote reader.",
+        _parse_int,
+    ),
+    Setting(
+        "UMBP_EVICTION_POLICY",
+        "choice",
+        "lru",
+        "Local (SSD tier) eviction policy: lru, or prefix_aware_lru (deepest block of the LRU tail first).",
+        _parse_policy,
     ),
     Setting("UMBP_MAX_BLOCK_BYTES", "size", "64M", "Largest value put_from_ptr accepts.", _parse_size),
     Setting("UMBP_MAX_KEY_BYTES", "int", "1024", "Longest key, in UTF-8 bytes.", _parse_int),

@@ -18,8 +18,10 @@ class UMBPTierType(enum.IntEnum):
     SSD = 3
 
 
-#: Tiers a put may target; SSD is filled only by copy-on-commit (not built yet), as in MORI.
+#: Tiers a put may target; SSD is filled only by spill-by-copy after commit, as in MORI.
 PUT_TIERS = (UMBPTierType.HBM, UMBPTierType.DRAM)
+#: Tiers a node can hold blocks in (external KV reports name one of these).
+PEER_TIERS = (UMBPTierType.HBM, UMBPTierType.DRAM, UMBPTierType.SSD)
 #: Tiers this build can allocate pages in (host memory through mori-io's TCP backend).
 ALLOCATABLE_TIERS = (UMBPTierType.DRAM,)
 

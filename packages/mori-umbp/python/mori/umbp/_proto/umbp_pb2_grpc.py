@@ -78,6 +78,31 @@ class UMBPMasterStub:
                 request_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.BatchLookupRequest.SerializeToString,
                 response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.BatchLookupResponse.FromString,
                 _registered_method=True)
+        self.ReportExternalKvBlocks = channel.unary_unary(
+                '/umbp.UMBPMaster/ReportExternalKvBlocks',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.ReportExternalKvBlocksRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.ReportExternalKvBlocksResponse.FromString,
+                _registered_method=True)
+        self.RevokeExternalKvBlocks = channel.unary_unary(
+                '/umbp.UMBPMaster/RevokeExternalKvBlocks',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeExternalKvBlocksRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeExternalKvBlocksResponse.FromString,
+                _registered_method=True)
+        self.RevokeAllExternalKvBlocksAtTier = channel.unary_unary(
+                '/umbp.UMBPMaster/RevokeAllExternalKvBlocksAtTier',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeAllExternalKvBlocksAtTierRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeAllExternalKvBlocksAtTierResponse.FromString,
+                _registered_method=True)
+        self.MatchExternalKv = channel.unary_unary(
+                '/umbp.UMBPMaster/MatchExternalKv',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.MatchExternalKvRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.MatchExternalKvResponse.FromString,
+                _registered_method=True)
+        self.GetExternalKvHitCounts = channel.unary_unary(
+                '/umbp.UMBPMaster/GetExternalKvHitCounts',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.GetExternalKvHitCountsRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.GetExternalKvHitCountsResponse.FromString,
+                _registered_method=True)
 
 
 class UMBPMasterServicer:
@@ -131,6 +156,36 @@ class UMBPMasterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportExternalKvBlocks(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeExternalKvBlocks(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeAllExternalKvBlocksAtTier(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MatchExternalKv(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetExternalKvHitCounts(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_UMBPMasterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -173,6 +228,31 @@ def add_UMBPMasterServicer_to_server(servicer, server):
                     servicer.BatchLookup,
                     request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.BatchLookupRequest.FromString,
                     response_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.BatchLookupResponse.SerializeToString,
+            ),
+            'ReportExternalKvBlocks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportExternalKvBlocks,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.ReportExternalKvBlocksRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.ReportExternalKvBlocksResponse.SerializeToString,
+            ),
+            'RevokeExternalKvBlocks': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeExternalKvBlocks,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeExternalKvBlocksRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeExternalKvBlocksResponse.SerializeToString,
+            ),
+            'RevokeAllExternalKvBlocksAtTier': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeAllExternalKvBlocksAtTier,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeAllExternalKvBlocksAtTierRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeAllExternalKvBlocksAtTierResponse.SerializeToString,
+            ),
+            'MatchExternalKv': grpc.unary_unary_rpc_method_handler(
+                    servicer.MatchExternalKv,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.MatchExternalKvRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.MatchExternalKvResponse.SerializeToString,
+            ),
+            'GetExternalKvHitCounts': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetExternalKvHitCounts,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.GetExternalKvHitCountsRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__pb2.GetExternalKvHitCountsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -391,6 +471,141 @@ class UMBPMaster:
             '/umbp.UMBPMaster/BatchLookup',
             mori_dot_umbp_dot___proto_dot_umbp__pb2.BatchLookupRequest.SerializeToString,
             mori_dot_umbp_dot___proto_dot_umbp__pb2.BatchLookupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportExternalKvBlocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPMaster/ReportExternalKvBlocks',
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.ReportExternalKvBlocksRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.ReportExternalKvBlocksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeExternalKvBlocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPMaster/RevokeExternalKvBlocks',
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeExternalKvBlocksRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeExternalKvBlocksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeAllExternalKvBlocksAtTier(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPMaster/RevokeAllExternalKvBlocksAtTier',
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeAllExternalKvBlocksAtTierRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.RevokeAllExternalKvBlocksAtTierResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MatchExternalKv(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPMaster/MatchExternalKv',
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.MatchExternalKvRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.MatchExternalKvResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetExternalKvHitCounts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPMaster/GetExternalKvHitCounts',
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.GetExternalKvHitCountsRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__pb2.GetExternalKvHitCountsResponse.FromString,
             options,
             channel_credentials,
             insecure,

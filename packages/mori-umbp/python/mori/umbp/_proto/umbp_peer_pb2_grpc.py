@@ -68,6 +68,11 @@ class UMBPPeerStub:
                 request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.EvictKeyRequest.SerializeToString,
                 response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.EvictKeyResponse.FromString,
                 _registered_method=True)
+        self.ReleaseSsdLease = channel.unary_unary(
+                '/umbp.UMBPPeer/ReleaseSsdLease',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseResponse.FromString,
+                _registered_method=True)
 
 
 class UMBPPeerServicer:
@@ -109,6 +114,12 @@ class UMBPPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReleaseSsdLease(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_UMBPPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +152,11 @@ def add_UMBPPeerServicer_to_server(servicer, server):
                     servicer.EvictKey,
                     request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.EvictKeyRequest.FromString,
                     response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.EvictKeyResponse.SerializeToString,
+            ),
+            'ReleaseSsdLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseSsdLease,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -305,6 +321,33 @@ class UMBPPeer:
             '/umbp.UMBPPeer/EvictKey',
             mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.EvictKeyRequest.SerializeToString,
             mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.EvictKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseSsdLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPPeer/ReleaseSsdLease',
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

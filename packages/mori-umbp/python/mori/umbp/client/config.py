@@ -33,16 +33,42 @@ class UMBPDramConfig:
 
 
 @dataclass
+class UMBPSsdConfig:
+    """The peer's SSD tier. Off by default here (MORI's default is on, in /tmp/umbp_ssd): each
+    node writes under ``storage_dir``/<node id>, so nodes may share one directory."""
+
+    enabled: bool = False
+    storage_dir: str = "/tmp/umbp_ssd"
+    capacity_bytes: int = 32 << 30
+    high_watermark: float = 0.9
+    low_watermark: float = 0.7
+
+
+@dataclass
+class UMBPEvictionConfig:
+    """Local eviction (the peer's SSD tier): ``lru`` or ``prefix_aware_lru``."""
+
+    policy: str = "lru"
+    candidate_window: int = 16
+
+
+@dataclass
 class UMBPDistributedConfig:
     master_config: UMBPMasterClientConfig = field(default_factory=UMBPMasterClientConfig)
     peer_service_port: int = 0
     staging_buffer_size: int = 64 << 20
+    #: SSD reads by remote peers are staged in this registered buffer, cut into equal slots; a
+    #: block larger than one slot stays DRAM-only (it could not be read back remotely).
+    ssd_staging_buffer_size: int = 64 << 20
+    ssd_staging_buffer_slots: int = 16
 
 
 @dataclass
 class UMBPConfig:
     dram: UMBPDramConfig = field(default_factory=UMBPDramConfig)
     distributed: UMBPDistributedConfig | None = None
+    ssd: UMBPSsdConfig = field(default_factory=UMBPSsdConfig)
+    eviction: UMBPEvictionConfig = field(default_factory=UMBPEvictionConfig)
 
     @classmethod
     def from_environment(cls, node_id: str = "") -> UMBPConfig:
@@ -56,6 +82,17 @@ class UMBPConfig:
         return cls(
             dram=UMBPDramConfig(g.get_int("UMBP_DRAM_CAPACITY"), g.get_int("UMBP_DRAM_PAGE_SIZE")),
             distributed=UMBPDistributedConfig(
-                master, g.get_int("UMBP_PEER_SERVICE_PORT"), g.get_int("UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE")
+                master,
+                g.get_int("UMBP_PEER_SERVICE_PORT"),
+                g.get_int("UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE"),
+                g.get_int("UMBP_SSD_STAGING_BYTES"),
             ),
+            ssd=UMBPSsdConfig(
+                g.get_bool("UMBP_SSD_ENABLED"),
+                g.get_str("UMBP_SSD_DIR"),
+                g.get_int("UMBP_SSD_CAPACITY"),
+                g.get_float("UMBP_SSD_HIGH_WM"),
+                g.get_float("UMBP_SSD_LOW_WM"),
+            ),
+            eviction=UMBPEvictionConfig(g.get_str("UMBP_EVICTION_POLICY")),
         )

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from mori.umbp import rpc
+from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
 from mori.umbp.errors import MasterUnavailableError
 from mori.umbp.peer.events import Event
-from mori.umbp.types import UMBPTierType, check_key, check_tier
+from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_tier
 
 
 def _caps(capacities: dict[int, tuple[int, int]]) -> list[Any]:
@@ -105,6 +106,43 @@ class UMBPMasterClient:
         keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
         res = self._call("BatchLookup", rpc.pb.BatchLookupRequest(node_id=self.node_id, keys=keys))
         return [bool(f) for f in res.found]
+
+    # -- external KV (blocks UMBP does not own) ----------------------------------------------------
+    @staticmethod
+    def _hashes(hashes: Sequence[str]) -> list[str]:
+        return [check_key(h, f"hashes[{i}]") for i, h in enumerate(hashes)]
+
+    def report_external_kv_blocks(self, node_id: str, hashes: Sequence[str], tier: UMBPTierType) -> None:
+        """Adds ``hashes`` at ``tier`` for ``node_id`` (ignored by the master unless the node is ALIVE)."""
+        req = rpc.pb.ReportExternalKvBlocksRequest(
+            node_id=node_id, hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
+        )
+        self._call("ReportExternalKvBlocks", req)
+
+    def revoke_external_kv_blocks(self, node_id: str, hashes: Sequence[str], tier: UMBPTierType) -> None:
+        """Drops ``hashes`` at ``tier`` for ``node_id``; works for dead nodes too."""
+        req = rpc.pb.RevokeExternalKvBlocksRequest(
+            node_id=node_id, hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
+        )
+        self._call("RevokeExternalKvBlocks", req)
+
+    def revoke_all_external_kv_blocks_at_tier(self, node_id: str, tier: UMBPTierType) -> None:
+        req = rpc.pb.RevokeAllExternalKvBlocksAtTierRequest(
+            node_id=node_id, tier=int(check_tier("tier", tier, PEER_TIERS))
+        )
+        self._call("RevokeAllExternalKvBlocksAtTier", req)
+
+    def match_external_kv(self, hashes: Sequence[str], count_as_hit: bool = False) -> list[UMBPExternalKvNodeMatch]:
+        """Which alive nodes hold which of ``hashes``; ``count_as_hit`` bumps each unique matched
+        hash's lifetime counter once. More than UMBP_HIT_QUERY_MAX_BATCH hashes: InvalidArgumentError."""
+        req = rpc.pb.MatchExternalKvRequest(hashes=self._hashes(hashes), count_as_hit=bool(count_as_hit))
+        return [UMBPExternalKvNodeMatch.from_pb(m) for m in self._call("MatchExternalKv", req).matches]
+
+    def get_external_kv_hit_counts(self, hashes: Sequence[str]) -> list[UMBPExternalKvHitCountEntry]:
+        """Sparse lifetime hit counts: a hash never counted (or expired) has no entry."""
+        req = rpc.pb.GetExternalKvHitCountsRequest(hashes=self._hashes(hashes))
+        res = self._call("GetExternalKvHitCounts", req)
+        return [UMBPExternalKvHitCountEntry(e.hash, int(e.hit_count_total)) for e in res.entries]
 
     def close(self) -> None:
         self._channel.close()

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mori.io import BackendType, IOEngine, IOEngineConfig, TcpBackendConfig
 from mori.umbp import rpc, settings
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
+from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
 from mori.umbp.client.heartbeat import HeartbeatLoop
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.transfer import Mover, RemotePages
@@ -25,9 +28,12 @@ from mori.umbp.errors import (
     ClosedError,
     ConfigError,
     InvalidArgumentError,
+    MasterUnavailableError,
     PeerUnavailableError,
 )
 from mori.umbp.peer.service import PeerServicer
+from mori.umbp.peer.ssd import SsdTier
+from mori.umbp.peer.ssd_staging import SsdStaging
 from mori.umbp.peer.store import PeerStore
 from mori.umbp.types import UMBPTierType, check_key, check_ptr, check_size
 
@@ -70,6 +76,8 @@ class UMBPClient:
             raise ConfigError(f"staging_buffer_size={dist.staging_buffer_size} must be positive")
         self.config = config
         self.node_id = mc.node_id
+        # Built first: it checks the SSD config before anything needs tearing down.
+        ssd = self._make_ssd_tier(config) if config.ssd.enabled else None
         host = mc.node_address or settings.get_str("UMBP_NODE_ADDRESS")
         timeout_ms = settings.get_int("UMBP_TRANSFER_TIMEOUT_MS")
         self._closed = False
@@ -83,6 +91,14 @@ class UMBPClient:
             settings.get_int("UMBP_PENDING_SLOT_TTL_MS") / 1000,
             settings.get_int("UMBP_DRAM_READ_LEASE_MS") / 1000,
         )
+        if ssd is not None:
+            staging = SsdStaging(
+                self._engine,
+                dist.ssd_staging_buffer_size,
+                dist.ssd_staging_buffer_slots,
+                settings.get_int("UMBP_SSD_READ_LEASE_MS") / 1000,
+            )
+            self.store.enable_ssd(ssd, staging, lambda: self._hb.kick())
         self._mover = Mover(self._engine, dist.staging_buffer_size, timeout_ms)
         self._sync_flush = settings.get_bool("UMBP_COMMIT_SYNC_FLUSH")
         self._peer_server: Any = rpc.server(workers=8)
@@ -107,6 +123,20 @@ class UMBPClient:
     def __repr__(self) -> str:
         return (
             f"UMBPClient(node_id={self.node_id!r}, peer={self.peer_address!r}, master={self._master.master_address!r})"
+        )
+
+    @staticmethod
+    def _make_ssd_tier(config: UMBPConfig) -> SsdTier:
+        ssd = config.ssd
+        # One subdirectory per node, so nodes may share a storage_dir without clobbering files.
+        subdir = re.sub(r"[^A-Za-z0-9._-]", "_", config.distributed.master_config.node_id if config.distributed else "")
+        return SsdTier(
+            Path(ssd.storage_dir) / subdir,
+            ssd.capacity_bytes,
+            ssd.high_watermark,
+            ssd.low_watermark,
+            config.eviction.policy,
+            config.eviction.candidate_window,
         )
 
     def _register(self) -> int:
@@ -184,19 +214,28 @@ class UMBPClient:
         return count
 
     def batch_put_from_ptr(self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int]) -> list[bool]:
+        return self.batch_put_from_ptr_with_depth(keys, ptrs, sizes, [-1] * len(keys))
+
+    def batch_put_from_ptr_with_depth(
+        self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int]
+    ) -> list[bool]:
+        """``batch_put_from_ptr`` that also records each block's radix-chain depth (its index in
+        the prompt's chain; -1: unknown), which the owner's ``prefix_aware_lru`` ranks by."""
         self._live()
-        _check_lists(keys=keys, ptrs=ptrs, sizes=sizes)
-        for i, (k, p, s) in enumerate(zip(keys, ptrs, sizes, strict=True)):
+        _check_lists(keys=keys, ptrs=ptrs, sizes=sizes, depths=depths)
+        for i, (k, p, s, d) in enumerate(zip(keys, ptrs, sizes, depths, strict=True)):
             check_key(k, f"keys[{i}]")
             check_ptr(p, f"ptrs[{i}]")
             check_size(s, f"sizes[{i}]")
             self._mover.check_fits(p, s, f"sizes[{i}]")
+            if isinstance(d, bool) or not isinstance(d, int) or not -1 <= d < 2**31:
+                raise InvalidArgumentError(f"depths[{i}]={d!r} must be an int in [-1, 2**31)")
         if not keys:
             return []
         routes = self._master.batch_route_put(keys, sizes)
-        return [self._put_one(k, p, s, r) for k, p, s, r in zip(keys, ptrs, sizes, routes, strict=True)]
+        return [self._put_one(k, p, s, r, d) for k, p, s, r, d in zip(keys, ptrs, sizes, routes, depths, strict=True)]
 
-    def _put_one(self, key: str, ptr: int, size: int, route: Any) -> bool:
+    def _put_one(self, key: str, ptr: int, size: int, route: Any, depth: int = -1) -> bool:
         pb = rpc.pb
         exclude: list[str] = []
         failure: PeerUnavailableError | None = None
@@ -206,7 +245,7 @@ class UMBPClient:
             if route.outcome != pb.ROUTED:
                 break
             try:
-                self._put_to(key, ptr, size, route)
+                self._put_to(key, ptr, size, route, depth)
                 return True
             except _NoSpace:
                 log.info("peer %r was full for %r: routing again", route.node_id, key)
@@ -219,10 +258,10 @@ class UMBPClient:
             raise PeerUnavailableError(f"put {key!r}: no live peer took it (last error: {failure})")
         return False
 
-    def _put_to(self, key: str, ptr: int, size: int, route: Any) -> None:
+    def _put_to(self, key: str, ptr: int, size: int, route: Any, depth: int) -> None:
         tier = int(route.tier)
         if route.node_id == self.node_id:  # self-target fast path: a memcpy, no RPC
-            outcome, slot_id, pages = self.store.allocate(key, size, tier)
+            outcome, slot_id, pages = self.store.allocate(key, size, tier, depth)
             if outcome == "NO_SPACE":
                 raise _NoSpace()
             if outcome == "ALLOCATED":
@@ -238,7 +277,7 @@ class UMBPClient:
         res = rpc.call(
             f"AllocateSlot on {who}",
             stub.AllocateSlot,
-            rpc.peer_pb.AllocateSlotRequest(size=size, tier=tier, key=key),
+            rpc.peer_pb.AllocateSlotRequest(size=size, tier=tier, key=key, depth=depth),
             PeerUnavailableError,
         )
         if res.outcome == out.SUCCESS_ALREADY_EXISTS:
@@ -309,12 +348,8 @@ class UMBPClient:
         return False
 
     def _get_from(self, key: str, ptr: int, size: int, node_id: str, address: str, engine_desc: bytes) -> bool:
-        if node_id == self.node_id:
-            block = self.store.resolve(key)
-            if block is None:
-                return False
-            self.store.copy_out(block.pages, ptr, size)
-            return True
+        if node_id == self.node_id:  # DRAM memcpy or a file read: no transfer
+            return self.store.read_local(key, ptr, size)
         who = f"peer {node_id!r} at {address}"
         res = rpc.call(
             f"ResolveKey on {who}",
@@ -325,8 +360,52 @@ class UMBPClient:
         if not res.found:
             return False  # evicted since the master routed us: try another replica
         remote = RemotePages(engine_desc, res.descs[0], [int(p.page_index) for p in res.pages], int(res.page_size))
-        self._mover.read(ptr, size, remote, who)
+        try:
+            self._mover.read(ptr, size, remote, who)
+        finally:
+            if res.ssd_lease_id:  # free the staging slot now rather than at lease expiry
+                self._release_ssd(address, int(res.ssd_lease_id))
         return True
+
+    def _release_ssd(self, address: str, lease_id: int) -> None:
+        # Best effort, as MORI's ReleaseSsdLease: the lease expires on its own.
+        with contextlib.suppress(PeerUnavailableError):
+            rpc.call(
+                "ReleaseSsdLease",
+                self._peer(address).ReleaseSsdLease,
+                rpc.peer_pb.ReleaseSsdLeaseRequest(lease_id=lease_id),
+                PeerUnavailableError,
+            )
+
+    # -- external KV (MORI's names; for this node) ----------------------------------------------
+    def report_external_kv_blocks(self, hashes: Sequence[str], tier: UMBPTierType) -> bool:
+        self._live()
+        self._master.report_external_kv_blocks(self.node_id, hashes, tier)
+        return True
+
+    def revoke_external_kv_blocks(self, hashes: Sequence[str], tier: UMBPTierType) -> bool:
+        self._live()
+        self._master.revoke_external_kv_blocks(self.node_id, hashes, tier)
+        return True
+
+    def revoke_all_external_kv_blocks_at_tier(self, tier: UMBPTierType) -> bool:
+        self._live()
+        self._master.revoke_all_external_kv_blocks_at_tier(self.node_id, tier)
+        return True
+
+    def match_external_kv(self, hashes: Sequence[str], count_as_hit: bool = False) -> list[UMBPExternalKvMatch]:
+        """As MORI: an unreachable master gives [] (a router then just sees no match); bad input
+        still raises."""
+        self._live()
+        try:
+            return self._master.match_external_kv(hashes, count_as_hit)
+        except MasterUnavailableError as exc:
+            log.warning("match_external_kv: %s; answering no match", exc)
+            return []
+
+    def get_external_kv_hit_counts(self, hashes: Sequence[str]) -> list[UMBPExternalKvHitCountEntry]:
+        self._live()
+        return self._master.get_external_kv_hit_counts(hashes)
 
     def flush(self) -> bool:
         """Ships this node's pending events to the master now; True once acknowledged."""

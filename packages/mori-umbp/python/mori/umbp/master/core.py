@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from mori.umbp.master.external_kv import ExternalKvIndex
 from mori.umbp.master.metrics import MasterMetrics
 from mori.umbp.master.policy import pick_put_target, pick_replica
 from mori.umbp.master.store import Location, MetadataStore, NodeInfo
@@ -63,6 +64,7 @@ class Master:
         # of a bundle atomic (the store's own operations are atomic but not the pair).
         self._hb_lock = threading.Lock()
         self._rng = random.Random()
+        self.external_kv = ExternalKvIndex()
 
     # -- registry -----------------------------------------------------------------------------
     def register(self, info: NodeInfo) -> None:
@@ -78,6 +80,7 @@ class Master:
         with self._hb_lock:
             node = self.store.get_node(node_id)
             self.store.remove_node(node_id)
+        self.external_kv.revoke_node(node_id)  # MORI: a node that leaves takes its external KV along
         if node is not None:
             self.metrics.forget_node(node_id, [UMBPTierType(t).name for t in node.capacities])
         log.info("unregistered node %r", node_id)
@@ -138,8 +141,12 @@ class Master:
                     "node %r: heartbeat seq gap (expected %d, got %d): asking a full sync", node.node_id, acked + 1, seq
                 )
                 return acked, True
-            adds = [(key, tier, size) for kind, key, tier, size in events if kind == ADD]
-            removes = [(key, tier) for kind, key, tier, _ in events if kind == REMOVE]
+            # The store applies a bundle's adds before its removes, so only the last event per
+            # (key, tier) may reach it: an SSD eviction and a later re-spill of the same key can
+            # share a bundle, and must leave the key present.
+            last = {(key, tier): (kind, size) for kind, key, tier, size in events}
+            adds = [(key, tier, size) for (key, tier), (kind, size) in last.items() if kind == ADD]
+            removes = [(key, tier) for (key, tier), (kind, _) in last.items() if kind == REMOVE]
             self.store.apply_events(node.node_id, seq, adds, removes, now)
             acked = seq
         return acked, False

@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,9 @@ class MasterServerConfig:
     redis_uri: str = ""
     redis_namespace: str = "default"
     redis_timeout_ms: int = 1000
+    hit_index_ttl_s: float = 7200.0
+    hit_index_gc_interval_s: float = 60.0
+    hit_query_max_batch: int = 4096
 
     @classmethod
     def from_environment(cls) -> MasterServerConfig:
@@ -65,6 +69,9 @@ class MasterServerConfig:
             redis_uri=g.get_str("UMBP_REDIS_URI"),
             redis_namespace=g.get_str("UMBP_REDIS_NAMESPACE"),
             redis_timeout_ms=g.get_int("UMBP_REDIS_SOCKET_TIMEOUT_MS"),
+            hit_index_ttl_s=g.get_float("UMBP_HIT_INDEX_TTL_SEC"),
+            hit_index_gc_interval_s=g.get_float("UMBP_HIT_INDEX_GC_INTERVAL_SEC"),
+            hit_query_max_batch=g.get_int("UMBP_HIT_QUERY_MAX_BATCH"),
         )
 
     def validate(self) -> None:
@@ -72,7 +79,13 @@ class MasterServerConfig:
             raise ConfigError(
                 f"watermarks low={self.low_watermark}, high={self.high_watermark} must satisfy 0 < low < high <= 1"
             )
-        for name in ("reaper_interval_s", "eviction_check_interval_s"):
+        for name in (
+            "reaper_interval_s",
+            "eviction_check_interval_s",
+            "hit_index_ttl_s",
+            "hit_index_gc_interval_s",
+            "hit_query_max_batch",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be positive")
         if self.timing.heartbeat_ttl_s <= 0 or self.timing.max_missed < 1:
@@ -103,7 +116,9 @@ class MasterServer:
             self.master, self.config.high_watermark, self.config.low_watermark, self.config.evictkey_deadline_s
         )
         self._server: Any = rpc.server()
-        rpc.pb_grpc.add_UMBPMasterServicer_to_server(MasterServicer(self.master), self._server)
+        rpc.pb_grpc.add_UMBPMasterServicer_to_server(
+            MasterServicer(self.master, self.config.hit_query_max_batch), self._server
+        )
         self._port = rpc.bind(self._server, self.config.listen_address)
         self._stop = threading.Event()
         self._loops: list[threading.Thread] = []
@@ -126,12 +141,18 @@ class MasterServer:
         for name, interval, fn in (
             ("reaper", self.config.reaper_interval_s, self.master.reap),
             ("evictor", self.config.eviction_check_interval_s, self.evictor.run_once),
+            ("hit-gc", self.config.hit_index_gc_interval_s, self._gc_hits),
         ):
             thread = threading.Thread(target=self._loop, args=(name, interval, fn), name=f"umbp-{name}", daemon=True)
             thread.start()
             self._loops.append(thread)
         log.info("UMBP master listening on %s (%s store)", self.address, self.config.metadata_backend)
         return self
+
+    def _gc_hits(self) -> None:
+        dropped = self.master.external_kv.gc(time.time(), self.config.hit_index_ttl_s)
+        if dropped:
+            log.info("dropped %d external-KV hit counters idle for %.0fs", dropped, self.config.hit_index_ttl_s)
 
     def _loop(self, name: str, interval: float, fn: Any) -> None:
         while not self._stop.wait(interval):

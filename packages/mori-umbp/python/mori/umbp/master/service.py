@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import grpc  # type: ignore[import-untyped]
+
+from mori.umbp.errors import InvalidArgumentError
 from mori.umbp.master.core import Master
 from mori.umbp.master.store import NodeInfo
 from mori.umbp.rpc import pb, pb_grpc
+from mori.umbp.types import PEER_TIERS, check_key, check_tier
 
 
 def _caps(items: Any) -> dict[int, tuple[int, int]]:
@@ -15,8 +20,71 @@ def _caps(items: Any) -> dict[int, tuple[int, int]]:
 
 
 class MasterServicer(pb_grpc.UMBPMasterServicer):
-    def __init__(self, master: Master) -> None:
+    def __init__(self, master: Master, hit_query_max_batch: int = 4096) -> None:
         self.m = master
+        self.max_batch = hit_query_max_batch
+
+    def _hashes(self, req: Any, ctx: Any, limit: bool) -> list[str]:
+        """The request's hashes, checked; a bad one aborts the RPC with INVALID_ARGUMENT."""
+        hashes = list(req.hashes)
+        try:
+            if limit and len(hashes) > self.max_batch:
+                raise InvalidArgumentError(
+                    f"{len(hashes)} hashes exceed UMBP_HIT_QUERY_MAX_BATCH={self.max_batch} per call"
+                )
+            for i, h in enumerate(hashes):
+                check_key(h, f"hashes[{i}]")
+        except InvalidArgumentError as exc:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return hashes
+
+    def _tier(self, req: Any, ctx: Any) -> int:
+        try:
+            return int(check_tier("tier", int(req.tier), PEER_TIERS))
+        except InvalidArgumentError as exc:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # unreachable: abort raises
+
+    # -- external KV ----------------------------------------------------------------------------
+    def ReportExternalKvBlocks(self, req: Any, ctx: Any) -> Any:
+        self._count("ReportExternalKvBlocks")
+        hashes, tier = self._hashes(req, ctx, False), self._tier(req, ctx)
+        if req.node_id in self.m.alive_nodes():  # MORI: a report of a node not ALIVE is ignored
+            self.m.external_kv.report(req.node_id, hashes, tier)
+        return pb.ReportExternalKvBlocksResponse()
+
+    def RevokeExternalKvBlocks(self, req: Any, ctx: Any) -> Any:
+        self._count("RevokeExternalKvBlocks")
+        self.m.external_kv.revoke(req.node_id, self._hashes(req, ctx, False), self._tier(req, ctx))
+        return pb.RevokeExternalKvBlocksResponse()
+
+    def RevokeAllExternalKvBlocksAtTier(self, req: Any, ctx: Any) -> Any:
+        self._count("RevokeAllExternalKvBlocksAtTier")
+        self.m.external_kv.revoke_tier(req.node_id, self._tier(req, ctx))
+        return pb.RevokeAllExternalKvBlocksAtTierResponse()
+
+    def MatchExternalKv(self, req: Any, ctx: Any) -> Any:
+        self._count("MatchExternalKv")
+        hashes = self._hashes(req, ctx, True)
+        alive = self.m.alive_nodes()
+        found = self.m.external_kv.match(hashes, set(alive), req.count_as_hit, time.time())
+        return pb.MatchExternalKvResponse(
+            matches=[
+                pb.ExternalKvNodeMatch(
+                    node_id=m.node_id,
+                    peer_address=alive[m.node_id].peer_address,
+                    hashes_by_tier=[pb.ExternalKvTierHashes(tier=t, hashes=hs) for t, hs in m.hashes_by_tier.items()],
+                )
+                for m in found
+            ]
+        )
+
+    def GetExternalKvHitCounts(self, req: Any, ctx: Any) -> Any:
+        self._count("GetExternalKvHitCounts")
+        counts = self.m.external_kv.hit_counts(self._hashes(req, ctx, True))
+        return pb.GetExternalKvHitCountsResponse(
+            entries=[pb.ExternalKvHitCountEntry(hash=h, hit_count_total=n) for h, n in counts]
+        )
 
     def _count(self, rpc: str) -> None:
         self.m.metrics.rpcs.labels(rpc).inc()

@@ -6,10 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import grpc  # type: ignore[import-untyped]
+
 from mori.umbp.errors import InvalidKeyError
-from mori.umbp.peer.store import PeerStore
+from mori.umbp.peer.store import PeerBusy, PeerStore
 from mori.umbp.rpc import peer_grpc, peer_pb
-from mori.umbp.types import ALLOCATABLE_TIERS, check_key
+from mori.umbp.types import ALLOCATABLE_TIERS, UMBPTierType, check_key
+
+#: buffer_index of the SSD staging buffer in PageRefs (0 is the DRAM pool).
+STAGING_BUFFER = 1
 
 
 class PeerServicer(peer_grpc.UMBPPeerServicer):
@@ -45,7 +50,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             return out(outcome=out.FAILED, message=f"tier={int(req.tier)} is not allocatable on this peer")
         if not self._descs():
             return out(outcome=out.FAILED_NO_SPACE, message="this peer owns no pages")
-        outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), int(req.tier))
+        outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), int(req.tier), int(req.depth))
         if outcome == "EXISTS":
             return out(outcome=out.SUCCESS_ALREADY_EXISTS)
         if outcome == "NO_SPACE":
@@ -73,7 +78,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
     def ResolveKey(self, req: Any, ctx: Any) -> Any:
         block = self.s.resolve(req.key)
         if block is None:
-            return peer_pb.ResolveKeyResponse(found=False)
+            return self._resolve_ssd(req.key, ctx)
         return peer_pb.ResolveKeyResponse(
             found=True,
             pages=self._pages(block.pages),
@@ -83,6 +88,28 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             tier=block.tier,
             lease_ms=int(self.s.read_lease_s * 1000),
         )
+
+    def _resolve_ssd(self, key: str, ctx: Any) -> Any:
+        try:
+            staged = self.s.stage_ssd(key)
+        except PeerBusy as exc:  # transient: the reader retries, it must not count as a miss
+            ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        if staged is None or self.s.staging is None or self.s.staging.desc is None:
+            return peer_pb.ResolveKeyResponse(found=False)
+        return peer_pb.ResolveKeyResponse(
+            found=True,
+            pages=[peer_pb.PageRef(buffer_index=STAGING_BUFFER, page_index=staged.slot)],
+            page_size=self.s.staging.slot_size,
+            descs=[self.s.staging.desc.pack()],
+            size=staged.size,
+            tier=int(UMBPTierType.SSD),
+            lease_ms=int(self.s.staging.lease_s * 1000),
+            ssd_lease_id=staged.lease_id,
+        )
+
+    def ReleaseSsdLease(self, req: Any, ctx: Any) -> Any:
+        self.s.release_ssd(int(req.lease_id))
+        return peer_pb.ReleaseSsdLeaseResponse()
 
     def EvictKey(self, req: Any, ctx: Any) -> Any:
         done = self.s.evict(list(req.keys))

@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+"""Local eviction order: plain LRU, or MORI's ``prefix_aware_lru``.
+
+A prompt's blocks form a chain (a radix-tree path): block ``d`` is useful only while blocks
+0..d-1 are, because a lookup stops at the first miss (``batch_exists_consecutive``). Evicting the
+head of a chain strands its tail, so ``prefix_aware_lru`` looks at the ``window`` least recently
+used blocks and drops the deepest one first (ties: the older one). A depth of -1 means "unknown"
+and ranks below every known depth, so such blocks go in plain LRU order after tracked tails.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from mori.umbp.errors import ConfigError
+
+POLICIES = ("lru", "prefix_aware_lru")
+#: MORI's eviction.candidate_window.
+CANDIDATE_WINDOW = 16
+
+
+class EvictionOrder:
+    """Keys in least-recently-used-first order, each with its chain depth. Not thread-safe: the
+    owner (the SSD tier) calls it under its own lock."""
+
+    def __init__(self, policy: str = "lru", window: int = CANDIDATE_WINDOW) -> None:
+        if policy not in POLICIES:
+            raise ConfigError(f"eviction policy={policy!r} is not one of {', '.join(POLICIES)}")
+        if window < 1:
+            raise ConfigError(f"candidate window={window} must be >= 1")
+        self.policy = policy
+        self.window = window
+        self._order: OrderedDict[str, int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._order
+
+    def add(self, key: str, depth: int = -1) -> None:
+        """Inserts ``key`` as the most recently used (re-adding keeps the deeper known depth)."""
+        old = self._order.pop(key, -1)
+        self._order[key] = max(old, depth)
+
+    def touch(self, key: str) -> None:
+        if key in self._order:
+            self._order.move_to_end(key)
+
+    def remove(self, key: str) -> None:
+        self._order.pop(key, None)
+
+    def victim(self, skip: frozenset[str] = frozenset()) -> str | None:
+        """The next key to evict, ignoring ``skip``; None when nothing is evictable."""
+        best: str | None = None
+        best_depth = -2
+        seen = 0
+        for key, depth in self._order.items():
+            if key in skip:
+                continue
+            if self.policy == "lru":
+                return key
+            if depth > best_depth:  # strict: on a tie the older (earlier) key stays chosen
+                best, best_depth = key, depth
+            seen += 1
+            if seen >= self.window:
+                break
+        return best
