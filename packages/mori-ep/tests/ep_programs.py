@@ -355,3 +355,45 @@ def routing_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workl
         return total
     finally:
         shmem.shmem_finalize()
+
+
+def standard_moe(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[int]:
+    """dispatch_standard_moe groups received rows per local expert (checked row by row against the
+    sources); experts scale their rows by (1 + global expert id); combine_standard_moe must return
+    sum_k w_k * (1 + e_k) * x over every valid pick of the token."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        op = make_op(w, rank)
+        x, weights, _ = wl.tokens(w, rank)
+        indices = wl.routing(w, rank)
+        packed, count, src_info, layout_range = op.dispatch_standard_moe(
+            x.to(device), weights.to(device), None, indices.to(device)
+        )
+        assert layout_range.numel() == 0
+        count, src_info, packed_cpu = count.cpu(), src_info.cpu(), packed.cpu()
+        sources = {src: (wl.tokens(w, src)[0], wl.routing(w, src)) for src in range(w.world_size)}
+        for local in range(w.experts_per_rank):
+            expert = rank * w.experts_per_rank + local
+            want = sorted(
+                src * w.world_size * w.max_tokens + token
+                for src, (_, routing) in sources.items()
+                for token in torch.nonzero((routing == expert).any(dim=1)).flatten().tolist()
+            )
+            n = int(count[local])
+            got = src_info[local, :n].tolist()
+            assert sorted(got) == want, f"expert {expert}: rows {sorted(got)[:6]} vs {want[:6]}"
+            for j, pos in enumerate(got):
+                src, token = op.decode_send_flat_idx(pos)
+                assert torch.equal(packed_cpu[local, j].view(torch.uint8), sources[src][0][token].view(torch.uint8))
+        scale = 1.0 + (rank * w.experts_per_rank + torch.arange(w.experts_per_rank, device=device)).float()
+        y = (packed.float() * scale[:, None, None]).to(torch.bfloat16)
+        out, _ = op.combine_standard_moe(y, None, indices.to(device))
+        op.check_error()
+        factor = torch.where(indices >= 0, weights * (1.0 + indices.float()), torch.zeros_like(weights)).sum(dim=1)
+        want_out = (x.float() * factor[:, None]).to(torch.bfloat16)
+        torch.testing.assert_close(out[: x.shape[0]].cpu(), want_out, rtol=2e-2, atol=2e-2)
+        op.close()
+        return count.tolist()
+    finally:
+        shmem.shmem_finalize()

@@ -115,3 +115,10 @@ def test_routing_handle_replay_and_combine(backend: str, world_size: int) -> Non
     w = ep_programs.replace(BASE, world_size=world_size, tokens=20)
     totals = run_pes(ep_programs.routing_replay, world_size, backend, w, env={"MORI_SHMEM_BACKEND": backend})
     assert sum(totals) > 0
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_standard_moe_layout_round_trip(backend: str, world_size: int) -> None:
+    w = ep_programs.replace(BASE, world_size=world_size, tokens=24, sentinel="last")
+    counts = run_pes(ep_programs.standard_moe, world_size, backend, w, env={"MORI_SHMEM_BACKEND": backend})
+    assert sum(sum(c) for c in counts) > 0

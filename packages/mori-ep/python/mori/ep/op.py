@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 import mori.shmem as shmem
-from mori.ep import inputs
+from mori.ep import inputs, standard_moe
 from mori.ep.backends import CpuBackend, CudaBackend
 from mori.ep.config import (
     SUPPORTED_KERNEL_TYPES,
@@ -121,6 +121,7 @@ class EpDispatchCombineOp:
             self._base.trace_buf = self._trace.data_ptr()
         self.local_expert_count = torch.zeros(config.num_experts_per_rank, dtype=torch.int32, device=self.device)
         self._dispatched_tokens: int | None = None
+        self._moe_layout: standard_moe.StandardMoeLayout | None = None
         self._backend.synchronize()
         shmem.shmem_barrier_all()  # every PE's control words are zero before any peer writes them
 
@@ -445,6 +446,55 @@ class EpDispatchCombineOp:
 
     def combine_recv(self, *args: Any, **kwargs: Any) -> None:
         raise EpInputError(f"combine_recv is for kernel_type AsyncLL; this op is {self.config.kernel_type.name}")
+
+    # ---- DeepEP-compatible standard MoE layout -----------------------------------------------
+
+    def convert_dispatch_output(
+        self, dispatch_out_x: Any, dispatch_out_topk_idx: Any, total_recv: Any = None
+    ) -> tuple[Any, Any, Any, Any]:
+        """Dispatch's received rows grouped per local expert: ``(packed_recv_x [E_loc, R, H],
+        packed_recv_count [E_loc], packed_recv_src_info [E_loc, R], packed_recv_layout_range)``
+        (the last empty, as in MORI). See :mod:`mori.ep.standard_moe`."""
+        total = self._total_recv_view() if total_recv is None else total_recv
+        *packed, self._moe_layout = standard_moe.convert_dispatch_output(
+            self, dispatch_out_x, dispatch_out_topk_idx, total
+        )
+        return packed[0], packed[1], packed[2], packed[3]
+
+    def convert_combine_input(
+        self,
+        packed_recv_x: Any,
+        packed_recv_src_info: Any = None,
+        packed_recv_layout_range: Any = None,
+        weights: Any = None,
+    ) -> Any:
+        """The experts' outputs in the packed layout of the last ``convert_dispatch_output``, summed
+        per received row (weighted by ``weights``, default the dispatched weights) into the
+        registered combine buffer; returns its ``[R, H]`` view for ``combine(...,
+        use_external_inp_buf=0)``."""
+        del packed_recv_src_info, packed_recv_layout_range  # the layout is the op's own record
+        if self._moe_layout is None:
+            raise EpInputError("convert_combine_input needs a convert_dispatch_output (or dispatch_standard_moe) first")
+        if weights is None:
+            weights = self._view(
+                "off_disp_weights", self.layout.max_recv, self.config.num_experts_per_token, self._torch.float32
+            )
+        return standard_moe.convert_combine_input(self, packed_recv_x, weights, self._moe_layout)
+
+    def dispatch_standard_moe(
+        self, input: Any, weights: Any, scales: Any, indices: Any, **kwargs: Any
+    ) -> tuple[Any, Any, Any, Any]:
+        """``dispatch`` then ``convert_dispatch_output``."""
+        _, _, _, out_indices, total_recv = self.dispatch(input, weights, scales, indices, **kwargs)
+        out = self._view("off_disp_tokens", self.layout.max_recv, int(input.shape[1]), input.dtype)
+        return self.convert_dispatch_output(out, out_indices, total_recv)
+
+    def combine_standard_moe(self, input: Any, weights: Any, indices: Any, **kwargs: Any) -> tuple[Any, Any]:
+        """``convert_combine_input`` of ``input`` [E_loc, R, H] then a zero-copy ``combine``; returns
+        ``(out [M, H], None)``."""
+        registered = self.convert_combine_input(input)
+        out, _ = self.combine(registered, weights, indices, use_external_inp_buf=0, **kwargs)
+        return out, None
 
     # ---- state ---------------------------------------------------------------------------
 
