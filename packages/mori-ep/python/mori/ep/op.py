@@ -485,8 +485,7 @@ class EpDispatchCombineOp:
         self, input: Any, weights: Any, scales: Any, indices: Any, **kwargs: Any
     ) -> tuple[Any, Any, Any, Any]:
         """``dispatch`` then ``convert_dispatch_output``."""
-        _, _, _, out_indices, total_recv = self.dispatch(input, weights, scales, indices, **kwargs)
-        out = self._view("off_disp_tokens", self.layout.max_recv, int(input.shape[1]), input.dtype)
+        out, _, _, out_indices, total_recv = self.dispatch(input, weights, scales, indices, **kwargs)
         return self.convert_dispatch_output(out, out_indices, total_recv)
 
     def combine_standard_moe(self, input: Any, weights: Any, indices: Any, **kwargs: Any) -> tuple[Any, Any]:
