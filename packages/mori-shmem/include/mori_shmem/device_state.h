@@ -11,13 +11,14 @@
 
 /* Plain C types only, so NVRTC (which has no <stdint.h> of the host) compiles this unchanged. */
 
-#define MORI_SHMEM_DEVICE_STATE_VERSION 1
+#define MORI_SHMEM_DEVICE_STATE_VERSION 2
 
 /* The library's own words at the start of every PE's heap (inside the reserved bytes that
  * mori_shmem_heap_info reports), as byte offsets from the heap base. */
 #define MORI_SHMEM_SYNC_BARRIER_EPOCH_OFFSET 0 /* uint64: device barriers this PE has entered */
 #define MORI_SHMEM_SYNC_ERROR_OFFSET 8         /* uint32: first device-side error (codes below) */
 #define MORI_SHMEM_SYNC_SCRATCH_OFFSET 16      /* uint64: where host-launched atomics put old values */
+#define MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET 24   /* uint64: next ticket of the device proxy's ring */
 #define MORI_SHMEM_SYNC_ARRIVE_OFFSET 64       /* uint64[n_pes]: peer i writes its epoch at [i] */
 #define MORI_SHMEM_SYNC_BYTES 4096             /* so a device barrier spans at most 504 PEs */
 #define MORI_SHMEM_DEVICE_BARRIER_MAX_PES ((MORI_SHMEM_SYNC_BYTES - MORI_SHMEM_SYNC_ARRIVE_OFFSET) / 8)
@@ -46,6 +47,8 @@ typedef struct mori_shmem_device_state {
                                process (peer_bases[my_pe] == heap_base); 0 = not P2P reachable */
   unsigned long long spin_timeout_ns; /* bound of device spins (MORI_SHMEM_DEVICE_SPIN_TIMEOUT); 0 = none */
   unsigned long long peer_base[MORI_SHMEM_DEVICE_INLINE_PEERS]; /* = peer_bases[0..8), 0 past n_pes */
+  unsigned long long proxy_ring; /* device address of this PE's mori_shmem_proxy_ring_t (proxy_ring.h), through
+                                    which kernels reach PEs with peer base 0; 0 = every PE is load/store reachable */
 } mori_shmem_device_state_t;
 
 #endif /* MORI_SHMEM_DEVICE_STATE_H_ */

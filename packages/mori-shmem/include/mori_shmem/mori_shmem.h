@@ -160,6 +160,15 @@ MORI_SHMEM_API int mori_shmem_buffer_deregister(void* ptr, size_t size);
 /* The address through which this process reaches dest_pe's copy of the symmetric address dest.
  * Writes NULL to *out when dest is not inside the heap or dest_pe is not load/store reachable. */
 MORI_SHMEM_API int mori_shmem_ptr_p2p(const void* dest, int my_pe, int dest_pe, void** out);
+/* How this PE reaches pe: MORI_SHMEM_TRANSPORT_SELF, _P2P (load/store) or _REMOTE (the remote
+ * transport, for PEs on other hosts or with P2P disabled). */
+#define MORI_SHMEM_TRANSPORT_SELF 0
+#define MORI_SHMEM_TRANSPORT_P2P 1
+#define MORI_SHMEM_TRANSPORT_REMOTE 2
+MORI_SHMEM_API int mori_shmem_pe_transport(int pe, int* out);
+/* "ip:port" of this PE's remote-transport server into buf (NUL-terminated); "" when the job has
+ * no remote PEs. INVALID_ARGUMENT when len is too small. */
+MORI_SHMEM_API int mori_shmem_remote_endpoint(char* buf, size_t len);
 
 /* ---- host-initiated RMA ---- */
 /* dest (put) / src (get) are symmetric addresses; the other side is any local memory. */

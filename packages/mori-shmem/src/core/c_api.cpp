@@ -120,7 +120,7 @@ int mori_shmem_cuda_available(void) { return cuda::available() ? 1 : 0; }
 int mori_shmem_barrier_all(void) {
   return guarded([] {
     PeState& state = require_state("shmem_barrier_all");
-    rma::quiet();
+    rma::quiet(state);
     state.bootstrap->barrier("shmem_barrier_all");
   });
 }
@@ -228,7 +228,35 @@ int mori_shmem_ptr_p2p(const void* dest, int my_pe, int dest_pe, void** out) {
     const auto base = reinterpret_cast<uintptr_t>(state.heap->local_base());
     const auto addr = reinterpret_cast<uintptr_t>(dest);
     if (addr < base || addr >= base + state.heap->size()) return;
-    *out = dest_pe == my_pe ? const_cast<void*>(dest) : state.heap->peer_base(dest_pe) + (addr - base);
+    if (dest_pe == my_pe) {
+      *out = const_cast<void*>(dest);
+    } else if (uint8_t* peer = state.heap->peer_base(dest_pe)) {
+      *out = peer + (addr - base);  // null for a PE reached through the remote transport
+    }
+  });
+}
+
+int mori_shmem_pe_transport(int pe, int* out) {
+  return guarded([&] {
+    require_out(out, "out");
+    PeState& state = require_state("shmem_pe_transport");
+    check_pe(state, pe, "pe");
+    *out = pe == state.rank()                       ? MORI_SHMEM_TRANSPORT_SELF
+           : state.heap->peer_base(pe) != nullptr ? MORI_SHMEM_TRANSPORT_P2P
+                                                  : MORI_SHMEM_TRANSPORT_REMOTE;
+  });
+}
+
+int mori_shmem_remote_endpoint(char* buf, size_t len) {
+  return guarded([&] {
+    require_out(buf, "buf");
+    PeState& state = require_state("shmem_remote_endpoint");
+    const std::string endpoint = state.remote ? state.remote->endpoint() : "";
+    if (endpoint.size() + 1 > len) {
+      throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "len=", len, " is too small for the endpoint (",
+                  endpoint.size() + 1, " bytes)");
+    }
+    std::memcpy(buf, endpoint.c_str(), endpoint.size() + 1);
   });
 }
 
@@ -275,15 +303,13 @@ int mori_shmem_test(const void* ivar, int type, int cmp, uint64_t value, int* sa
 
 int mori_shmem_fence(void) {
   return guarded([] {
-    require_state("shmem_fence");
-    rma::quiet();
+    rma::quiet(require_state("shmem_fence"));
   });
 }
 
 int mori_shmem_quiet(void) {
   return guarded([] {
-    require_state("shmem_quiet");
-    rma::quiet();
+    rma::quiet(require_state("shmem_quiet"));
   });
 }
 

@@ -49,7 +49,24 @@ const std::vector<Var>& registry() {
       {"MORI_JIT_EXTRA_FLAGS", Type::String, "",
        "Extra compiler options (space separated) appended to every JIT compile; part of the cache key.", nullptr},
       {"MORI_SOCKET_IFNAME", Type::String, "",
-       "Network interface the bootstrap listens on; empty means loopback (127.0.0.1).", nullptr},
+       "Network interface the bootstrap and the remote transport listen on; empty means loopback (127.0.0.1).",
+       nullptr},
+      {"MORI_SHMEM_REMOTE_STREAMS", Type::Int, "2",
+       "TCP connections per remote PE of the remote transport (PEs on other hosts); transfers above 1 MiB are "
+       "striped over them.",
+       nullptr},
+      {"MORI_SHMEM_PES_PER_NODE", Type::Int, "0",
+       "Treat PEs rank/N as nodes (one host standing for several, like MORI's gpu_per_node): PEs of different "
+       "nodes talk through the remote transport. 0 groups PEs by host.",
+       nullptr},
+      {"MORI_NODE_ID", Type::String, "",
+       "This PE's node (co-location key) instead of its host's boot id and name; PEs with different ids use the "
+       "remote transport.",
+       nullptr},
+      {"MORI_DISABLE_P2P", Type::Bool, "0",
+       "Reach every other PE through the remote transport, even on the same host (tests the network path on one "
+       "machine).",
+       nullptr},
       {"MORI_BOOTSTRAP_TIMEOUT", Type::Seconds, "60",
        "Deadline for the rendezvous and for each bootstrap collective (barrier, malloc check).", nullptr},
       {"MORI_SHMEM_WAIT_TIMEOUT", Type::Seconds, "300",

@@ -17,11 +17,22 @@ namespace mori::shmem::rma {
 
 namespace {
 
-// dest_pe's mapping of the symmetric range [ptr, ptr + nbytes) of this PE.
-uint8_t* translate(PeState& state, const void* ptr, size_t nbytes, int pe, const char* argument) {
+// A range of the symmetric heap as PE pe holds it: its mapping in this process (P2P), or, for a
+// PE reached through the remote transport, mapped == nullptr and the heap offset.
+struct Target {
+  uint8_t* mapped;
+  uint64_t offset;
+};
+
+Target translate(PeState& state, const void* ptr, size_t nbytes, int pe, const char* argument) {
   check_pe(state, pe, "pe");
   const uint64_t offset = heap_offset(state, ptr, nbytes, argument);
-  return state.heap->peer_base(pe) + offset;
+  uint8_t* base = state.heap->peer_base(pe);
+  if (base != nullptr) return {base + offset, offset};
+  if (state.remote == nullptr) {
+    throw_error(MORI_SHMEM_ERR_INTERNAL, "PE ", pe, " is neither mapped here nor reached by the remote transport");
+  }
+  return {nullptr, offset};
 }
 
 // Moves bytes between this PE's memory and a peer's mapping: memmove on the cpu backend, a driver
@@ -65,6 +76,28 @@ void check_aligned(const void* ptr, size_t width, const char* argument) {
     throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, argument, "=", ptr, " is not aligned to its ", width,
                 "-byte type");
   }
+}
+
+void check_amo(int amo) {
+  switch (amo) {
+    case MORI_SHMEM_AMO_SET:
+    case MORI_SHMEM_SIGNAL_SET:
+    case MORI_SHMEM_AMO_ADD:
+    case MORI_SHMEM_SIGNAL_ADD:
+    case MORI_SHMEM_AMO_FETCH_ADD:
+    case MORI_SHMEM_AMO_INC:
+    case MORI_SHMEM_AMO_FETCH_INC:
+    case MORI_SHMEM_AMO_AND:
+    case MORI_SHMEM_AMO_FETCH_AND:
+    case MORI_SHMEM_AMO_OR:
+    case MORI_SHMEM_AMO_FETCH_OR:
+    case MORI_SHMEM_AMO_XOR:
+    case MORI_SHMEM_AMO_FETCH_XOR:
+    case MORI_SHMEM_AMO_FETCH:
+    case MORI_SHMEM_AMO_SWAP:
+    case MORI_SHMEM_AMO_COMPARE_SWAP: return;
+  }
+  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "amo=", amo, " is not an atomic operation code");
 }
 
 template <typename T>
@@ -164,50 +197,99 @@ void apply_signal(const PeState& state, uint64_t* remote, uint64_t signal, int s
 }  // namespace
 
 void put(PeState& state, void* dest, const void* src, size_t nbytes, int pe) {
-  uint8_t* remote = translate(state, dest, nbytes, pe, "dest");
+  const Target target = translate(state, dest, nbytes, pe, "dest");
   check_local(src, nbytes, "src");
-  copy(state, remote, src, nbytes);
+  if (target.mapped == nullptr) {
+    if (state.gpu_remote != nullptr) {
+      state.gpu_remote->put(*state.remote, pe, target.offset, src, nbytes);
+    } else {
+      state.remote->put(pe, target.offset, src, nbytes);
+    }
+  } else {
+    copy(state, target.mapped, src, nbytes);
+  }
 }
 
 void get(PeState& state, void* dest, const void* src, size_t nbytes, int pe) {
-  const uint8_t* remote = translate(state, src, nbytes, pe, "src");
+  const Target target = translate(state, src, nbytes, pe, "src");
   check_local(dest, nbytes, "dest");
-  copy(state, dest, remote, nbytes);
+  if (target.mapped == nullptr) {
+    if (state.gpu_remote != nullptr) {
+      state.gpu_remote->get(*state.remote, pe, target.offset, dest, nbytes);
+    } else {
+      state.remote->get(pe, target.offset, dest, nbytes);
+    }
+  } else {
+    copy(state, dest, target.mapped, nbytes);
+  }
 }
 
 void put_signal(PeState& state, void* dest, const void* src, size_t nbytes, uint64_t* sig_addr, uint64_t signal,
                 int sig_op, int pe) {
   check_signal_op(sig_op);
   check_aligned(sig_addr, sizeof(uint64_t), "sig_addr");
-  auto* remote_signal = reinterpret_cast<uint64_t*>(translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr"));
+  const Target sig = translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr");
+  if (sig.mapped == nullptr) {
+    const Target data = translate(state, dest, nbytes, pe, "dest");
+    check_local(src, nbytes, "src");
+    if (state.gpu_remote != nullptr) {
+      state.gpu_remote->put_signal(*state.remote, pe, data.offset, src, nbytes, sig.offset, signal, sig_op);
+    } else {
+      state.remote->put_signal(pe, data.offset, src, nbytes, sig.offset, signal, sig_op);
+    }
+    return;
+  }
   if (sig_op == MORI_SHMEM_SIGNAL_ADD) require_host_memory(state, "SIGNAL_ADD");
   put(state, dest, src, nbytes, pe);
-  apply_signal(state, remote_signal, signal, sig_op);
+  apply_signal(state, reinterpret_cast<uint64_t*>(sig.mapped), signal, sig_op);
 }
 
 void signal_op(PeState& state, uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {
   check_signal_op(sig_op);
   check_aligned(sig_addr, sizeof(uint64_t), "sig_addr");
-  apply_signal(state, reinterpret_cast<uint64_t*>(translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr")),
-               signal, sig_op);
+  const Target sig = translate(state, sig_addr, sizeof(uint64_t), pe, "sig_addr");
+  if (sig.mapped == nullptr) {
+    state.remote->signal(pe, sig.offset, signal, sig_op);
+  } else {
+    apply_signal(state, reinterpret_cast<uint64_t*>(sig.mapped), signal, sig_op);
+  }
 }
 
 uint64_t atomic(PeState& state, void* dest, int amo, int type, uint64_t value, uint64_t compare_value, int pe) {
   const size_t width = type_width(type);
   check_aligned(dest, width, "dest");
-  void* remote = translate(state, dest, width, pe, "dest");
+  const Target target = translate(state, dest, width, pe, "dest");
+  check_amo(amo);  // before anything moves, also for a remote PE
+  if (target.mapped == nullptr) return state.remote->atomic(pe, target.offset, amo, type, value, compare_value);
   require_host_memory(state, "a host-side atomic");
+  return apply_amo(target.mapped, amo, type, value, compare_value);
+}
+
+size_t amo_width(int type) { return type_width(type); }
+
+uint64_t apply_amo(void* target, int amo, int type, uint64_t value, uint64_t compare_value) {
   switch (type) {
     case MORI_SHMEM_TYPE_INT32:
-      return widen(apply(static_cast<int32_t*>(remote), amo, static_cast<int32_t>(value),
+      return widen(apply(static_cast<int32_t*>(target), amo, static_cast<int32_t>(value),
                          static_cast<int32_t>(compare_value)));
     case MORI_SHMEM_TYPE_UINT32:
-      return widen(apply(static_cast<uint32_t*>(remote), amo, static_cast<uint32_t>(value),
+      return widen(apply(static_cast<uint32_t*>(target), amo, static_cast<uint32_t>(value),
                          static_cast<uint32_t>(compare_value)));
     case MORI_SHMEM_TYPE_INT64:
-      return widen(apply(static_cast<int64_t*>(remote), amo, static_cast<int64_t>(value),
+      return widen(apply(static_cast<int64_t*>(target), amo, static_cast<int64_t>(value),
                          static_cast<int64_t>(compare_value)));
-    default: return apply(static_cast<uint64_t*>(remote), amo, value, compare_value);
+    case MORI_SHMEM_TYPE_UINT64: return apply(static_cast<uint64_t*>(target), amo, value, compare_value);
+  }
+  type_width(type);  // throws, naming the bad code
+  return 0;
+}
+
+void apply_signal_word(uint64_t* word, uint64_t signal, int sig_op) {
+  check_signal_op(sig_op);
+  if (sig_op == MORI_SHMEM_SIGNAL_SET) {
+    __atomic_store_n(word, signal, __ATOMIC_RELEASE);
+  } else {
+    __atomic_fetch_add(word, signal, __ATOMIC_RELEASE);
   }
 }
 
@@ -245,6 +327,10 @@ uint64_t wait_until(PeState& state, const void* ivar, int type, int cmp, uint64_
   }
 }
 
-void quiet() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+void quiet(PeState& state) {
+  if (state.proxy != nullptr) state.proxy->drain();  // what kernels posted counts as issued before
+  if (state.remote != nullptr) state.remote->quiet();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 }  // namespace mori::shmem::rma

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Host-initiated one-sided operations on the CPU backend: a peer's heap is mapped in this process,
-// so data moves with memcpy and atomics are CPU atomics on the shared pages. Ordering follows
-// OpenSHMEM: a signal is released after its data, waits acquire.
+// Host-initiated one-sided operations. A peer whose heap is mapped in this process (same host,
+// P2P) is reached with memcpy and CPU atomics on the shared pages (a driver copy on the cuda
+// backend); any other peer through the remote transport (remote/tcp_conduit.hpp). Ordering
+// follows OpenSHMEM: a signal is released after its data, waits acquire, quiet completes puts.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +20,13 @@ void signal_op(PeState& state, uint64_t* sig_addr, uint64_t signal, int sig_op, 
 uint64_t atomic(PeState& state, void* dest, int amo, int type, uint64_t value, uint64_t compare, int pe);
 uint64_t wait_until(PeState& state, const void* ivar, int type, int cmp, uint64_t value, int64_t timeout_ms);
 bool test(PeState& state, const void* ivar, int type, int cmp, uint64_t value);
-void quiet();
+// Completes this PE's outstanding remote puts (see NOTE [remote transport]); a memory fence for
+// load/store peers.
+void quiet(PeState& state);
+
+// The conduit server applies requests with these, as the load/store path does.
+size_t amo_width(int type);  // 4 or 8; INVALID_ARGUMENT for an unknown type code
+uint64_t apply_amo(void* target, int amo, int type, uint64_t value, uint64_t compare);
+void apply_signal_word(uint64_t* word, uint64_t signal, int sig_op);  // release
 
 }  // namespace mori::shmem::rma

@@ -30,6 +30,30 @@ Backend choose_backend() {
   return cuda::available() ? Backend::Cuda : Backend::Cpu;
 }
 
+// The conduit (both backends) and, on the cuda backend, the staging and the device proxy.
+void start_remote_transport(PeState& state, const Topology& topology) {
+  remote::ConduitConfig config;
+  config.streams = static_cast<int>(env::get_int("MORI_SHMEM_REMOTE_STREAMS"));
+  config.timeout_s = state.wait_timeout_s;
+  config.ifname = env::get_string("MORI_SOCKET_IFNAME");
+  if (state.cuda_heap != nullptr) {
+    auto io = std::make_unique<remote::GpuRemoteIo>(state.cuda_heap->context(), state.heap->local_base(),
+                                                    state.heap->size());
+    state.gpu_remote = io.get();
+    state.remote_heap = std::move(io);
+  } else {
+    state.remote_heap = std::make_unique<remote::HostHeapAccess>(state.heap->local_base(), state.heap->size());
+  }
+  // TCP is the one conduit this build has; an RDMA one (UCX, ibverbs) would be chosen before it.
+  log::emit(log::Level::Info, "PE ", state.rank(), ": some PEs are not load/store reachable; remote transport: TCP");
+  state.remote = std::make_unique<remote::TcpConduit>(*state.bootstrap, topology.remote, *state.remote_heap, config);
+  if (state.cuda_heap != nullptr) {
+    state.proxy = std::make_unique<remote::DeviceProxy>(state.cuda_heap->context(), *state.remote, *state.gpu_remote,
+                                                        state.heap->local_base(), state.rank(), state.wait_timeout_s);
+    state.cuda_heap->set_proxy_ring(state.proxy->ring_address());
+  }
+}
+
 }  // namespace
 
 std::mutex& state_mutex() {
@@ -87,14 +111,16 @@ void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
                   rank, " the ", mine ? "cuda" : "cpu", " one; set MORI_SHMEM_BACKEND the same on every PE");
     }
   }
+  const Topology topology = exchange_topology(*state->bootstrap);
   if (backend == Backend::Cuda) {
     auto heap = std::make_unique<CudaHeap>(*state->bootstrap, heap_size, parse_cuda_heap_mode(cuda_mode), device,
-                                           bootstrap_timeout);
+                                           bootstrap_timeout, topology);
     state->cuda_heap = heap.get();
     state->heap = std::move(heap);
   } else {
-    state->heap = std::make_unique<SharedMemoryHeap>(*state->bootstrap, heap_size);
+    state->heap = std::make_unique<SharedMemoryHeap>(*state->bootstrap, heap_size, topology);
   }
+  if (topology.any_remote) start_remote_transport(*state, topology);
   state->allocator = std::make_unique<HeapAllocator>(state->heap->size(), kReservedHeapBytes);
   log::emit(log::Level::Info, "PE ", rank, " of ", nranks, " initialized: ", state->heap->backend(), " heap of ",
             state->heap->size(), " bytes at ", static_cast<void*>(state->heap->local_base()));
@@ -108,7 +134,13 @@ void finalize() {
   // Peers may still be reading this PE's heap; unmap only once everyone is done with it.
   std::unique_ptr<PeState> state = std::move(g_state);
   g_live.store(nullptr, std::memory_order_release);
+  if (state->proxy) state->proxy->drain();
+  if (state->remote) state->remote->quiet();  // nothing of ours may still be on its way to a peer
   state->bootstrap->barrier("finalize");
+  // After the barrier no peer sends to us any more.
+  state->proxy.reset();
+  state->remote.reset();
+  state->remote_heap.reset();
 }
 
 }  // namespace mori::shmem

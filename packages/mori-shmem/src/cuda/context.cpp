@@ -54,4 +54,12 @@ void DeviceContext::copy(void* dst, const void* src, size_t bytes) const {
   check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "copying to or from the GPU heap");
 }
 
+void DeviceContext::launch_single(CUfunction f, void** params) const {
+  bind();
+  const Driver& d = driver();
+  check(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream_, params, nullptr), "cuLaunchKernel",
+        "applying a remote atomic to the GPU heap");
+  check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "applying a remote atomic to the GPU heap");
+}
+
 }  // namespace mori::shmem::cuda

@@ -24,6 +24,8 @@ class DeviceContext {
   // Uses the PE's own non-blocking stream: the legacy default stream would wait for every kernel
   // of the context, and a kernel spinning on a flag that this very copy sets would deadlock.
   void copy(void* dst, const void* src, size_t bytes) const;
+  // Runs a one-thread launch of f on the same stream and returns when it has finished.
+  void launch_single(CUfunction f, void** params) const;
 
  private:
   CUdevice device_ = 0;

@@ -70,6 +70,13 @@ Loaded load() {
   bind(library, "cuMemSetAccess", d.cuMemSetAccess, f);
   bind(library, "cuMemExportToShareableHandle", d.cuMemExportToShareableHandle, f);
   bind(library, "cuMemImportFromShareableHandle", d.cuMemImportFromShareableHandle, f);
+  bind(library, "cuMemHostAlloc", d.cuMemHostAlloc, f);
+  bind(library, "cuMemFreeHost", d.cuMemFreeHost, f);
+  bind(library, "cuMemHostGetDevicePointer_v2", d.cuMemHostGetDevicePointer, f);
+  bind(library, "cuModuleLoadData", d.cuModuleLoadData, f);
+  bind(library, "cuModuleUnload", d.cuModuleUnload, f);
+  bind(library, "cuModuleGetFunction", d.cuModuleGetFunction, f);
+  bind(library, "cuLaunchKernel", d.cuLaunchKernel, f);
   if (!f.empty()) return loaded;
   const CUresult init = d.cuInit(0);
   if (init != kSuccess) {

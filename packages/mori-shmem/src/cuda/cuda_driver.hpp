@@ -16,6 +16,8 @@ using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUdeviceptr = unsigned long long;
 using CUmemGenericAllocationHandle = unsigned long long;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
 
 struct CUipcMemHandle {
   char reserved[64];
@@ -59,6 +61,8 @@ constexpr int kAttrPosixFdSupported = 103;
 constexpr int kPointerAttrMemoryType = 2;
 constexpr int kPointerAttrDeviceOrdinal = 9;
 constexpr unsigned kMemoryTypeDevice = 2;
+constexpr unsigned kMemHostAllocPortable = 1;
+constexpr unsigned kMemHostAllocDeviceMap = 2;
 
 struct Driver {
   CUresult (*cuInit)(unsigned);
@@ -96,6 +100,16 @@ struct Driver {
   CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
   CUresult (*cuMemExportToShareableHandle)(void*, CUmemGenericAllocationHandle, int, unsigned long long);
   CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle*, void*, int);
+  // The remote transport: pinned staging and the device proxy's ring, and the one-thread kernel
+  // that applies atomics arriving for the GPU heap.
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void*);
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**);
 };
 
 // The driver, loaded and cuInit'ed once per process; throws MORI_SHMEM_ERR_UNSUPPORTED saying why

@@ -47,9 +47,14 @@ CudaHeap::Mode parse_cuda_heap_mode(const std::string& setting) {
   return (setting == "vmm_heap" || setting == "vmm") ? CudaHeap::Mode::Vmm : CudaHeap::Mode::Static;
 }
 
-CudaHeap::CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, double timeout_s)
-    : mode_(mode), rank_(bootstrap.rank()), size_(size), peer_bases_(bootstrap.nranks(), nullptr) {
-  require_one_host(bootstrap, "the cuda backend shares GPU memory through CUDA IPC (P2P transport only so far)");
+CudaHeap::CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, double timeout_s,
+                   const Topology& topology)
+    : mode_(mode), rank_(bootstrap.rank()), size_(size), peer_bases_(bootstrap.nranks(), nullptr),
+      remote_(topology.remote) {
+  if (mode == Mode::Vmm && topology.any_remote) {
+    require_one_host(topology, rank_, "MORI_SHMEM_MODE=vmm_heap shares chunks by POSIX fd within a host; use "
+                                      "static_heap when some PEs are remote");
+  }
   context_ = std::make_unique<cuda::DeviceContext>(device, rank_);
   const cuda::Driver& d = cuda::driver();
   try {
@@ -85,7 +90,7 @@ void CudaHeap::create_static(Bootstrap& bootstrap) {
   peer_bases_[rank_] = reinterpret_cast<uint8_t*>(base);
   ipc_opened_.assign(peer_bases_.size(), 0);
   for (size_t pe = 0; pe < all.size(); ++pe) {
-    if (static_cast<int>(pe) == rank_) continue;
+    if (static_cast<int>(pe) == rank_ || remote_[pe]) continue;  // remote PEs: through the device proxy
     check(d.cuIpcOpenMemHandle(&ipc_opened_[pe], all[pe].handle, cuda::kIpcLazyEnablePeerAccess),
           "cuIpcOpenMemHandle", "mapping a peer's heap");
     peer_bases_[pe] = reinterpret_cast<uint8_t*>(ipc_opened_[pe] + all[pe].base_offset);
@@ -174,6 +179,7 @@ mori_shmem_device_state_t CudaHeap::device_state(double spin_timeout_s) const {
   state.heap_size = size_;
   state.peer_bases = peer_table_;
   state.spin_timeout_ns = static_cast<unsigned long long>(spin_timeout_s * 1e9);
+  state.proxy_ring = proxy_ring_;
   for (size_t pe = 0; pe < peer_bases_.size() && pe < MORI_SHMEM_DEVICE_INLINE_PEERS; ++pe) {
     state.peer_base[pe] = reinterpret_cast<uintptr_t>(peer_bases_[pe]);
   }

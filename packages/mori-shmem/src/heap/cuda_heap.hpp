@@ -25,7 +25,9 @@ class CudaHeap final : public SymmetricHeap {
 
   // COLLECTIVE over bootstrap. size is rounded up to the mode's granularity. Zeroes the library's
   // sync words on every PE before returning.
-  CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, double timeout_s);
+  // PEs that topology marks remote are not mapped (peer_base nullptr): the remote transport and
+  // the device proxy reach them.
+  CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, double timeout_s, const Topology& topology);
   ~CudaHeap() override;
   CudaHeap(const CudaHeap&) = delete;
   CudaHeap& operator=(const CudaHeap&) = delete;
@@ -40,6 +42,8 @@ class CudaHeap final : public SymmetricHeap {
   const cuda::DeviceContext& context() const { return *context_; }
   // The state kernels need (mori_shmem_device_state_t), peer table included.
   mori_shmem_device_state_t device_state(double spin_timeout_s) const;
+  // Device address of the device proxy's ring, published in the device state (0: none).
+  void set_proxy_ring(uint64_t address) { proxy_ring_ = address; }
 
  private:
   void create_static(Bootstrap& bootstrap);
@@ -60,6 +64,8 @@ class CudaHeap final : public SymmetricHeap {
   std::vector<cuda::CUdeviceptr> reserved_;
   std::vector<cuda::CUmemGenericAllocationHandle> chunk_handles_;
   cuda::CUdeviceptr peer_table_ = 0;  // device copy of peer_bases_
+  std::vector<uint8_t> remote_;        // by PE: reached through the remote transport
+  uint64_t proxy_ring_ = 0;
 };
 
 CudaHeap::Mode parse_cuda_heap_mode(const std::string& setting);

@@ -75,18 +75,21 @@ void warn_if_tmpfs_too_small(uint64_t size, int nranks) {
 
 }  // namespace
 
-SharedMemoryHeap::SharedMemoryHeap(Bootstrap& bootstrap, uint64_t size)
+SharedMemoryHeap::SharedMemoryHeap(Bootstrap& bootstrap, uint64_t size, const Topology& topology)
     : rank_(bootstrap.rank()), size_(size), mappings_(bootstrap.nranks(), nullptr) {
   const int nranks = bootstrap.nranks();
-  require_one_host(bootstrap, "the cpu backend maps peers' heaps through POSIX shared memory");
-  if (rank_ == 0) warn_if_tmpfs_too_small(size, nranks);
+  int local = 0;
+  for (int pe = 0; pe < nranks; ++pe) local += topology.remote[pe] ? 0 : 1;
+  if (rank_ == 0) warn_if_tmpfs_too_small(size, local);
 
   const std::string own_name = segment_name(bootstrap.secret(), rank_);
   mappings_[rank_] = map_segment(own_name, size, /*create=*/true);
   try {
     bootstrap.barrier("heap: segments created");
     for (int pe = 0; pe < nranks; ++pe) {
-      if (pe != rank_) mappings_[pe] = map_segment(segment_name(bootstrap.secret(), pe), size, /*create=*/false);
+      if (pe != rank_ && !topology.remote[pe]) {
+        mappings_[pe] = map_segment(segment_name(bootstrap.secret(), pe), size, /*create=*/false);
+      }
     }
     bootstrap.barrier("heap: segments mapped");
   } catch (...) {

@@ -19,9 +19,9 @@ constexpr uint64_t kHeapBaseAlignment = uint64_t(1) << 30;
 
 class SharedMemoryHeap final : public SymmetricHeap {
  public:
-  // COLLECTIVE over bootstrap. Throws MORI_SHMEM_ERR_UNSUPPORTED when the PEs are not all on one
-  // host (the remote transport is needed then).
-  SharedMemoryHeap(Bootstrap& bootstrap, uint64_t size);
+  // COLLECTIVE over bootstrap. Maps the segments of the PEs that are not remote (topology.remote);
+  // peer_base is nullptr for the others, which the remote transport reaches.
+  SharedMemoryHeap(Bootstrap& bootstrap, uint64_t size, const Topology& topology);
   ~SharedMemoryHeap();
   SharedMemoryHeap(const SharedMemoryHeap&) = delete;
   SharedMemoryHeap& operator=(const SharedMemoryHeap&) = delete;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 
@@ -22,8 +23,19 @@ class SymmetricHeap {
   virtual uint64_t base_alignment() const = 0;
 };
 
-// COLLECTIVE. Throws MORI_SHMEM_ERR_UNSUPPORTED naming the first PE on another host; `why` says
-// what needs one host (the heap's sharing mechanism).
-void require_one_host(Bootstrap& bootstrap, const char* why);
+// Which PEs this PE can load/store (same host, P2P allowed) and which it reaches through the
+// remote transport. A PE's node is its host (kernel boot id + hostname), or MORI_NODE_ID, or
+// rank / MORI_SHMEM_PES_PER_NODE when that is set (one host standing for several); a PE with
+// MORI_DISABLE_P2P is remote to every other PE. The relation is symmetric by construction.
+struct Topology {
+  std::vector<uint8_t> remote;  // by PE: 1 = through the remote transport
+  bool any_remote = false;      // some pair of PEs of the job (not only this PE's) is remote
+};
+
+// COLLECTIVE over bootstrap.
+Topology exchange_topology(Bootstrap& bootstrap);
+
+// Throws MORI_SHMEM_ERR_UNSUPPORTED naming the first remote PE; `why` says what needs load/store.
+void require_one_host(const Topology& topology, int rank, const char* why);
 
 }  // namespace mori::shmem

@@ -158,6 +158,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("buffer_register", [](uintptr_t ptr, size_t size) { check(mori_shmem_buffer_register(as_ptr(ptr), size)); });
   m.def("buffer_deregister",
         [](uintptr_t ptr, size_t size) { check(mori_shmem_buffer_deregister(as_ptr(ptr), size)); });
+  m.def("pe_transport", [](int pe) {
+    int out = 0;
+    check(mori_shmem_pe_transport(pe, &out));
+    return out;
+  });
+  m.def("remote_endpoint", [] {
+    char buf[64] = {};
+    check(mori_shmem_remote_endpoint(buf, sizeof(buf)));
+    return std::string(buf);
+  });
   m.def("ptr_p2p", [](uintptr_t dest, int my_pe, int dest_pe) {
     void* out = nullptr;
     check(mori_shmem_ptr_p2p(as_ptr(dest), my_pe, dest_pe, &out));

@@ -42,6 +42,8 @@ static_assert(ours::kAttrPosixFdSupported == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POS
 static_assert(ours::kPointerAttrMemoryType == CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
 static_assert(ours::kPointerAttrDeviceOrdinal == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
 static_assert(ours::kMemoryTypeDevice == CU_MEMORYTYPE_DEVICE);
+static_assert(ours::kMemHostAllocPortable == CU_MEMHOSTALLOC_PORTABLE);
+static_assert(ours::kMemHostAllocDeviceMap == CU_MEMHOSTALLOC_DEVICEMAP);
 
 // Each function pointer must be call-compatible with the versioned entry point it is bound to:
 // the same number of parameters, each of the same size and pointer-ness (cuda.h's enums are our
@@ -94,3 +96,10 @@ SAME_SIGNATURE(cuMemUnmap, cuMemUnmap);
 SAME_SIGNATURE(cuMemSetAccess, cuMemSetAccess);
 SAME_SIGNATURE(cuMemExportToShareableHandle, cuMemExportToShareableHandle);
 SAME_SIGNATURE(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle);
+SAME_SIGNATURE(cuMemHostAlloc, cuMemHostAlloc);
+SAME_SIGNATURE(cuMemFreeHost, cuMemFreeHost);
+SAME_SIGNATURE(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2);
+SAME_SIGNATURE(cuModuleLoadData, cuModuleLoadData);
+SAME_SIGNATURE(cuModuleUnload, cuModuleUnload);
+SAME_SIGNATURE(cuModuleGetFunction, cuModuleGetFunction);
+SAME_SIGNATURE(cuLaunchKernel, cuLaunchKernel);

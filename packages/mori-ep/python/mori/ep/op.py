@@ -84,6 +84,13 @@ class EpDispatchCombineOp:
                 f"config says rank {config.rank} of {config.world_size}, but mori.shmem runs PE "
                 f"{shmem.shmem_mype()} of {shmem.shmem_npes()}"
             )
+        remote = [pe for pe in range(config.world_size) if shmem.shmem_pe_transport(pe) == "remote"]
+        if remote:
+            raise EpUnsupportedError(
+                f"PEs {remote} are reached through mori-shmem's remote transport (another host, or "
+                "MORI_SHMEM_PES_PER_NODE / MORI_NODE_ID / MORI_DISABLE_P2P); the IntraNode kernel types need every "
+                "PE load/store reachable, and the inter-node ones are not built yet"
+            )
         self.config = config
         self._torch = torch
         self.layout = Layout.for_config(config)

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "codes.cuh"
+#include "proxy.cuh"
 #include "ptx.cuh"
 #include "state.cuh"
 #include "traits.cuh"
@@ -119,6 +120,10 @@ __device__ __forceinline__ void ShmemAtomicTypeNonFetchThread(const ShmemDeviceS
     detail::SetError(st, MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT);
     return;
   }
+  if (detail::ViaProxy(st, pe)) {
+    detail::ProxyAmo(MORI_SHMEM_PROXY_ARGS(st), dest, sizeof(T), detail::BitCast<U>(static_cast<T>(val)), amoType, pe);
+    return;
+  }
   U* p = reinterpret_cast<U*>(detail::PeerWord(st, dest, sizeof(T), pe));
   if (p == nullptr) return;
   detail::AmoNonFetchBits<U>(p, detail::BitCast<U>(static_cast<T>(val)), amoType);
@@ -137,6 +142,11 @@ __device__ __forceinline__ T ShmemAtomicTypeFetchThread(const ShmemDeviceState& 
   if (!detail::IsFetchAmo(amoType)) {
     detail::SetError(st, MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT);
     return T(0);
+  }
+  if (detail::ViaProxy(st, pe)) {
+    return detail::BitCast<T>(static_cast<U>(
+        detail::ProxyAmoFetch(MORI_SHMEM_PROXY_ARGS(st), dest, sizeof(T), detail::BitCast<U>(static_cast<T>(val)),
+                              detail::BitCast<U>(static_cast<T>(compare)), amoType, pe)));
   }
   U* p = reinterpret_cast<U*>(detail::PeerWord(st, dest, sizeof(T), pe));
   if (p == nullptr) return T(0);

@@ -18,16 +18,19 @@
 // __syncwarp / __syncthreads) one thread's fence also covers the other threads' stores, because
 // the barrier puts them before the fence in causality order and the fence is cumulative.
 // The pe and qpId arguments exist for MORI/NVSHMEM compatibility; a fence here covers all PEs.
+// When some PE is behind the device proxy (proxy.cuh), both also wait until the proxy has
+// completed every earlier request at its target.
 #pragma once
 
+#include "proxy.cuh"
 #include "ptx.cuh"
 #include "state.cuh"
 
 namespace mori::shmem {
 
 __device__ __forceinline__ void ShmemFenceThread(const ShmemDeviceState& st) {
-  (void)st;
   detail::FenceAcqRelSys();
+  if (detail::HasProxy(st)) detail::ProxyQuiet(MORI_SHMEM_PROXY_ARGS(st), st.my_pe);  // requests to remote PEs: quiet is the fence
 }
 __device__ __forceinline__ void ShmemFenceThread(const ShmemDeviceState& st, int pe, int qpId = 0) {
   (void)pe;
@@ -35,8 +38,8 @@ __device__ __forceinline__ void ShmemFenceThread(const ShmemDeviceState& st, int
   ShmemFenceThread(st);
 }
 __device__ __forceinline__ void ShmemQuietThread(const ShmemDeviceState& st) {
-  (void)st;
   detail::FenceScSys();
+  if (detail::HasProxy(st)) detail::ProxyQuiet(MORI_SHMEM_PROXY_ARGS(st), st.my_pe);
 }
 __device__ __forceinline__ void ShmemQuietThread(const ShmemDeviceState& st, int pe, int qpId = 0) {
   (void)pe;

@@ -23,10 +23,13 @@
 // signal op or immediate size: ERR_INVALID_ARGUMENT. The first error is kept in the PE's error
 // word, the call touches no memory, and the group still passes its barrier.
 // qpId is accepted for MORI compatibility; load/store P2P has no queue pairs.
+// PEs that are not load/store reachable (another host, P2P disabled) go through the device proxy
+// (proxy.cuh): same calls, same ordering guarantees, network latency.
 #pragma once
 
 #include "copy.cuh"
 #include "fence.cuh"
+#include "proxy.cuh"
 #include "ptx.cuh"
 #include "state.cuh"
 #include "traits.cuh"
@@ -34,9 +37,24 @@
 namespace mori::shmem {
 namespace detail {
 
+// A transfer with a PE behind the device proxy: one thread posts it for the whole group, after
+// the group barrier (so every thread's source bytes are written) and before the closing one.
+template <typename G>
+__device__ __forceinline__ void ProxyGroupTransfer(const ShmemDeviceState& st, unsigned int op, const void* symmetric,
+                                                   const void* local, unsigned long long bytes, int pe,
+                                                   bool blocking) {
+  G::Sync();
+  if (G::Rank() == 0) {
+    ProxyTransfer(MORI_SHMEM_PROXY_ARGS(st), op, symmetric, local, bytes, pe);
+    if (blocking) ProxyQuiet(MORI_SHMEM_PROXY_ARGS(st), st.my_pe);
+  }
+  G::Sync();
+}
+
 template <typename G>
 __device__ __forceinline__ void PutMem(const ShmemDeviceState& st, void* dest, const void* src,
                                        unsigned long long bytes, int pe, bool blocking) {
+  if (ViaProxy(st, pe)) return ProxyGroupTransfer<G>(st, MORI_SHMEM_PROXY_PUT, dest, src, bytes, pe, blocking);
   if (bytes != 0) {
     char* d = PeerAddr(st, dest, bytes, pe);
     if (d != nullptr) CopyBytes<G::kUnroll>(d, src, bytes, G::Rank(), G::Size());
@@ -48,6 +66,7 @@ __device__ __forceinline__ void PutMem(const ShmemDeviceState& st, void* dest, c
 template <typename G>
 __device__ __forceinline__ void GetMem(const ShmemDeviceState& st, void* dest, const void* src,
                                        unsigned long long bytes, int pe, bool blocking) {
+  if (ViaProxy(st, pe)) return ProxyGroupTransfer<G>(st, MORI_SHMEM_PROXY_GET, src, dest, bytes, pe, false);
   if (bytes != 0) {
     const char* s = PeerAddr(st, src, bytes, pe);
     if (s != nullptr) CopyBytes<G::kUnroll>(dest, s, bytes, G::Rank(), G::Size());
@@ -74,6 +93,18 @@ template <typename G>
 __device__ __forceinline__ void PutMemSignal(const ShmemDeviceState& st, void* dest, const void* src,
                                              unsigned long long bytes, void* sigDest, unsigned long long sigVal,
                                              int sigOp, int pe) {
+  if (ViaProxy(st, pe)) {
+    G::Sync();
+    if (G::Rank() == 0) {
+      if (IsSignalOp(sigOp)) {
+        ProxyPutSignal(MORI_SHMEM_PROXY_ARGS(st), dest, src, bytes, sigDest, sigVal, sigOp, pe);
+      } else {
+        SetError(st, MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT);
+      }
+    }
+    G::Sync();
+    return;
+  }
   // Everything is checked before anything is written, so a peer never sees a signal without
   // its data.
   char* sig = nullptr;
@@ -103,6 +134,12 @@ __device__ __forceinline__ void PutImm(const ShmemDeviceState& st, void* dest, c
                                        int pe) {
   if (bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8) {
     SetError(st, MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT);
+    return;
+  }
+  if (ViaProxy(st, pe)) {
+    unsigned long long bits = 0;
+    memcpy(&bits, val, bytes);  // little endian: the low `bytes` bytes are the value
+    ProxyPutImm(MORI_SHMEM_PROXY_ARGS(st), dest, bits, bytes, pe);
     return;
   }
   char* d = PeerWord(st, dest, bytes, pe);

@@ -161,8 +161,8 @@ MORI_SHMEM_FOR_EACH_WORD_TYPE(MORI_SHMEM_DEFINE_NAMED_WAIT_)
 //   - n_pes <= MORI_SHMEM_DEVICE_BARRIER_MAX_PES (the arrive words live in the heap's reserved
 //     sync area); a larger job records ERR_INVALID_ARGUMENT and returns;
 //   - the host zeroes the sync words at init (and they are never reset), so epochs start at 1;
-//   - every PE must be reachable (peer_bases[p] != 0), else ERR_UNREACHABLE_PE before anything
-//     is stored;
+//   - every PE must be reachable (load/store, or through the device proxy), else
+//     ERR_UNREACHABLE_PE before anything is stored;
 //   - a waiting step that times out records ERR_WAIT_TIMEOUT and the barrier returns at once.
 // Only the calling thread / block synchronises: other blocks of the same kernel are not covered.
 
@@ -175,7 +175,7 @@ __device__ __forceinline__ void ShmemBarrierAllThread(const ShmemDeviceState& st
     return;
   }
   for (int p = 0; p < npes; ++p) {
-    if (detail::PeerBase(st, p) == 0) {
+    if (detail::PeerBase(st, p) == 0 && !detail::ViaProxy(st, p)) {
       detail::SetError(st, MORI_SHMEM_DEVICE_ERR_UNREACHABLE_PE);
       return;
     }
@@ -191,7 +191,11 @@ __device__ __forceinline__ void ShmemBarrierAllThread(const ShmemDeviceState& st
 
   const unsigned long long myArrive = MORI_SHMEM_SYNC_ARRIVE_OFFSET + 8ull * static_cast<unsigned int>(st.my_pe);
   for (int p = 0; p < npes; ++p) {
-    detail::StRelaxedSys(reinterpret_cast<unsigned long long*>(detail::PeerBase(st, p) + myArrive), epoch);
+    if (detail::ViaProxy(st, p)) {
+      detail::ProxyAmo(MORI_SHMEM_PROXY_ARGS(st), reinterpret_cast<const void*>(st.heap_base + myArrive), 8, epoch, core::SIGNAL_SET, p);
+    } else {
+      detail::StRelaxedSys(reinterpret_cast<unsigned long long*>(detail::PeerBase(st, p) + myArrive), epoch);
+    }
   }
   unsigned long long* arrive = reinterpret_cast<unsigned long long*>(st.heap_base + MORI_SHMEM_SYNC_ARRIVE_OFFSET);
   for (int p = 0; p < npes; ++p) {

@@ -217,10 +217,27 @@ def shmem_buffer_deregister(ptr: int, size: int) -> int:
 def shmem_ptr_p2p(dest_ptr: int, my_pe: int, dest_pe: int) -> int:
     """The address of ``dest_pe``'s copy of symmetric address ``dest_ptr``.
 
-    ``dest_ptr`` itself when ``dest_pe == my_pe``; 0 when ``dest_ptr`` is outside the heap.
+    ``dest_ptr`` itself when ``dest_pe == my_pe``; 0 when ``dest_ptr`` is outside the heap or
+    ``dest_pe`` is reached through the remote transport (no load/store mapping).
     """
     ptr: int = _C.ptr_p2p(dest_ptr, my_pe, dest_pe)
     return ptr
+
+
+_TRANSPORTS = ("self", "p2p", "remote")
+
+
+def shmem_pe_transport(pe: int) -> str:
+    """How this PE reaches ``pe``: ``"self"``, ``"p2p"`` (load/store through a mapping of its heap)
+    or ``"remote"`` (the TCP remote transport: another host, MORI_SHMEM_PES_PER_NODE, MORI_NODE_ID
+    or MORI_DISABLE_P2P)."""
+    return _TRANSPORTS[_C.pe_transport(pe)]
+
+
+def shmem_remote_endpoint() -> str | None:
+    """``"ip:port"`` of this PE's remote-transport server, or None when no PE of the job is remote."""
+    endpoint: str = _C.remote_endpoint()
+    return endpoint or None
 
 
 # ---- host RMA ----------------------------------------------------------------------------------
@@ -451,10 +468,12 @@ __all__ = [
     "shmem_malloc_align",
     "shmem_mype",
     "shmem_npes",
+    "shmem_pe_transport",
     "shmem_ptr_p2p",
     "shmem_putmem",
     "shmem_putmem_signal",
     "shmem_quiet",
+    "shmem_remote_endpoint",
     "shmem_signal_fetch",
     "shmem_signal_op",
     "shmem_test",

@@ -42,6 +42,7 @@ class DeviceState(ctypes.Structure):
         ("peer_bases", ctypes.c_uint64),
         ("spin_timeout_ns", ctypes.c_uint64),
         ("peer_base", ctypes.c_uint64 * 8),  # MORI_SHMEM_DEVICE_INLINE_PEERS
+        ("proxy_ring", ctypes.c_uint64),
     ]
 
 
@@ -70,13 +71,29 @@ def shmem_device_state() -> DeviceState:
 def shmem_module_init(module: Any) -> int:
     """Copies the device state into ``module``'s ``mori_shmem_device_state`` global.
 
-    ``module`` is a :class:`mori.shmem.jit.Module` (or anything with ``write_global``). Returns 0,
-    or -1 when the module has no such symbol (it does not use the global form of the device API),
-    as MORI's ``shmem_module_init`` does.
+    ``module`` is a :class:`mori.shmem.jit.Module` (or anything with ``write_global``), or a raw
+    ``CUmodule`` handle as an int (what Triton's ``CompiledKernel.module`` holds), which must be
+    loaded in the current context. Returns 0, or -1 when the module has no such symbol (it does
+    not use the global form of the device API), as MORI's ``shmem_module_init`` does.
     """
+    from mori.shmem.jit import driver
     from mori.shmem.jit.errors import JitSymbolNotFoundError
 
     data = bytes(shmem_device_state())
+    if isinstance(module, int):
+        if module == 0:
+            raise InvalidArgumentError("shmem_module_init: module handle is 0 (not loaded)")
+        found = driver.module_global(module, DEVICE_STATE_SYMBOL)
+        if found is None:
+            return -1
+        address, size = found
+        if size != len(data):
+            raise InvalidArgumentError(
+                f"shmem_module_init: the module's {DEVICE_STATE_SYMBOL} is {size} bytes, this mori-shmem's "
+                f"state is {len(data)}: the module was built against another mori-shmem version"
+            )
+        driver.memcpy_htod(address, data)
+        return 0
     try:
         module.write_global(DEVICE_STATE_SYMBOL, data)
     except JitSymbolNotFoundError:

@@ -15,7 +15,7 @@ See docs/user-guide/jit.md.
 
 from __future__ import annotations
 
-from mori.shmem.jit.api import compile, load_module, resolve_arch
+from mori.shmem.jit.api import compile, load_image, load_module, resolve_arch
 from mori.shmem.jit.cache import cache_root, clear
 from mori.shmem.jit.driver import Context, ensure_context, is_available
 from mori.shmem.jit.errors import (
@@ -47,6 +47,7 @@ __all__ = [
     "ensure_context",
     "include_dir",
     "is_available",
+    "load_image",
     "load_module",
     "resolve_arch",
     "source_dir",

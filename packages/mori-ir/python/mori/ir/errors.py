@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: MIT
+"""mori-ir's exceptions."""
+
+from __future__ import annotations
+
+__all__ = ["BitcodeBuildError", "BitcodeNotFoundError", "IrConfigError", "IrError"]
+
+
+class IrError(RuntimeError):
+    """Base of mori-ir's errors."""
+
+
+class IrConfigError(IrError, ValueError):
+    """A MORI_IR_* / MORI_SHMEM_BC environment variable has a bad value."""
+
+
+class BitcodeNotFoundError(IrError, FileNotFoundError):
+    """No device bitcode is shipped, cached or buildable here (the message says how to get one)."""
+
+
+class BitcodeBuildError(IrError):
+    """clang failed to build the device bitcode; the message carries its output."""

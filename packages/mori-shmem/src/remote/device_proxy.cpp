@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: MIT
+#include "remote/device_proxy.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "mori_shmem/device_state.h"
+
+namespace mori::shmem::remote {
+
+namespace {
+
+uint64_t load_acquire(const unsigned long long* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+void store_release(unsigned long long* word, uint64_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
+
+// Spin while requests keep coming, then yield, then nap: an idle proxy costs little CPU, a busy
+// one answers within a microsecond or two.
+void back_off(uint64_t idle_rounds) {
+  if (idle_rounds < 4000) return;
+  if (idle_rounds < 20000) {
+    sched_yield();
+    return;
+  }
+  timespec nap{0, 20000};
+  nanosleep(&nap, nullptr);
+}
+
+}  // namespace
+
+DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, TcpConduit& conduit, GpuRemoteIo& io,
+                         uint8_t* heap_base, int rank, double timeout_s)
+    : context_(context),
+      conduit_(conduit),
+      io_(io),
+      heap_base_(heap_base),
+      rank_(rank),
+      timeout_s_(timeout_s),
+      ring_buffer_(context, sizeof(mori_shmem_proxy_ring_t)),
+      ring_(reinterpret_cast<mori_shmem_proxy_ring_t*>(ring_buffer_.host())) {
+  std::memset(ring_, 0, sizeof(*ring_));
+  thread_ = std::thread([this] { run(); });
+}
+
+DeviceProxy::~DeviceProxy() {
+  stopping_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void DeviceProxy::run() {
+  context_.bind();
+  uint64_t head = 0;
+  uint64_t idle = 0;
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    const uint64_t ticket = next_.load(std::memory_order_relaxed);
+    mori_shmem_proxy_entry_t& entry = ring_->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
+    if (load_acquire(&entry.state) == ticket + 1) {
+      execute(entry, ticket);
+      next_.store(ticket + 1, std::memory_order_release);
+      store_release(&ring_->done, ticket + 1);
+      idle = 0;
+    } else {
+      back_off(++idle);
+    }
+    // Slots free again once carried out (or, for an answer, once the kernel has read it).
+    const uint64_t before = head;
+    while (head < next_.load(std::memory_order_relaxed) &&
+           load_acquire(&ring_->entries[head % MORI_SHMEM_PROXY_RING_ENTRIES].state) == 0) {
+      ++head;
+    }
+    if (head != before) store_release(&ring_->head, head);
+  }
+}
+
+void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
+  const int pe = entry.pe;
+  try {
+    switch (entry.op) {
+      case MORI_SHMEM_PROXY_PUT:
+        io_.put(conduit_, pe, entry.offset, reinterpret_cast<const void*>(entry.local), entry.bytes);
+        break;
+      case MORI_SHMEM_PROXY_GET:
+        io_.get(conduit_, pe, entry.offset, reinterpret_cast<void*>(entry.local), entry.bytes);
+        break;
+      case MORI_SHMEM_PROXY_PUT_SIGNAL:
+        io_.put_signal(conduit_, pe, entry.offset, reinterpret_cast<const void*>(entry.local), entry.bytes,
+                       entry.signal_offset, entry.value, entry.amo);
+        break;
+      case MORI_SHMEM_PROXY_SIGNAL: conduit_.signal(pe, entry.offset, entry.value, entry.amo); break;
+      case MORI_SHMEM_PROXY_AMO: conduit_.atomic(pe, entry.offset, entry.amo, int(entry.type), entry.value, entry.compare); break;
+      case MORI_SHMEM_PROXY_AMO_FETCH:
+        entry.answer = conduit_.atomic(pe, entry.offset, entry.amo, int(entry.type), entry.value, entry.compare);
+        store_release(&entry.state, MORI_SHMEM_PROXY_ANSWERED | ticket);
+        return;
+      case MORI_SHMEM_PROXY_PUT_IMM: {
+        const uint64_t value = entry.value;  // the low `bytes` bytes (little endian)
+        conduit_.put(pe, entry.offset, &value, entry.bytes);
+        break;
+      }
+      case MORI_SHMEM_PROXY_QUIET: conduit_.quiet(); break;
+      default:
+        log::emit(log::Level::Error, "PE ", rank_, ": device proxy got request op ", entry.op, " (ticket ", ticket,
+                  "), which it does not know");
+        record_device_error(MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT);
+    }
+  } catch (const std::exception& e) {
+    // The kernel must not wait forever: the request counts as done, and the error word tells the
+    // host (shmem_check_device_error) what happened.
+    log::emit(log::Level::Error, "PE ", rank_, ": device proxy request to PE ", pe, " failed: ", e.what());
+    record_device_error(MORI_SHMEM_DEVICE_ERR_UNREACHABLE_PE);
+    if (entry.op == MORI_SHMEM_PROXY_AMO_FETCH) {
+      entry.answer = 0;
+      store_release(&entry.state, MORI_SHMEM_PROXY_ANSWERED | ticket);
+      return;
+    }
+  }
+  store_release(&entry.state, 0);
+}
+
+void DeviceProxy::record_device_error(uint32_t code) {
+  try {
+    uint8_t* word = heap_base_ + MORI_SHMEM_SYNC_ERROR_OFFSET;
+    uint32_t current = 0;
+    context_.copy(&current, word, sizeof(current));
+    if (current == MORI_SHMEM_DEVICE_OK) context_.copy(word, &code, sizeof(code));
+  } catch (const std::exception& e) {
+    log::emit(log::Level::Error, "PE ", rank_, ": could not record a device error: ", e.what());
+  }
+}
+
+void DeviceProxy::drain() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  uint64_t tail = 0;
+  context_.copy(&tail, heap_base_ + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET, sizeof(tail));
+  for (uint64_t idle = 0; next_.load(std::memory_order_acquire) < tail; ++idle) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw_error(MORI_SHMEM_ERR_TIMEOUT, "the device proxy of PE ", rank_, " carried out ",
+                  next_.load(), " of the ", tail, " requests kernels posted within ", timeout_s_,
+                  " s (a kernel may still be writing one, or a peer stopped answering)");
+    }
+    back_off(idle);
+  }
+}
+
+}  // namespace mori::shmem::remote

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+#include "remote/gpu_remote_io.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/host_rma.hpp"
+
+namespace mori::shmem::remote {
+
+namespace {
+
+constexpr size_t kStagingBytes = 8 << 20;
+
+// mori_shmem_amo_b32 / _b64(addr, op, value, compare, out): *out = the old value of the word at
+// addr after applying op (0 load, 1 store, 2 add, 3 and, 4 or, 5 xor, 6 exchange, 7 compare-and-
+// swap), all at system scope. One thread; the caller synchronises.
+std::string amo_kernel(int bits) {
+  const std::string b = "b" + std::to_string(bits), u = "u" + std::to_string(bits);
+  std::string ptx = ".visible .entry mori_shmem_amo_" + b + "(.param .u64 p_addr, .param .u32 p_op, .param ." + b +
+                    " p_value, .param ." + b + " p_compare, .param .u64 p_out)\n{\n"
+                    "  .reg .pred %p<8>;\n  .reg .u64 %addr, %out;\n  .reg .u32 %op;\n  .reg ." + b +
+                    " %v, %c, %r;\n"
+                    "  ld.param.u64 %addr, [p_addr];\n  ld.param.u32 %op, [p_op];\n"
+                    "  ld.param." + b + " %v, [p_value];\n  ld.param." + b + " %c, [p_compare];\n"
+                    "  ld.param.u64 %out, [p_out];\n  mov." + b + " %r, 0;\n";
+  const char* ops[] = {"ld.acquire.sys.global.B %r, [%addr];",
+                       "st.release.sys.global.B [%addr], %v;",
+                       "atom.sys.global.add.U %r, [%addr], %v;",
+                       "atom.sys.global.and.B %r, [%addr], %v;",
+                       "atom.sys.global.or.B %r, [%addr], %v;",
+                       "atom.sys.global.xor.B %r, [%addr], %v;",
+                       "atom.sys.global.exch.B %r, [%addr], %v;",
+                       "atom.sys.global.cas.B %r, [%addr], %c, %v;"};
+  for (int i = 0; i < 8; ++i) {
+    std::string op = ops[i];
+    op.replace(op.find(i == 2 ? ".U" : ".B"), 2, "." + (i == 2 ? u : b));
+    ptx += "  setp.eq.u32 %p" + std::to_string(i) + ", %op, " + std::to_string(i) + ";\n  @%p" +
+           std::to_string(i) + " " + op + "\n";
+  }
+  ptx += "  st.global." + b + " [%out], %r;\n  membar.sys;\n  ret;\n}\n";
+  return ptx;
+}
+
+// MORI_SHMEM_AMO_* -> (kernel op, operand) for the kernel above.
+int kernel_op(int amo, uint64_t* value) {
+  switch (amo) {
+    case MORI_SHMEM_AMO_FETCH: return 0;
+    case MORI_SHMEM_AMO_SET:
+    case MORI_SHMEM_SIGNAL_SET: return 1;
+    case MORI_SHMEM_AMO_INC:
+    case MORI_SHMEM_AMO_FETCH_INC: *value = 1; return 2;
+    case MORI_SHMEM_AMO_ADD:
+    case MORI_SHMEM_SIGNAL_ADD:
+    case MORI_SHMEM_AMO_FETCH_ADD: return 2;
+    case MORI_SHMEM_AMO_AND:
+    case MORI_SHMEM_AMO_FETCH_AND: return 3;
+    case MORI_SHMEM_AMO_OR:
+    case MORI_SHMEM_AMO_FETCH_OR: return 4;
+    case MORI_SHMEM_AMO_XOR:
+    case MORI_SHMEM_AMO_FETCH_XOR: return 5;
+    case MORI_SHMEM_AMO_SWAP: return 6;
+    case MORI_SHMEM_AMO_COMPARE_SWAP: return 7;
+  }
+  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "amo=", amo, " is not an atomic operation code");
+}
+
+}  // namespace
+
+PinnedBuffer::PinnedBuffer(const cuda::DeviceContext& context, size_t bytes) : size_(bytes) {
+  const cuda::Driver& d = cuda::driver();
+  context.bind();
+  void* host = nullptr;
+  cuda::check(d.cuMemHostAlloc(&host, bytes, cuda::kMemHostAllocPortable | cuda::kMemHostAllocDeviceMap),
+              "cuMemHostAlloc", "allocating pinned staging memory for the remote transport");
+  host_ = static_cast<uint8_t*>(host);
+  cuda::CUdeviceptr device = 0;
+  const cuda::CUresult mapped = d.cuMemHostGetDevicePointer(&device, host, 0);
+  if (mapped != cuda::kSuccess) {
+    d.cuMemFreeHost(host);
+    cuda::check(mapped, "cuMemHostGetDevicePointer", "mapping pinned memory into the GPU");
+  }
+  device_ = device;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (host_ != nullptr) cuda::driver().cuMemFreeHost(host_);
+}
+
+GpuRemoteIo::GpuRemoteIo(const cuda::DeviceContext& context, uint8_t* heap_base, uint64_t heap_size)
+    : context_(context),
+      heap_(heap_base),
+      heap_size_(heap_size),
+      inbound_(context, kStagingBytes),
+      outbound_(context, kStagingBytes),
+      answer_(context, 64) {
+  const std::string ptx = ".version 7.0\n.target sm_70\n.address_size 64\n" + amo_kernel(32) + amo_kernel(64);
+  const cuda::Driver& d = cuda::driver();
+  context_.bind();
+  cuda::check(d.cuModuleLoadData(&module_, ptx.c_str()), "cuModuleLoadData", "loading the remote-atomic kernel");
+  cuda::check(d.cuModuleGetFunction(&amo32_, module_, "mori_shmem_amo_b32"), "cuModuleGetFunction",
+              "finding the remote-atomic kernel");
+  cuda::check(d.cuModuleGetFunction(&amo64_, module_, "mori_shmem_amo_b64"), "cuModuleGetFunction",
+              "finding the remote-atomic kernel");
+}
+
+GpuRemoteIo::~GpuRemoteIo() {
+  if (module_ != nullptr) {
+    context_.bind();
+    cuda::driver().cuModuleUnload(module_);
+  }
+}
+
+void GpuRemoteIo::receive(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline) {
+  std::lock_guard<std::mutex> lock(inbound_mutex_);
+  for (uint64_t done = 0; done < length;) {
+    const size_t chunk = std::min<uint64_t>(inbound_.size(), length - done);
+    socket.recv_all(inbound_.host(), chunk, deadline, "a put's payload");
+    context_.copy(heap_ + offset + done, inbound_.host(), chunk);
+    done += chunk;
+  }
+}
+
+void GpuRemoteIo::send(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline) {
+  std::lock_guard<std::mutex> lock(inbound_mutex_);
+  for (uint64_t done = 0; done < length;) {
+    const size_t chunk = std::min<uint64_t>(inbound_.size(), length - done);
+    context_.copy(inbound_.host(), heap_ + offset + done, chunk);
+    socket.send_all(inbound_.host(), chunk, deadline, "a get's data");
+    done += chunk;
+  }
+}
+
+void GpuRemoteIo::signal(uint64_t offset, uint64_t value, int sig_op) {
+  if (sig_op != MORI_SHMEM_SIGNAL_SET && sig_op != MORI_SHMEM_SIGNAL_ADD) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "sig_op=", sig_op, " must be SIGNAL_SET (9) or SIGNAL_ADD (10)");
+  }
+  // Both through the kernel: a system-scope release (set) or atomic add that a device waiter
+  // acquires, after every copy into the heap that came before it on the same stream.
+  amo(offset, sig_op, MORI_SHMEM_TYPE_UINT64, value, 0);
+}
+
+uint64_t GpuRemoteIo::amo(uint64_t offset, int amo_code, int type, uint64_t value, uint64_t compare) {
+  const size_t width = rma::amo_width(type);
+  unsigned op = static_cast<unsigned>(kernel_op(amo_code, &value));
+  uint64_t address = reinterpret_cast<uint64_t>(heap_ + offset);
+  uint64_t out = answer_.device();
+  std::lock_guard<std::mutex> lock(inbound_mutex_);
+  if (width == 4) {
+    uint32_t v = static_cast<uint32_t>(value), c = static_cast<uint32_t>(compare);
+    void* params[] = {&address, &op, &v, &c, &out};
+    context_.launch_single(amo32_, params);
+    const uint32_t old = *reinterpret_cast<volatile uint32_t*>(answer_.host());
+    return type == MORI_SHMEM_TYPE_INT32 ? static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(old)))
+                                         : old;
+  }
+  void* params[] = {&address, &op, &value, &compare, &out};
+  context_.launch_single(amo64_, params);
+  return *reinterpret_cast<volatile uint64_t*>(answer_.host());
+}
+
+void GpuRemoteIo::put(TcpConduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes) {
+  std::lock_guard<std::mutex> lock(outbound_mutex_);
+  for (size_t done = 0; done < nbytes;) {
+    const size_t chunk = std::min(outbound_.size(), nbytes - done);
+    context_.copy(outbound_.host(), static_cast<const uint8_t*>(local) + done, chunk);
+    conduit.put(pe, offset + done, outbound_.host(), chunk);  // returns once the bytes are sent
+    done += chunk;
+  }
+}
+
+void GpuRemoteIo::get(TcpConduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes) {
+  std::lock_guard<std::mutex> lock(outbound_mutex_);
+  for (size_t done = 0; done < nbytes;) {
+    const size_t chunk = std::min(outbound_.size(), nbytes - done);
+    conduit.get(pe, offset + done, outbound_.host(), chunk);
+    context_.copy(static_cast<uint8_t*>(local) + done, outbound_.host(), chunk);
+    done += chunk;
+  }
+}
+
+void GpuRemoteIo::put_signal(TcpConduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
+                             uint64_t signal_offset, uint64_t signal, int sig_op) {
+  // All but the last chunk go as plain puts, which quiet completes before the last chunk travels
+  // with the signal: the signal may not overtake data on another stream.
+  const size_t last = nbytes > outbound_.size() ? nbytes - (nbytes - 1) % outbound_.size() - 1 : 0;
+  if (last > 0) {
+    put(conduit, pe, offset, local, last);
+    conduit.quiet();
+  }
+  std::lock_guard<std::mutex> lock(outbound_mutex_);
+  context_.copy(outbound_.host(), static_cast<const uint8_t*>(local) + last, nbytes - last);
+  conduit.put_signal(pe, offset + last, outbound_.host(), nbytes - last, signal_offset, signal, sig_op);
+}
+
+}  // namespace mori::shmem::remote

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+// The remote transport on the cuda backend, where the heap is GPU memory that sockets cannot read
+// or write: bytes are staged through pinned host buffers (one for what arrives, one for what
+// leaves, so a PE serving a peer never waits for its own outbound transfer), and atomics arriving
+// for the heap run as a one-thread kernel. The kernel is PTX written here and JIT-compiled by the
+// driver, so the library still needs no CUDA compiler or headers at build time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "cuda/context.hpp"
+#include "remote/heap_access.hpp"
+#include "remote/tcp_conduit.hpp"
+
+namespace mori::shmem::remote {
+
+// Pinned, device-mapped host memory (cuMemHostAlloc PORTABLE | DEVICEMAP).
+class PinnedBuffer {
+ public:
+  PinnedBuffer(const cuda::DeviceContext& context, size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  uint8_t* host() const { return host_; }
+  uint64_t device() const { return device_; }  // the same memory as the GPU addresses it
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* host_ = nullptr;
+  uint64_t device_ = 0;
+  size_t size_;
+};
+
+class GpuRemoteIo final : public HeapAccess {
+ public:
+  GpuRemoteIo(const cuda::DeviceContext& context, uint8_t* heap_base, uint64_t heap_size);
+  ~GpuRemoteIo() override;
+  GpuRemoteIo(const GpuRemoteIo&) = delete;
+  GpuRemoteIo& operator=(const GpuRemoteIo&) = delete;
+
+  // HeapAccess: requests arriving for this PE's GPU heap.
+  uint64_t size() const override { return heap_size_; }
+  void receive(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline) override;
+  void send(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline) override;
+  void signal(uint64_t offset, uint64_t value, int sig_op) override;
+  uint64_t amo(uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) override;
+
+  // Outbound: `local` is any memory the driver can copy (device or host).
+  void put(TcpConduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes);
+  void get(TcpConduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes);
+  void put_signal(TcpConduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
+                  uint64_t signal_offset, uint64_t signal, int sig_op);
+
+ private:
+  const cuda::DeviceContext& context_;
+  uint8_t* heap_;
+  uint64_t heap_size_;
+  std::mutex inbound_mutex_;
+  PinnedBuffer inbound_;
+  std::mutex outbound_mutex_;
+  PinnedBuffer outbound_;
+  PinnedBuffer answer_;  // where the atomic kernel writes the old value
+  cuda::CUmodule module_ = nullptr;
+  cuda::CUfunction amo32_ = nullptr;
+  cuda::CUfunction amo64_ = nullptr;
+};
+
+}  // namespace mori::shmem::remote

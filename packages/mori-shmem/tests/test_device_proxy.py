@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""The device API through the device proxy (NOTE [device proxy]), on the cuda backend.
+
+The same PE programs and numpy references as test_device_api.py, run where some or all peers are
+not load/store reachable: MORI_SHMEM_PES_PER_NODE makes one GPU stand for several hosts, so the
+kernels' calls to "remote" PEs go through the proxy ring and the TCP remote transport. With 4 PEs
+and 2 per node each PE has one P2P peer and two remote ones, so both paths run in one kernel.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from mori.shmem.testing import run_pes
+
+import device_programs
+
+BASE_ENV = {"MORI_SHMEM_BACKEND": "cuda", "MORI_SHMEM_HEAP_SIZE": "256M", "MORI_SHMEM_DEVICE_SPIN_TIMEOUT": "60"}
+LAYOUTS = {"all-remote": {"MORI_SHMEM_PES_PER_NODE": "1"}, "two-per-node": {"MORI_SHMEM_PES_PER_NODE": "2"}}
+TIMEOUT = 400
+
+
+@pytest.fixture
+def gpu(gpu_available):
+    if not gpu_available:
+        pytest.skip("no GPU: the device proxy serves kernels")
+
+
+def _run(program, nranks, layout, *args):
+    return run_pes(program, nranks, *args, env={**BASE_ENV, **LAYOUTS[layout]}, timeout=TIMEOUT)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_put_get_through_the_proxy(gpu, layout):
+    rng = random.Random(7)
+    sizes = (1, 4096 + 5, (9 << 20) + 7)  # the largest is staged in two pieces
+    cases = [(op, scope, nbytes, rng.randrange(16), rng.randrange(16), False)
+             for op, scope in itertools.product(range(4), range(3)) for nbytes in sizes]  # fmt: skip
+    cases += [(op, 2, 1000, 3, 5, True) for op in range(4)]  # module-global form
+    assert all(n == len(cases) for n in _run(device_programs.put_get, 4, layout, cases))
+
+
+@pytest.mark.gpu
+def test_put_with_signal_and_immediates_through_the_proxy(gpu):
+    cases = [(scope, 0, nbytes, op, 11) for scope in range(3) for nbytes in (4, 4096 + 4) for op in (3, 4, 9, 10)]
+    assert _run(device_programs.put_signal, 2, "all-remote", cases) == [len(cases)] * 2
+    values = [0x0123456789ABCDEF, 0x80]
+    imm = [(api, scope, dtype, v) for api in range(3) for scope in range(2) for dtype in range(8) for v in values]
+    assert _run(device_programs.put_imm, 4, "two-per-node", imm) == [len(imm)] * 4
+
+
+@pytest.mark.gpu
+def test_atomics_through_the_proxy(gpu):
+    init, value = 0xF0F0_0000_8000_0007, 0x0FF0_0000_7FFF_FFFB
+    codes = [2, 3, 4, 5, 6, 7, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19]
+    cases = [(scope, 0, amo, itype, init, value, init if amo == 19 else 0)
+             for amo, itype, scope in itertools.product(codes, range(4), range(2))]  # fmt: skip
+    cases += [(0, 0, 19, itype, init, value, init + 1) for itype in range(4)]  # a compare-swap that fails
+    assert _run(device_programs.atomic, 2, "all-remote", cases) == [len(cases)] * 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_signal_wait_ordering_through_the_proxy(gpu, layout):
+    cases = [(mode, scope, op, nbytes, 3, 5) for mode in range(5) for scope in range(3)
+             for op, nbytes in ((9, 4000), (10, 300_000))]  # fmt: skip
+    assert _run(device_programs.signal_pingpong, 4, layout, cases) == [len(cases)] * 4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_device_barrier_through_the_proxy(gpu, layout):
+    rounds = 20
+    for failed, last, final in _run(device_programs.barrier_loop, 4, layout, 1, rounds, False):
+        assert (failed, last, final) == (0, rounds * 4, rounds * 4)
