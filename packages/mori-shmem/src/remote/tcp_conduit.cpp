@@ -129,17 +129,16 @@ TcpConduit::TcpConduit(Bootstrap& bootstrap, const std::vector<uint8_t>& remote,
     throw_error(MORI_SHMEM_ERR_CONFIG, "MORI_SHMEM_REMOTE_STREAMS=", config_.streams, " must be in [1, 64]");
   }
   if (pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) throw_system_error("pipe2");
-  ip_ = interface_ipv4(config_.ifname);
-  listener_ = listen_tcp(ip_, 0, false);
-
-  Endpoint mine{};
-  std::strncpy(mine.ip, ip_.c_str(), sizeof(mine.ip) - 1);
-  mine.port = local_port(listener_);
-  std::vector<Endpoint> all(bootstrap.nranks());
-  bootstrap.allgather(&mine, all.data(), sizeof(Endpoint), "remote: endpoints");
-  acceptor_ = std::thread([this] { accept_loop(); });
-
   try {
+    ip_ = interface_ipv4(config_.ifname);
+    listener_ = listen_tcp(ip_, 0, false);
+    Endpoint mine{};
+    std::strncpy(mine.ip, ip_.c_str(), sizeof(mine.ip) - 1);
+    mine.port = local_port(listener_);
+    std::vector<Endpoint> all(bootstrap.nranks());
+    bootstrap.allgather(&mine, all.data(), sizeof(Endpoint), "remote: endpoints");
+    acceptor_ = std::thread([this] { accept_loop(); });
+
     const Deadline deadline = Deadline::after(kHandshakeTimeoutS);
     for (int pe = 0; pe < bootstrap.nranks(); ++pe) {
       if (!remote[pe]) continue;
@@ -167,7 +166,8 @@ TcpConduit::TcpConduit(Bootstrap& bootstrap, const std::vector<uint8_t>& remote,
     }
     bootstrap.barrier("remote: connected");
   } catch (...) {
-    stop();  // the threads; members go with the unwinding
+    stop();  // the threads; the other members go with the unwinding
+    close_stop_pipe();
     throw;
   }
   log::emit(log::Level::Info, "PE ", rank_, ": remote transport on ", endpoint(), ", ", config_.streams,
@@ -178,6 +178,10 @@ TcpConduit::~TcpConduit() {
   stop();
   peers_.clear();
   listener_.close();
+  close_stop_pipe();
+}
+
+void TcpConduit::close_stop_pipe() noexcept {
   for (int& fd : stop_pipe_) {
     if (fd >= 0) close(fd);
     fd = -1;

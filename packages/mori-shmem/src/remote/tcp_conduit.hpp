@@ -69,6 +69,7 @@ class TcpConduit {
   void striped(int pe, size_t nbytes, Exchange&& exchange);
   void send_request(Stream& stream, const void* request, const void* payload, size_t nbytes);
   void stop() noexcept;
+  void close_stop_pipe() noexcept;
   void accept_loop();
   void serve(Inbound* inbound);
   void serve_one(Inbound& inbound);
