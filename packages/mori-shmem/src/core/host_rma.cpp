@@ -176,12 +176,6 @@ bool check(const PeState& state, const void* ivar, int type, int cmp, uint64_t v
   }
 }
 
-void check_signal_op(int sig_op) {
-  if (sig_op != MORI_SHMEM_SIGNAL_SET && sig_op != MORI_SHMEM_SIGNAL_ADD) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "sig_op=", sig_op, " must be SIGNAL_SET (9) or SIGNAL_ADD (10)");
-  }
-}
-
 void apply_signal(const PeState& state, uint64_t* remote, uint64_t signal, int sig_op) {
   if (state.cuda_heap != nullptr) {
     if (sig_op != MORI_SHMEM_SIGNAL_SET) require_host_memory(state, "SIGNAL_ADD");
@@ -263,6 +257,12 @@ uint64_t atomic(PeState& state, void* dest, int amo, int type, uint64_t value, u
   if (target.mapped == nullptr) return state.remote->atomic(pe, target.offset, amo, type, value, compare_value);
   require_host_memory(state, "a host-side atomic");
   return apply_amo(target.mapped, amo, type, value, compare_value);
+}
+
+void check_signal_op(int sig_op) {
+  if (sig_op != MORI_SHMEM_SIGNAL_SET && sig_op != MORI_SHMEM_SIGNAL_ADD) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "sig_op=", sig_op, " must be SIGNAL_SET (9) or SIGNAL_ADD (10)");
+  }
 }
 
 size_t amo_width(int type) { return type_width(type); }

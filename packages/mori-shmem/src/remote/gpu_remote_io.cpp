@@ -133,9 +133,7 @@ void GpuRemoteIo::send(Socket& socket, uint64_t offset, uint64_t length, const D
 }
 
 void GpuRemoteIo::signal(uint64_t offset, uint64_t value, int sig_op) {
-  if (sig_op != MORI_SHMEM_SIGNAL_SET && sig_op != MORI_SHMEM_SIGNAL_ADD) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "sig_op=", sig_op, " must be SIGNAL_SET (9) or SIGNAL_ADD (10)");
-  }
+  rma::check_signal_op(sig_op);
   // Both through the kernel: a system-scope release (set) or atomic add that a device waiter
   // acquires, after every copy into the heap that came before it on the same stream.
   amo(offset, sig_op, MORI_SHMEM_TYPE_UINT64, value, 0);

@@ -49,7 +49,6 @@ SCOPE = "block"
 DEFAULT_SIZES = "8..256M"
 #: The kernels of a put row, in the order they are measured; "copy" is the ceiling.
 VARIANTS = ("cxx", "triton", "copy")
-WARMUP_LAUNCHES = 3
 WARMUP_ROUNDS = 100
 PINGPONG_BYTES = 8
 #: Keys of every row of the JSON document (summarize()).
@@ -161,24 +160,11 @@ def pe_program(
         torch.cuda.synchronize()
         shmem.shmem_barrier_all()
 
-    def timed(launch: Callable[[], object], count: int) -> float:
-        """Seconds per launch: warm-up launches, then all PEs start together and count are timed."""
-        for _ in range(WARMUP_LAUNCHES):
-            launch()
-        sync()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(stream)
-        for _ in range(count):
-            launch()
-        end.record(stream)
-        end.synchronize()
-        return float(start.elapsed_time(end)) * 1e-3 / count
-
     def timed_put(variant: str, launch: Callable[[], object], size: int, count: int) -> float:
-        """timed() of a put launch, then checks that the previous PE's bytes arrived here."""
+        """timed_launches() of a put launch, then checks that the previous PE's bytes arrived here."""
         dest[:size].zero_()
         sync()  # no PE puts before its receiver has zeroed
-        seconds = timed(launch, count)
+        seconds = bench_gpu.timed_launches(launch, count, stream=stream)
         sync()
         if not torch.equal(dest[:size], expected[:size]):
             bad = int((dest[:size] != expected[:size]).sum().item())
@@ -199,7 +185,7 @@ def pe_program(
         }  # fmt: skip
         for variant in VARIANTS:
             if variant == "copy":
-                seconds = timed(launches[variant], count)
+                seconds = bench_gpu.timed_launches(launches[variant], count, stream=stream)
             else:
                 seconds = timed_put(variant, launches[variant], size, count) / reps
             rows.append(pe_row(variant, size, seconds, count, 1 if variant == "copy" else reps, geo))
@@ -326,7 +312,7 @@ def report(per_pe: list[dict[str, Any]], rounds: int, host: str) -> tuple[str, d
         "versions": first["versions"],
         "ceiling": "torch copy_ of the same size, same PEs, same run; ratios from "
         f"{bench_gpu.CEILING_FROM_BYTES} bytes on",
-        "timing": f"CUDA events over `iterations` launches after {WARMUP_LAUNCHES} warm-up launches, all PEs "
+        "timing": f"CUDA events over `iterations` launches after {bench_gpu.WARMUP_LAUNCHES} warm-up launches, all PEs "
         "starting together after a barrier; a put launch does `reps` puts; GB/s = size / time per put (per copy); "
         f"latency: %globaltimer on PE 0 around all rounds in one kernel, after {WARMUP_ROUNDS} warm-up rounds",
         "rows": rows,

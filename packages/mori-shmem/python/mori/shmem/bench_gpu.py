@@ -103,18 +103,7 @@ def pe_program(
     peer = (rank + 1) % nranks
     rows: list[dict[str, Any]] = []
 
-    def timed(launch: Any, count: int) -> float:
-        for _ in range(3):
-            launch()
-        torch.cuda.synchronize()
-        shmem.shmem_barrier_all()  # all PEs start each measurement together
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(stream)
-        for _ in range(count):
-            launch()
-        end.record(stream)
-        end.synchronize()
-        return float(start.elapsed_time(end)) * 1e-3 / count
+    timed = functools.partial(timed_launches, stream=stream)
 
     for scope in scopes:
         kernel = _load(scope).function("mori_bench_put")
@@ -138,6 +127,30 @@ def pe_program(
     shmem.shmem_barrier_all()
     shmem.shmem_finalize()
     return {"rows": rows, "latency_s": latency_s, "sm_count": sm_count}
+
+
+#: Launches before each timed batch (first-launch costs, caches, clocks).
+WARMUP_LAUNCHES = 3
+
+
+def timed_launches(launch: Any, count: int, *, stream: Any) -> float:
+    """Seconds per launch of ``launch``: WARMUP_LAUNCHES launches, then every PE starts together
+    (device sync and barrier) and ``count`` launches are timed with CUDA events on ``stream``."""
+    import torch
+
+    import mori.shmem as shmem
+
+    for _ in range(WARMUP_LAUNCHES):
+        launch()
+    torch.cuda.synchronize()
+    shmem.shmem_barrier_all()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(stream)
+    for _ in range(count):
+        launch()
+    end.record(stream)
+    end.synchronize()
+    return float(start.elapsed_time(end)) * 1e-3 / count
 
 
 def _pingpong(shmem: Any, state: Any, rank: int, nranks: int, buf: int, signal: int, rounds: int, stream: Any) -> float:
