@@ -41,6 +41,9 @@ except ImportError:  # pragma: no cover - hypothesis is a test dependency
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a few tens of seconds; deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and torch (skips with the reason elsewhere)")
+    if not config.pluginmanager.hasplugin("timeout"):  # the GPU machine has no pytest-timeout
+        config.addinivalue_line("markers", "timeout(seconds): deadline of a test under pytest-timeout")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -21,6 +21,7 @@ memory_descs = st.builds(
     MemoryDesc, engine_key=texts.filter(bool), id=st.integers(0, 2**32 - 1), device_id=st.integers(-1, 64),
     device_bus_id=st.text(max_size=16), numa_node=st.integers(-1, 8), data=st.integers(0, 2**64 - 1),
     size=st.integers(0, 2**64 - 1), loc=st.sampled_from(list(MemoryLocationType)), ipc_handle=st.binary(max_size=64),
+    ipc_offset=st.integers(0, 2**64 - 1),
 )  # fmt: skip
 
 
@@ -56,13 +57,13 @@ def test_mutated_descriptors_decode_or_raise_descriptor_error(edesc, mdesc, data
 
 def test_version_and_bounds_are_checked():
     packed = EngineDesc("k", "n", "h", "127.0.0.1", 5, 1, b"s").pack()
-    with pytest.raises(DescriptorError, match="format version 2"):
-        EngineDesc.unpack(packed[:4] + struct.pack("<H", 2) + packed[6:])
+    with pytest.raises(DescriptorError, match="format version 3"):
+        EngineDesc.unpack(packed[:4] + struct.pack("<H", 3) + packed[6:])
     with pytest.raises(DescriptorError, match="trailing"):
         EngineDesc.unpack(packed + b"\0")
     with pytest.raises(DescriptorError, match="port is 0"):
         EngineDesc.unpack(EngineDesc("k", "n", "h", "x", 0, 1).pack())
-    huge = b"MIOE" + struct.pack("<HI", 1, 10**9)
+    huge = b"MIOE" + struct.pack("<HI", 2, 10**9)
     with pytest.raises(DescriptorError, match="limit 1024"):
         EngineDesc.unpack(huge)
     with pytest.raises(DescriptorError, match="needs bytes"):

@@ -7,6 +7,7 @@
 #include "crypto/hmac.hpp"
 #include "engine/error.hpp"
 #include "engine/log.hpp"
+#include "gpu/device.hpp"
 
 namespace mori::io {
 
@@ -64,6 +65,7 @@ void Engine::shutdown() {
   }
   watch_wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
+  if (auto p2p = p2p_backend()) p2p->stop();
   drop_links("the engine was shut down");
   server_->stop();
 }
@@ -87,6 +89,29 @@ void Engine::remove_tcp_backend() {
 bool Engine::has_tcp_backend() const {
   std::lock_guard<std::mutex> lock(state_mutex_);
   return tcp_.has_value();
+}
+
+void Engine::create_p2p_backend(const gpu::P2PConfig& config) {
+  auto backend = std::make_shared<gpu::P2PBackend>(config);
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (closed_) throw Error(Code::Closed, "engine '" + config_.key + "' is shut down");
+  p2p_ = std::move(backend);  // a replaced backend finishes its transfers when its last user lets go
+}
+
+void Engine::remove_p2p_backend() {
+  std::shared_ptr<gpu::P2PBackend> old;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    old.swap(p2p_);
+  }
+  if (old) old->stop();
+}
+
+bool Engine::has_p2p_backend() const { return p2p_backend() != nullptr; }
+
+std::shared_ptr<gpu::P2PBackend> Engine::p2p_backend() const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  return p2p_;
 }
 
 TcpConfig Engine::tcp_config() const {
@@ -128,6 +153,7 @@ void Engine::deregister_remote(const std::string& key) {
     if (slot->link) slot->link->fail("the remote engine was deregistered");
     slot->link.reset();
   }
+  if (auto p2p = p2p_backend()) p2p->forget_engine(key);
 }
 
 bool Engine::knows_remote(const std::string& key) const {
@@ -179,17 +205,30 @@ std::shared_ptr<PeerLink> Engine::link_to(const std::string& remote_key) {
   return slot->link;
 }
 
-uint32_t Engine::register_memory(uintptr_t base, uint64_t size, MemoryLocation loc, int device) {
+RegisteredMemory Engine::register_memory(uintptr_t base, uint64_t size, MemoryLocation loc, int device) {
   check_open();
-  if (loc == MemoryLocation::GPU) {
-    throw Error(Code::Unsupported,
-                "mem_loc=GPU is not supported yet: the TCP backend moves CPU memory only (stage GPU data through "
-                "host memory)");
+  if (loc != MemoryLocation::CPU && loc != MemoryLocation::GPU) {
+    throw Error(Code::InvalidArgument, "mem_loc must be CPU or GPU");
   }
-  if (loc != MemoryLocation::CPU) throw Error(Code::InvalidArgument, "mem_loc must be CPU or GPU");
   if (base == 0 && size != 0) throw Error(Code::InvalidArgument, "ptr=0 (a null pointer) with size " +
                                                                      std::to_string(size));
-  return regions_.add(base, size, loc, device)->id;
+  RegisteredMemory out;
+  if (loc == MemoryLocation::GPU) {
+    gpu::check_device(device);
+    gpu::GpuRange range = gpu::inspect(base, size, device);
+    out.bus_id = range.bus_id;
+    // Exported at registration, as MORI's XGMI backend does, so the MemoryDesc a peer receives
+    // can be opened there. Memory that cannot be exported (VMM) still moves over TCP.
+    std::string why;
+    out.ipc_handle = gpu::ipc_handle(device, range.alloc_base, &why);
+    out.ipc_offset = base - range.alloc_base;
+    if (out.ipc_handle.empty()) {
+      MORI_IO_LOG(Info, "GPU memory at " << base << " has no CUDA IPC handle (" << why
+                                         << "); peers in other processes will reach it over TCP");
+    }
+  }
+  out.id = regions_.add(base, size, loc, device)->id;
+  return out;
 }
 
 void Engine::deregister_memory(uint32_t id) {
@@ -215,7 +254,8 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
                                                  uint32_t remote_id, uint64_t remote_size,
                                                  const std::vector<uint64_t>& local_offsets,
                                                  const std::vector<uint64_t>& remote_offsets,
-                                                 const std::vector<uint64_t>& sizes, uint64_t uid) {
+                                                 const std::vector<uint64_t>& sizes, uint64_t uid,
+                                                 const gpu::PeerRegion* peer) {
   check_open();
   const size_t n = sizes.size();
   if (local_offsets.size() != n || remote_offsets.size() != n) {
@@ -252,9 +292,42 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
     }
   }
   auto status = std::make_shared<TransferStatus>(StatusCode::IN_PROGRESS);
+  std::shared_ptr<gpu::P2PBackend> p2p = peer != nullptr && local.loc == MemoryLocation::GPU ? p2p_backend() : nullptr;
+  if (p2p) {
+    std::shared_ptr<Region> region = local_pin.shared();
+    std::string remote = remote_key;
+    // The failover retries the whole transfer over TCP into the same status: the P2P copies have
+    // finished (or failed) by then, so the two never write the destination at once.
+    auto fallback = [this, status, is_read, region, remote, remote_id, segments, total, uid](const std::string& why) {
+      if (!has_tcp_backend()) {
+        MORI_IO_LOG(Warning, "P2P transfer " << uid << " to engine '" << remote << "' failed: " << why);
+        status->update(StatusCode::ERR_GPU_OP, "P2P transfer failed: " + why + " (and no TCP backend to fall back to)");
+        return;
+      }
+      MORI_IO_LOG(Warning, "P2P transfer " << uid << " to engine '" << remote << "' failed (" << why
+                                           << "); retrying it over TCP");
+      try {
+        start_tcp(status, is_read, region, remote, remote_id, segments, total, uid);
+      } catch (const Error& e) {
+        status->update(StatusCode::ERR_GPU_OP, "P2P failed (" + why + ") and TCP too: " + e.what());
+      }
+    };
+    std::string why;
+    if (!p2p->submit(is_read, RegionPin(local_pin.shared()), *peer, segments, status, fallback, &why)) {
+      fallback("could not start: " + why);
+    }
+    return status;
+  }
+  start_tcp(status, is_read, local_pin.shared(), remote_key, remote_id, segments, total, uid);
+  return status;
+}
+
+void Engine::start_tcp(const std::shared_ptr<TransferStatus>& status, bool is_read,
+                       const std::shared_ptr<Region>& local, const std::string& remote_key, uint32_t remote_id,
+                       const std::vector<Segment>& segments, uint64_t total, uint64_t uid) {
   if (!has_tcp_backend()) {
     status->update(StatusCode::ERR_BAD_STATE, "No available backend found, create backend first");
-    return status;
+    return;
   }
   TcpConfig tcp = tcp_config();
   std::shared_ptr<PeerLink> link;
@@ -263,7 +336,7 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
   } catch (const Error& e) {
     if (e.code() == Code::Closed) throw;
     status->update(StatusCode::ERR_BAD_STATE, e.what());
-    return status;
+    return;
   }
   // Transfers from striping_threshold up are spread over the lanes, in frames of at least
   // min_stripe_bytes (smaller pieces cost more in per-frame work and thread wake-ups than the
@@ -282,11 +355,10 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
   op->deadline = net::after_ms(tcp.op_timeout_ms);
   op->uid = uid;
   op->timeout_ms = tcp.op_timeout_ms;
-  auto frames = build_frames(op, is_read, uid, remote_id, segments, local_pin.shared(), plan);
+  auto frames = build_frames(op, is_read, uid, remote_id, segments, local, plan);
   op->remaining.store(static_cast<uint32_t>(frames.size()));
   if (tcp.op_timeout_ms > 0) watch(op);
   link->submit(frames);
-  return status;
 }
 
 std::optional<std::pair<StatusCode, std::string>> Engine::pop_inbound(const std::string& remote_key, uint64_t uid) {

@@ -21,6 +21,7 @@
 #include "engine/server.hpp"
 #include "engine/status.hpp"
 #include "engine/transfer.hpp"
+#include "gpu/p2p.hpp"
 
 namespace mori::io {
 
@@ -48,6 +49,14 @@ struct TcpConfig {
   net::SocketOptions control;
 };
 
+// What register_memory tells the Python layer for the MemoryDesc (GPU fields empty for CPU).
+struct RegisteredMemory {
+  uint32_t id = 0;
+  std::string bus_id;
+  std::string ipc_handle;
+  uint64_t ipc_offset = 0;
+};
+
 class Engine {
  public:
   explicit Engine(const EngineConfig& config);
@@ -62,12 +71,18 @@ class Engine {
   void create_tcp_backend(const TcpConfig& config);
   void remove_tcp_backend();
   bool has_tcp_backend() const;
+  // The P2P backend (BackendType.XGMI); throws Error(Unsupported) without a CUDA driver or GPU.
+  void create_p2p_backend(const gpu::P2PConfig& config);
+  void remove_p2p_backend();
+  bool has_p2p_backend() const;
 
   void register_remote(const std::string& key, const std::string& host, uint16_t port, const std::string& secret);
   void deregister_remote(const std::string& key);
   bool knows_remote(const std::string& key) const;
 
-  uint32_t register_memory(uintptr_t base, uint64_t size, MemoryLocation loc, int device);
+  // GPU memory: throws Error(Unsupported) without driver or GPU, Error(InvalidArgument) for a
+  // device that does not exist or a pointer that is not that device's memory.
+  RegisteredMemory register_memory(uintptr_t base, uint64_t size, MemoryLocation loc, int device);
   // Returns once no IO thread touches the memory any more (aborting its connections past
   // op_timeout_ms); throws Error(NotFound) for an unknown id.
   void deregister_memory(uint32_t id);
@@ -76,12 +91,15 @@ class Engine {
 
   // One transfer between local memory id and a remote engine's memory id. Argument errors throw
   // Error(InvalidArgument/NotFound) before anything is sent; runtime failures (no backend, peer
-  // unreachable or lost, timeout) come back in the status.
+  // unreachable or lost, timeout) come back in the status. With `peer` (the Python layer found
+  // both sides GPU memory on one host) and a P2P backend the transfer goes P2P, and is retried
+  // over TCP (logged) if P2P fails; otherwise it goes over TCP.
   std::shared_ptr<TransferStatus> transfer(bool is_read, uint32_t local_id, const std::string& remote_key,
                                            uint32_t remote_id, uint64_t remote_size,
                                            const std::vector<uint64_t>& local_offsets,
                                            const std::vector<uint64_t>& remote_offsets,
-                                           const std::vector<uint64_t>& sizes, uint64_t uid);
+                                           const std::vector<uint64_t>& sizes, uint64_t uid,
+                                           const gpu::PeerRegion* peer = nullptr);
 
   std::optional<std::pair<StatusCode, std::string>> pop_inbound(const std::string& remote_key, uint64_t uid);
 
@@ -103,6 +121,11 @@ class Engine {
   };
 
   std::shared_ptr<PeerLink> link_to(const std::string& remote_key);
+  // The TCP half of transfer(): frames on the link to remote_key, reporting into status.
+  void start_tcp(const std::shared_ptr<TransferStatus>& status, bool is_read, const std::shared_ptr<Region>& local,
+                 const std::string& remote_key, uint32_t remote_id, const std::vector<Segment>& segments,
+                 uint64_t total, uint64_t uid);
+  std::shared_ptr<gpu::P2PBackend> p2p_backend() const;
   void check_open() const;  // throws Error(Closed) after shutdown()
   void drop_links(const std::string& reason);
   void watch(const std::shared_ptr<TransferOp>& op);
@@ -119,6 +142,7 @@ class Engine {
   std::map<std::string, Remote> remotes_;
   std::map<std::string, std::shared_ptr<LinkSlot>> links_;
   std::optional<TcpConfig> tcp_;
+  std::shared_ptr<gpu::P2PBackend> p2p_;
   bool closed_ = false;
 
   std::mutex watch_mutex_;

@@ -5,6 +5,7 @@
 
 #include "engine/error.hpp"
 #include "engine/log.hpp"
+#include "gpu/staging.hpp"
 
 namespace mori::io {
 
@@ -105,7 +106,9 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
       if (!lane.closed) {
-        if (frames.size() == 1 && !lane.sending && lane.queue.empty() && outgoing <= kInlineSendBytes) {
+        // GPU frames never go inline: staging them waits for copies the caller must not wait on.
+        if (frames.size() == 1 && !lane.sending && lane.queue.empty() && outgoing <= kInlineSendBytes &&
+            !frame->on_gpu()) {
           lane.sending = true;
           lane.inflight.push_back(frame);
           inline_send = true;
@@ -137,9 +140,20 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
 bool PeerLink::send_frame(Lane& lane, const Frame& frame, std::vector<iovec>& iov) {
   iov.clear();
   iov.push_back(iovec{const_cast<uint8_t*>(frame.wire.data()), frame.wire.size()});
-  if (!frame.is_read()) iov.insert(iov.end(), frame.local.begin(), frame.local.end());
+  const bool staged = !frame.is_read() && frame.on_gpu();
+  if (!frame.is_read() && !staged) iov.insert(iov.end(), frame.local.begin(), frame.local.end());
   try {
-    net::send_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+    if (staged) {
+      // The GPU bytes go through a pinned buffer: start every piece's copy before the header
+      // leaves, so a copy that cannot start never puts a frame on the wire.
+      gpu::Stager stager(frame.pin.get()->device, frame.local, frame.header.payload);
+      std::string error = stager.start_download();
+      if (!error.empty()) throw Error(Code::System, error);
+      net::send_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+      stager.send(lane.socket, net::never(), &dead_);
+    } else {
+      net::send_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+    }
     return true;
   } catch (const Error& e) {
     fail(std::string("sending failed: ") + e.what());
@@ -195,8 +209,18 @@ void PeerLink::receive_loop(Lane& lane) {
       net::recv_all(lane.socket, message.data(), message.size(), net::never(), &dead_);
       if (code == StatusCode::SUCCESS && frame->is_read()) {
         if (header.payload != frame->header.payload) throw Error(Code::Protocol, "read response of the wrong size");
-        iov.assign(frame->local.begin(), frame->local.end());
-        net::recv_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+        if (frame->on_gpu()) {
+          gpu::Stager stager(frame->pin.get()->device, frame->local, header.payload);
+          message = stager.receive(lane.socket, net::never(), &dead_);
+          if (!message.empty()) {
+            frame->complete(StatusCode::ERR_GPU_OP, "reading from " + description_ + ": " + message);
+            frame.reset();
+            continue;
+          }
+        } else {
+          iov.assign(frame->local.begin(), frame->local.end());
+          net::recv_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+        }
       } else if (header.payload != 0) {
         throw Error(Code::Protocol, "unexpected payload in a response");
       }

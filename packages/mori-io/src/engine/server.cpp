@@ -6,6 +6,7 @@
 
 #include "engine/error.hpp"
 #include "engine/log.hpp"
+#include "gpu/staging.hpp"
 
 namespace mori::io {
 
@@ -188,12 +189,35 @@ void Server::serve_data(Connection& conn, const net::FrameHeader& header, std::v
   }
 
   const bool write = header.type == net::FrameType::Write;
+  const bool gpu_region = code == StatusCode::SUCCESS && region->loc == MemoryLocation::GPU;
   if (write) {
-    if (code == StatusCode::SUCCESS) {
+    if (code == StatusCode::SUCCESS && gpu_region) {
+      receive_into_gpu(conn, header, *region, iov, discard, deadline, &code, &message);
+    } else if (code == StatusCode::SUCCESS) {
       net::recv_iov(conn.socket, iov.data(), iov.size(), deadline, &stop_);
     } else {
       drain(conn.socket, header.payload, discard, deadline, &stop_);
     }
+  }
+  if (!write && gpu_region && header.payload > 0) {
+    // Every piece's copy is started before the response header promises the bytes.
+    std::unique_ptr<gpu::Stager> stager;
+    try {
+      stager = std::make_unique<gpu::Stager>(region->device, iov, header.payload);
+      message = stager->start_download();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    if (!message.empty()) code = StatusCode::ERR_GPU_OP;
+    inbound_.record(conn.peer, header.uid, header.total, code, message);
+    if (code != StatusCode::SUCCESS) {
+      respond(conn, header, code, message, 0, nullptr, 0);
+    } else {
+      respond(conn, header, code, message, header.payload, nullptr, 0);
+      stager->send(conn.socket, net::after_ms(config_.io_timeout_ms), &stop_);
+    }
+    conn.region.store(kNoRegion);
+    return;
   }
   // Recorded before the initiator learns of success, so once its status says SUCCESS the
   // target's pop_inbound_transfer_status does too.
@@ -204,6 +228,24 @@ void Server::serve_data(Connection& conn, const net::FrameHeader& header, std::v
     respond(conn, header, code, message, 0, nullptr, 0);
   }
   conn.region.store(kNoRegion);
+}
+
+void Server::receive_into_gpu(Connection& conn, const net::FrameHeader& header, const Region& region,
+                              const std::vector<iovec>& iov, std::vector<char>& discard, net::Deadline deadline,
+                              StatusCode* code, std::string* message) {
+  std::unique_ptr<gpu::Stager> stager;
+  try {
+    stager = std::make_unique<gpu::Stager>(region.device, iov, header.payload);
+  } catch (const Error& e) {
+    // No staging buffer or stream: the payload is read and dropped, the frame fails, the
+    // connection goes on.
+    *code = StatusCode::ERR_GPU_OP;
+    *message = e.what();
+    drain(conn.socket, header.payload, discard, deadline, &stop_);
+    return;
+  }
+  *message = stager->receive(conn.socket, deadline, &stop_);
+  if (!message->empty()) *code = StatusCode::ERR_GPU_OP;
 }
 
 void Server::serve_query(Connection& conn, const net::FrameHeader& header) {

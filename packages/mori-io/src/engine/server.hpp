@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/inbound.hpp"
 #include "engine/memory.hpp"
@@ -59,6 +60,11 @@ class Server {
   void serve(Connection& conn);
   void serve_data(Connection& conn, const net::FrameHeader& header, std::vector<uint8_t>& table,
                   std::vector<iovec>& iov, std::vector<char>& discard);
+  // A write frame's payload into GPU memory through a pinned staging buffer; a CUDA failure
+  // becomes ERR_GPU_OP in *code and *message, with the payload still read off the socket.
+  void receive_into_gpu(Connection& conn, const net::FrameHeader& header, const Region& region,
+                        const std::vector<iovec>& iov, std::vector<char>& discard, net::Deadline deadline,
+                        StatusCode* code, std::string* message);
   void serve_query(Connection& conn, const net::FrameHeader& header);
   void respond(const Connection& conn, const net::FrameHeader& request, StatusCode code, const std::string& message,
                uint64_t payload_bytes, iovec* payload, size_t payload_count);

@@ -46,6 +46,8 @@ struct Frame {
   std::atomic<bool> reported{false};
 
   bool is_read() const { return header.type == net::FrameType::Read; }
+  // Local bytes in GPU memory travel through pinned staging buffers (gpu/staging.hpp).
+  bool on_gpu() const { return pin && pin.get()->loc == MemoryLocation::GPU; }
   // Reports at most once, whichever thread gets there first.
   void complete(StatusCode code, const std::string& message) {
     if (!reported.exchange(true)) op->frame_done(code, message);

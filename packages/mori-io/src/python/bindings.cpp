@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@
 #include "engine/error.hpp"
 #include "engine/log.hpp"
 #include "engine/status.hpp"
+#include "gpu/ceiling.hpp"
+#include "gpu/cuda_driver.hpp"
+#include "gpu/device.hpp"
+#include "gpu/p2p.hpp"
 
 namespace py = pybind11;
 using mori::io::Code;
@@ -130,6 +135,17 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& entry : classes) error_classes()[entry.first] = entry.second;
   });
   m.def("set_log_level", [](int level) { mori::io::log::threshold().store(level); });
+  m.def("gpu_unavailable_reason", []() -> std::string {
+    try {
+      mori::io::gpu::device_count();
+      return std::string();
+    } catch (const Error& e) {
+      return e.what();
+    }
+  }, "Empty when GPU memory can be used here, else why not (no CUDA driver, no GPU).");
+  m.def("gpu_device_count", &mori::io::gpu::device_count);
+  m.def("time_device_copies", &mori::io::gpu::time_device_copies, py::arg("device"), py::arg("dst"), py::arg("src"),
+        py::arg("size"), py::arg("warmup"), py::arg("iters"), py::call_guard<py::gil_scoped_release>());
 
   py::native_enum<StatusCode>(m, "StatusCode", "enum.IntEnum")
       .value("SUCCESS", StatusCode::SUCCESS)
@@ -240,6 +256,19 @@ PYBIND11_MODULE(_C, m) {
       .def("remove_tcp_backend", &Engine::remove_tcp_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_tcp_backend", &Engine::has_tcp_backend)
       .def(
+          "create_p2p_backend",
+          [](Engine& e, int num_streams, int num_events, int64_t op_timeout_ms) {
+            mori::io::gpu::P2PConfig c;
+            c.num_streams = num_streams;
+            c.num_events = num_events;
+            c.op_timeout_ms = op_timeout_ms;
+            e.create_p2p_backend(c);
+          },
+          py::arg("num_streams"), py::arg("num_events"), py::arg("op_timeout_ms"),
+          py::call_guard<py::gil_scoped_release>())
+      .def("remove_p2p_backend", &Engine::remove_p2p_backend, py::call_guard<py::gil_scoped_release>())
+      .def("has_p2p_backend", &Engine::has_p2p_backend)
+      .def(
           "register_remote",
           [](Engine& e, const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret) {
             std::string s = secret;
@@ -252,7 +281,12 @@ PYBIND11_MODULE(_C, m) {
       .def(
           "register_memory",
           [](Engine& e, uintptr_t ptr, uint64_t size, MemoryLocation loc, int device) {
-            return e.register_memory(ptr, size, loc, device);
+            mori::io::RegisteredMemory r;
+            {
+              py::gil_scoped_release release;
+              r = e.register_memory(ptr, size, loc, device);
+            }
+            return py::make_tuple(r.id, r.bus_id, py::bytes(r.ipc_handle), r.ipc_offset);
           },
           py::arg("ptr"), py::arg("size"), py::arg("loc"), py::arg("device"))
       .def("deregister_memory", &Engine::deregister_memory, py::arg("mem_id"),
@@ -262,16 +296,30 @@ PYBIND11_MODULE(_C, m) {
           "transfer",
           [](Engine& e, bool is_read, uint32_t local_id, const std::string& remote_key, uint32_t remote_id,
              uint64_t remote_size, const py::object& local_offsets, const py::object& remote_offsets,
-             const py::object& sizes, uint64_t uid) {
+             const py::object& sizes, uint64_t uid, const py::object& peer) {
             std::vector<uint64_t> lo = to_u64(local_offsets, "local_offsets");
             std::vector<uint64_t> ro = to_u64(remote_offsets, "remote_offsets");
             std::vector<uint64_t> sz = to_u64(sizes, "sizes");
+            // peer: (data, ipc_handle, ipc_offset, same_process) of the remote GPU region when
+            // the Python layer chose P2P for this pair, else None.
+            std::optional<mori::io::gpu::PeerRegion> region;
+            if (!peer.is_none()) {
+              auto t = peer.cast<py::tuple>();
+              region.emplace();
+              region->engine_key = remote_key;
+              region->data = t[0].cast<uintptr_t>();
+              region->size = remote_size;
+              region->ipc_handle = t[1].cast<std::string>();
+              region->ipc_offset = t[2].cast<uint64_t>();
+              region->same_process = t[3].cast<bool>();
+            }
             py::gil_scoped_release release;
-            return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, uid);
+            return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, uid,
+                              region ? &*region : nullptr);
           },
           py::arg("is_read"), py::arg("local_id"), py::arg("remote_key"), py::arg("remote_id"),
           py::arg("remote_size"), py::arg("local_offsets"), py::arg("remote_offsets"), py::arg("sizes"),
-          py::arg("uid"))
+          py::arg("uid"), py::arg("peer") = py::none())
       .def("pop_inbound", &Engine::pop_inbound, py::arg("remote_key"), py::arg("uid"))
       .def("query_remote_memory", &Engine::query_remote_memory, py::arg("remote_key"), py::arg("mem_id"),
            py::call_guard<py::gil_scoped_release>())

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 """mori.io: point-to-point transfer engine for KV-cache movement (MORI's ``mori.io`` API).
 
-``IOEngine`` registers memory, learns peers from their ``EngineDesc`` and moves bytes with
-one-sided ``read``/``write`` and batches over its TCP backend (native C++ IO threads), reporting
-through ``TransferStatus``. Stand-alone: it does not need mori-shmem, CUDA or torch.
+``IOEngine`` registers host or GPU memory, learns peers from their ``EngineDesc`` and moves bytes
+with one-sided ``read``/``write`` and batches over its TCP backend (native C++ IO threads; GPU
+memory staged through pinned buffers) or, between GPUs of one host, its P2P backend
+(``BackendType.XGMI``, CUDA IPC), reporting through ``TransferStatus``. Stand-alone: it does not
+need mori-shmem or torch, and needs the CUDA driver only for GPU memory.
 """
 
 from __future__ import annotations

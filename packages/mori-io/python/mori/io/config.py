@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Engine and backend configurations with MORI's names, fields and defaults.
 
-Only the TCP backend exists in this build; the RDMA, XGMI and FABRIC configs are accepted so that
-code written for MORI constructs them unchanged, and ``create_backend`` refuses those types with
-``UnsupportedError``.
+This build has the TCP backend (host and GPU memory) and the P2P backend for GPU memory of engines
+on one host, under MORI's name ``BackendType.XGMI`` with ``XgmiBackendConfig``. The RDMA and
+FABRIC configs are accepted so that code written for MORI constructs them unchanged, and
+``create_backend`` refuses those types with ``UnsupportedError``.
 """
 
 from __future__ import annotations
@@ -98,12 +99,32 @@ class RdmaBackendConfig:
     max_msg_sge: int = 0
 
 
+#: Bounds of XgmiBackendConfig's pools (streams and events are made per GPU on its first transfer).
+MAX_P2P_STREAMS = 1024
+MAX_P2P_EVENTS = 65536
+
+
 @dataclass
 class XgmiBackendConfig:
-    """MORI's XGMI backend config (accepted for compatibility; not built here)."""
+    """MORI's XGMI backend config: the P2P backend's copy streams (a transfer's contiguous runs are
+    spread over them) and the events made up front per GPU (more are made when all are busy).
+    ``op_timeout_ms`` (an addition) fails a transfer whose copies have not finished by then."""
 
     num_streams: int = 64
     num_events: int = 64
+    op_timeout_ms: int = field(default_factory=lambda: settings.get_int("MORI_IO_TCP_OP_TIMEOUT_MS"))
+
+    def validate(self) -> None:
+        """Raises InvalidArgumentError naming the first field outside its range."""
+        check_int("num_streams", self.num_streams, 1, MAX_P2P_STREAMS)
+        check_int("num_events", self.num_events, 1, MAX_P2P_EVENTS)
+        check_int("op_timeout_ms", self.op_timeout_ms, 0, 2**40)
+
+    def apply(self, native: _C.Engine) -> None:
+        self.validate()
+        native.create_p2p_backend(
+            num_streams=self.num_streams, num_events=self.num_events, op_timeout_ms=self.op_timeout_ms
+        )
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from mori.io._native import _C
 from mori.io.errors import DescriptorError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: MemoryDesc carries ipc_offset
 _ENGINE_MAGIC = b"MIOE"
 _MEMORY_MAGIC = b"MIOM"
 MAX_TEXT_BYTES = 1024
@@ -117,7 +117,12 @@ class EngineDesc:
 
 @dataclass(frozen=True)
 class MemoryDesc:
-    """A registered memory region as its owner describes it to peers."""
+    """A registered memory region as its owner describes it to peers.
+
+    For GPU memory ``device_bus_id`` is the device's PCI bus id, ``ipc_handle`` the CUDA IPC handle
+    of the allocation holding the region (empty when it cannot be exported, e.g. VMM memory) and
+    ``ipc_offset`` the region's offset in that allocation, as in MORI.
+    """
 
     engine_key: str
     id: int
@@ -128,6 +133,7 @@ class MemoryDesc:
     size: int
     loc: _C.MemoryLocationType
     ipc_handle: bytes = b""
+    ipc_offset: int = 0
 
     def pack(self) -> bytes:
         w = _Writer(_MEMORY_MAGIC)
@@ -135,6 +141,7 @@ class MemoryDesc:
         w.fmt("IiiQQB", self.id, self.device_id, self.numa_node, self.data, self.size, int(self.loc))
         w.text(self.device_bus_id)
         w.blob(self.ipc_handle)
+        w.fmt("Q", self.ipc_offset)
         return w.done()
 
     @classmethod
@@ -144,6 +151,7 @@ class MemoryDesc:
         mem_id, device_id, numa_node, address, size, loc = r.fmt("IiiQQB")
         bus_id = r.text("device_bus_id", 64)
         ipc = r.blob("ipc_handle", IPC_HANDLE_BYTES)
+        (ipc_offset,) = r.fmt("Q")
         r.finish()
         if not engine_key:
             raise DescriptorError("MemoryDesc.engine_key is empty")
@@ -151,4 +159,4 @@ class MemoryDesc:
             location = _C.MemoryLocationType(loc)
         except ValueError:
             raise DescriptorError(f"MemoryDesc.loc={loc} is not a MemoryLocationType") from None
-        return cls(engine_key, mem_id, device_id, bus_id, numa_node, address, size, location, ipc)
+        return cls(engine_key, mem_id, device_id, bus_id, numa_node, address, size, location, ipc, ipc_offset)

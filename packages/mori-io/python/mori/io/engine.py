@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""IOEngine: MORI's point-to-point transfer engine over the native TCP backend.
+"""IOEngine: MORI's point-to-point transfer engine over the native TCP and P2P backends.
 
 One-sided and asynchronous: ``read``/``write`` return a ``TransferStatus`` at once and IO threads
-move the bytes. Arguments are checked before anything is sent (typed exceptions naming the
+(TCP) or the GPU's copy engines (P2P) move the bytes. The backend is chosen per memory pair: P2P
+(``BackendType.XGMI``) when both sides are GPU memory of engines on one host and that backend was
+created, else TCP, which stages GPU memory through pinned host buffers.
+
+Arguments are checked before anything is sent (typed exceptions naming the
 argument, value and limit); failures after that (peer unreachable, lost, silent past
 ``op_timeout_ms``) come back in the status, never as a hang.
 """
@@ -57,6 +61,13 @@ def _node_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return socket.gethostname()
+
+
+def _same_host(a: EngineDesc, b: EngineDesc) -> bool:
+    # MORI's rule: the node id (boot id or MORI_NODE_ID), falling back to the hostname.
+    if a.node_id and b.node_id:
+        return a.node_id == b.node_id
+    return a.hostname == b.hostname
 
 
 def _advertised_host(host: str) -> str:
@@ -138,21 +149,31 @@ class IOEngine:
         return self._desc
 
     def create_backend(self, type: _C.BackendType, config: BackendConfig | None = None) -> None:
-        """Creates the backend of ``type``; only ``BackendType.TCP`` exists in this build."""
+        """Creates the backend of ``type``: ``BackendType.TCP``, or ``BackendType.XGMI`` (P2P between
+        GPUs of one host; raises UnsupportedError naming why when there is no CUDA driver or GPU)."""
         if type not in _DEFAULT_CONFIGS:
             raise UnsupportedError(f"type={type!r}: unknown backend type")
         cfg = config if config is not None else _DEFAULT_CONFIGS[type]()
         check_backend_config(_DEFAULT_CONFIGS[type], cfg)
-        if type != BackendType.TCP:
-            raise UnsupportedError(f"type={type.name}: this build of mori.io has the TCP backend only")
-        assert isinstance(cfg, TcpBackendConfig)
-        cfg.apply(self._native)
+        if type == BackendType.TCP:
+            assert isinstance(cfg, TcpBackendConfig)
+            cfg.apply(self._native)
+        elif type == BackendType.XGMI:
+            assert isinstance(cfg, XgmiBackendConfig)
+            try:
+                cfg.apply(self._native)
+            except UnsupportedError as exc:
+                raise UnsupportedError(f"type=XGMI (the P2P backend between GPUs of one host): {exc}") from None
+        else:
+            raise UnsupportedError(f"type={type.name}: this build of mori.io has the TCP and XGMI (P2P) backends only")
         self._backends[type] = cfg
 
     def remove_backend(self, type: _C.BackendType) -> None:
-        """Removes a backend; transfers still in flight on it fail."""
+        """Removes a backend; TCP transfers still in flight fail, P2P ones finish first."""
         if type == BackendType.TCP and type in self._backends:
             self._native.remove_tcp_backend()
+        if type == BackendType.XGMI and type in self._backends:
+            self._native.remove_p2p_backend()
         self._backends.pop(type, None)
 
     def register_remote_engine(self, desc: EngineDesc) -> None:
@@ -173,14 +194,19 @@ class IOEngine:
 
     # -- memory -------------------------------------------------------------------------------
     def register_memory(self, ptr: int, size: int, device_id: int, mem_loc: _C.MemoryLocationType) -> MemoryDesc:
-        """Registers ``size`` bytes at address ``ptr``; they must stay valid until deregistered."""
+        """Registers ``size`` bytes at address ``ptr``; they must stay valid until deregistered.
+
+        GPU memory (``mem_loc=GPU``, ``device_id`` its CUDA ordinal) raises UnsupportedError naming
+        why when there is no CUDA driver or GPU, and InvalidArgumentError when ``device_id`` is not
+        a visible device or ``ptr`` is not that device's memory.
+        """
         ptr = check_int("ptr", ptr, 0, 2**64 - 1)
         size = check_int("size", size, 0, 2**64 - 1 - ptr)
         device_id = check_int("device_id", device_id, -1, 2**31 - 1)
         if not isinstance(mem_loc, MemoryLocationType):
             raise InvalidArgumentError(f"mem_loc={mem_loc!r} must be a MemoryLocationType")
-        mem_id = self._native.register_memory(ptr, size, mem_loc, device_id)
-        desc = MemoryDesc(self._key, mem_id, device_id, "", -1, ptr, size, mem_loc)
+        mem_id, bus_id, ipc_handle, ipc_offset = self._native.register_memory(ptr, size, mem_loc, device_id)
+        desc = MemoryDesc(self._key, mem_id, device_id, bus_id, -1, ptr, size, mem_loc, ipc_handle, ipc_offset)
         with self._lock:
             self._memory[mem_id] = desc
         return desc
@@ -245,6 +271,8 @@ class IOEngine:
         self._own_memory(local_mem, "local_mem")
         self._known_remote(remote_mem, "remote_mem")
         if BackendType.TCP not in self._backends:
+            if self._p2p_peer(local_mem, remote_mem) is not None:
+                return IOEngineSession(self, local_mem, remote_mem)
             return None
         size = self._native.query_remote_memory(remote_mem.engine_key, remote_mem.id)
         if size != remote_mem.size:
@@ -294,9 +322,26 @@ class IOEngine:
                 raise NotFoundError(
                     f"{name}: engine {desc.engine_key!r} is not registered; call register_remote_engine first"
                 )
-        if desc.loc == MemoryLocationType.GPU:
-            raise UnsupportedError(f"{name}.loc=GPU is not supported yet: the TCP backend moves CPU memory only")
         return desc
+
+    def _p2p_peer(self, local: MemoryDesc, remote: MemoryDesc) -> tuple[int, bytes, int, bool] | None:
+        """What the P2P backend needs of ``remote`` when the pair can go P2P: both GPU memory, the
+        backend created, the peer on this host (node id, else hostname) and either in this process
+        or exported with a CUDA IPC handle. None sends the pair over TCP."""
+        if BackendType.XGMI not in self._backends:
+            return None
+        if local.loc != MemoryLocationType.GPU or remote.loc != MemoryLocationType.GPU:
+            return None
+        with self._lock:
+            peer = self._remotes.get(remote.engine_key)
+        if peer is None or not _same_host(self._desc, peer):
+            return None
+        # pid and hostname: containers on one host share the boot id but may reuse pids.
+        same_process = peer.pid == self._desc.pid and peer.hostname == self._desc.hostname
+        if not same_process and not remote.ipc_handle:
+            log.debug("memory id %d of engine %r has no CUDA IPC handle: TCP, not P2P", remote.id, remote.engine_key)
+            return None
+        return remote.data, remote.ipc_handle, remote.ipc_offset, same_process
 
     def _transfer(self, is_read: bool, local: MemoryDesc, local_offsets: Any, remote: MemoryDesc,
                   remote_offsets: Any, sizes: Any, uid: int) -> TransferStatus:  # fmt: skip
@@ -304,8 +349,9 @@ class IOEngine:
         self._known_remote(remote, "remote memory")
         uid = check_int("transfer_uid", uid, 0, MAX_UID)
         return self._native.transfer(
-            is_read, local.id, remote.engine_key, remote.id, remote.size, local_offsets, remote_offsets, sizes, uid
-        )
+            is_read, local.id, remote.engine_key, remote.id, remote.size, local_offsets, remote_offsets, sizes, uid,
+            self._p2p_peer(local, remote),
+        )  # fmt: skip
 
     def _batch(self, is_read: bool, locals_: Sequence[MemoryDesc], local_offsets: Sequence[Any],
                remotes: Sequence[MemoryDesc], remote_offsets: Sequence[Any], sizes: Sequence[Any],

@@ -1,5 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Command line of ``mori-io-bench`` (flags named as nixlbench's where they mean the same)."""
+"""Command line of ``mori-io-bench`` (flags named as nixlbench's where they mean the same).
+
+Host memory over TCP by default, against a plain-socket ceiling (and Mooncake when installed).
+``--backend p2p`` (or ``--initiator_seg_type VRAM --target_seg_type VRAM``) moves GPU memory
+between two processes and compares with a device-to-device copy ceiling (bench/gpu.py)."""
 
 from __future__ import annotations
 
@@ -44,6 +48,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--num_data_conns", type=int, default=8, help="mori-io TCP lanes per peer")
     p.add_argument("--gap", type=int, default=64, help="bytes between descriptors (0: contiguous, mergeable)")
     p.add_argument("--max_buffer_bytes", type=int, default=2 << 30, help="refuse sweeps needing more memory")
+    p.add_argument("--backend", choices=["tcp", "p2p"], type=str.lower, default="tcp",
+                   help="p2p: BackendType.XGMI between GPU segments of two processes on this host")  # fmt: skip
+    p.add_argument("--initiator_seg_type", choices=["DRAM", "VRAM"], type=str.upper,
+                   help="DRAM: host, VRAM: GPU memory (default: VRAM with --backend p2p, else DRAM)")  # fmt: skip
+    p.add_argument("--target_seg_type", choices=["DRAM", "VRAM"], type=str.upper)
+    p.add_argument("--device", type=int, default=0, help="CUDA device of the initiator's VRAM segment")
+    p.add_argument("--target_device", type=int, default=0, help="CUDA device of the target's VRAM segment")
     p.add_argument("--skip_ceiling", action="store_true")
     p.add_argument("--skip_mooncake", action="store_true")
     p.add_argument("--json", type=Path, help="also write the results here")
@@ -63,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     if size > args.max_buffer_bytes:
         sys.stderr.write(f"the sweep needs {size} bytes per side (> --max_buffer_bytes {args.max_buffer_bytes})\n")
         return 2
+
+    seg_default = "VRAM" if args.backend == "p2p" else "DRAM"
+    args.initiator_seg_type = args.initiator_seg_type or seg_default
+    args.target_seg_type = args.target_seg_type or seg_default
+    if args.backend == "p2p" or "VRAM" in (args.initiator_seg_type, args.target_seg_type):
+        return _main_gpu(args, blocks, batches, size)
 
     notes: dict[str, str] = {}
     transports: list = [MoriTransport(size, args.num_data_conns)]
@@ -106,6 +123,52 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), "
                      f"{args.num_data_conns} mori-io lanes\n")  # fmt: skip
+    sys.stdout.write(report.table(points) + "\n")
+    for key, value in notes.items():
+        sys.stdout.write(f"{key}: {value}\n")
+    if args.json:
+        config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        report.write_json(args.json, config, points, notes)
+    return 0
+
+
+def _main_gpu(args: argparse.Namespace, blocks: list[int], batches: list[int], size: int) -> int:
+    from mori.io._native import _C
+
+    why = _C.gpu_unavailable_reason()
+    if why:
+        sys.stderr.write(f"GPU segments need a GPU: {why}\n")
+        return 2
+    if args.backend == "p2p" and (args.initiator_seg_type, args.target_seg_type) != ("VRAM", "VRAM"):
+        sys.stderr.write("--backend p2p moves GPU memory only: both segment types must be VRAM\n")
+        return 2
+    from mori.io.bench.gpu import DeviceCopyCeiling, MoriGpuTransport
+
+    notes: dict[str, str] = {
+        "ceiling": "d2d-ceiling is cuMemcpyDtoDAsync of block x batch bytes on one GPU, timed with CUDA events "
+        "(median); GB/s counts bytes copied once, like the engine's columns",
+    }
+    engine = MoriGpuTransport(size, args.num_data_conns, args.backend == "p2p", args.initiator_seg_type,
+                              args.target_seg_type, args.device, args.target_device)  # fmt: skip
+    ceiling = None if args.skip_ceiling else DeviceCopyCeiling(size, args.device)
+    points: list[Point] = []
+    try:
+        notes[f"{engine.name} validated"] = str(engine.validate())
+        for block in blocks:
+            for batch in batches:
+                layout = Layout(block, batch, args.gap)
+                iters = min(args.num_iter, max(5, args.max_bytes_per_point // (block * batch)))
+                warmup = min(args.warmup_iter, max(1, iters // 10))
+                steps = [engine.iteration(args.op_type, layout, i) for i in range(args.num_threads)]
+                points.append(measure(engine.name, args.op_type, block, batch, steps, iters, warmup))
+                if ceiling is not None:
+                    points.append(ceiling.point(args.op_type, block, batch, iters, warmup))
+    finally:
+        engine.close()
+        if ceiling is not None:
+            ceiling.close()
+    sys.stdout.write(f"mori-io-bench {args.op_type}, backend {args.backend}, {args.initiator_seg_type} -> "
+                     f"{args.target_seg_type}, {args.num_threads} thread(s)\n")  # fmt: skip
     sys.stdout.write(report.table(points) + "\n")
     for key, value in notes.items():
         sys.stdout.write(f"{key}: {value}\n")

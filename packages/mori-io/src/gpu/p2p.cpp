@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: MIT
+#include "gpu/p2p.hpp"
+
+#include <algorithm>
+
+#include "engine/error.hpp"
+#include "engine/log.hpp"
+#include "gpu/device.hpp"
+
+namespace mori::io::gpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Completion polling: spin (yielding) this long after the last progress, then sleep between
+// polls, so small transfers complete in microseconds and an idle backend costs no CPU.
+constexpr auto kSpinWindow = std::chrono::microseconds(200);
+constexpr auto kPollSleep = std::chrono::microseconds(50);
+
+std::vector<Segment> merge(std::vector<Segment> in) {
+  std::vector<Segment> out;
+  out.reserve(in.size());
+  for (const Segment& s : in) {
+    if (s.size == 0) continue;
+    if (!out.empty()) {
+      Segment& last = out.back();
+      if (last.local_offset + last.size == s.local_offset && last.remote_offset + last.size == s.remote_offset) {
+        last.size += s.size;
+        continue;
+      }
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+// Never throws: destructors and the completion thread use it (CUDA may be going away at exit).
+bool try_bind(int device) {
+  try {
+    bind(device);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+P2PBackend::P2PBackend(const P2PConfig& config) : config_(config) {
+  device_count();  // throws Error(Unsupported) naming why there is no GPU
+  completer_ = std::thread([this] { complete_loop(); });
+}
+
+P2PBackend::~P2PBackend() {
+  KeepCurrentContext keep;  // may run on an application thread (the engine's last reference)
+  stop();
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  const cuda::Driver& d = cuda::driver();
+  for (auto& entry : mappings_) {
+    if (try_bind(entry.second.device)) d.cuIpcCloseMemHandle(entry.second.base);
+  }
+  for (auto& entry : devices_) {
+    if (!try_bind(entry.first)) continue;
+    for (auto stream : entry.second.streams) {
+      d.cuStreamSynchronize(stream);
+      d.cuStreamDestroy(stream);
+    }
+    for (auto event : entry.second.idle_events) d.cuEventDestroy(event);
+  }
+}
+
+void P2PBackend::stop() {
+  KeepCurrentContext keep;  // runs on the application's thread
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  pending_wake_.notify_all();
+  if (completer_.joinable()) completer_.join();
+  std::vector<Pending> left;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    left.swap(pending_);
+  }
+  for (Pending& op : left) {
+    if (try_bind(op.device)) {
+      for (auto event : op.events) cuda::driver().cuEventSynchronize(event);
+    }  // the memory is in use until then
+    op.fallback = nullptr;
+    finish(op, "the P2P backend was removed or the engine shut down while the transfer ran");
+  }
+}
+
+P2PBackend::DeviceState& P2PBackend::device_state(int device) {
+  DeviceState& state = devices_[device];
+  if (state.streams.empty()) {
+    const cuda::Driver& d = cuda::driver();
+    bind(device);
+    for (int i = 0; i < config_.num_streams; ++i) {
+      cuda::CUstream stream = nullptr;
+      cuda::check(d.cuStreamCreate(&stream, cuda::kStreamNonBlocking), "cuStreamCreate",
+                  "creating P2P stream " + std::to_string(i) + " on GPU " + std::to_string(device));
+      state.streams.push_back(stream);
+    }
+    for (int i = 0; i < config_.num_events; ++i) {
+      cuda::CUevent event = nullptr;
+      cuda::check(d.cuEventCreate(&event, cuda::kEventDisableTiming), "cuEventCreate",
+                  "creating P2P events on GPU " + std::to_string(device));
+      state.idle_events.push_back(event);
+    }
+  }
+  return state;
+}
+
+uintptr_t P2PBackend::resolve(const PeerRegion& remote, int device, std::string* why) {
+  const cuda::Driver& d = cuda::driver();
+  if (remote.same_process) {
+    // One process, one address space: the peer's pointer is usable as is; check it still is GPU
+    // memory with room for the region, since the descriptor came from outside.
+    cuda::CUdeviceptr base = 0;
+    size_t size = 0;
+    cuda::CUresult r = d.cuMemGetAddressRange(&base, &size, static_cast<cuda::CUdeviceptr>(remote.data));
+    if (r != cuda::kSuccess) {
+      *why = "the peer's pointer is not GPU memory of this process: " + cuda::describe(r, "cuMemGetAddressRange");
+      return 0;
+    }
+    if (remote.size > base + size - remote.data) {
+      *why = "the peer's region of " + std::to_string(remote.size) + " bytes runs past its GPU allocation";
+      return 0;
+    }
+    return remote.data;
+  }
+  if (remote.ipc_handle.size() != sizeof(cuda::CUipcMemHandle)) {
+    *why = "the peer's MemoryDesc carries no CUDA IPC handle (its memory could not be exported)";
+    return 0;
+  }
+  std::string key = remote.engine_key;
+  key.push_back('\0');
+  key += remote.ipc_handle;
+  key += "@" + std::to_string(device);
+  Mapping mapping;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    auto it = mappings_.find(key);
+    if (it != mappings_.end()) {
+      mapping = it->second;
+    } else {
+      cuda::CUipcMemHandle handle;
+      std::copy(remote.ipc_handle.begin(), remote.ipc_handle.end(), handle.reserved);
+      cuda::CUdeviceptr base = 0;
+      cuda::CUresult r = d.cuIpcOpenMemHandle(&base, handle, cuda::kIpcLazyEnablePeerAccess);
+      if (r != cuda::kSuccess) {
+        *why = cuda::describe(r, "cuIpcOpenMemHandle") + " opening engine '" + remote.engine_key + "''s memory";
+        return 0;
+      }
+      cuda::CUdeviceptr range_base = 0;
+      size_t range = 0;
+      r = d.cuMemGetAddressRange(&range_base, &range, base);
+      if (r != cuda::kSuccess) {
+        d.cuIpcCloseMemHandle(base);
+        *why = cuda::describe(r, "cuMemGetAddressRange") + " on engine '" + remote.engine_key + "''s memory";
+        return 0;
+      }
+      mapping = Mapping{base, range, device, remote.engine_key};
+      mappings_[key] = mapping;
+      MORI_IO_LOG(Debug, "opened " << range << " bytes of engine '" << remote.engine_key << "''s GPU memory on GPU "
+                                   << device);
+    }
+  }
+  if (remote.ipc_offset > mapping.size || remote.size > mapping.size - remote.ipc_offset) {
+    *why = "the peer's region (offset " + std::to_string(remote.ipc_offset) + ", " + std::to_string(remote.size) +
+           " bytes) does not fit the exported allocation of " + std::to_string(mapping.size) + " bytes";
+    return 0;
+  }
+  return static_cast<uintptr_t>(mapping.base + remote.ipc_offset);
+}
+
+bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote, const std::vector<Segment>& segments,
+                        const std::shared_ptr<TransferStatus>& status, Fallback fallback, std::string* why) {
+  const int device = local.get()->device;
+  KeepCurrentContext keep;  // submit runs on the application's thread
+  try {
+    bind(device);
+  } catch (const Error& e) {
+    *why = e.what();
+    return false;
+  }
+  const uintptr_t peer = resolve(remote, device, why);
+  if (peer == 0) return false;
+  const std::vector<Segment> runs = merge(segments);
+  const cuda::Driver& d = cuda::driver();
+
+  Pending op;
+  op.status = status;
+  op.device = device;
+  op.deadline = config_.op_timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(config_.op_timeout_ms)
+                                          : Clock::time_point::max();
+  op.fallback = std::move(fallback);
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    DeviceState* state = nullptr;
+    try {
+      state = &device_state(device);
+    } catch (const Error& e) {
+      *why = e.what();
+      return false;
+    }
+    const size_t n = state->streams.size();
+    const size_t width = std::min(n, std::max<size_t>(1, runs.size()));
+    const size_t first = state->next_stream;
+    state->next_stream = (first + width) % n;  // the next transfer starts on fresh streams
+    size_t enqueued = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const Segment& s = runs[i];
+      auto local_ptr = static_cast<cuda::CUdeviceptr>(local.get()->base + s.local_offset);
+      auto peer_ptr = static_cast<cuda::CUdeviceptr>(peer + s.remote_offset);
+      // cuMemcpyAsync, not DtoD: with unified addressing it also copies between two devices.
+      cuda::CUresult r = d.cuMemcpyAsync(is_read ? local_ptr : peer_ptr, is_read ? peer_ptr : local_ptr, s.size,
+                                         state->streams[(first + i % width) % n]);
+      if (r != cuda::kSuccess) {
+        op.failure = cuda::describe(r, "cuMemcpyAsync");
+        break;
+      }
+      ++enqueued;
+    }
+    if (enqueued == 0 && !op.failure.empty()) {
+      *why = op.failure;
+      return false;
+    }
+    const size_t streams_used = std::max<size_t>(1, std::min(width, enqueued));
+    for (size_t i = 0; i < streams_used; ++i) {
+      cuda::CUevent event = nullptr;
+      if (!state->idle_events.empty()) {
+        event = state->idle_events.back();
+        state->idle_events.pop_back();
+      } else if (d.cuEventCreate(&event, cuda::kEventDisableTiming) != cuda::kSuccess) {
+        event = nullptr;
+      }
+      const bool recorded = event != nullptr && d.cuEventRecord(event, state->streams[(first + i) % n]) == cuda::kSuccess;
+      if (!recorded) {
+        // Without an event the copies on this stream cannot be waited for one by one: wait now.
+        if (event != nullptr) state->idle_events.push_back(event);
+        d.cuStreamSynchronize(state->streams[(first + i) % n]);
+        if (op.failure.empty()) op.failure = "recording a completion event failed";
+        continue;
+      }
+      op.events.push_back(event);
+    }
+  }
+  op.pin = std::move(local);
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (stopping_) {
+      // Nothing will complete this op: wait for its copies here and let the caller fall back.
+      *why = "the P2P backend is stopping";
+      for (auto event : op.events) d.cuEventSynchronize(event);
+      return false;
+    }
+    pending_.push_back(std::move(op));
+  }
+  pending_wake_.notify_one();
+  return true;
+}
+
+void P2PBackend::finish(Pending& op, const std::string& failure) {
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    auto& idle = devices_[op.device].idle_events;
+    idle.insert(idle.end(), op.events.begin(), op.events.end());
+  }
+  op.events.clear();
+  if (failure.empty()) {
+    op.pin = RegionPin();  // the memory is no longer used: deregistration may go on
+    op.status->update(StatusCode::SUCCESS, "");
+    return;
+  }
+  if (op.fallback) {
+    // Still pinned: the retry's frames pin the memory themselves before this pin goes, so a
+    // deregistration cannot slip in between.
+    op.fallback(failure);
+  } else {
+    MORI_IO_LOG(Warning, "P2P transfer failed: " << failure);
+    op.status->update(StatusCode::ERR_GPU_OP, "P2P transfer failed: " + failure);
+  }
+  op.pin = RegionPin();
+}
+
+void P2PBackend::complete_loop() {
+  const cuda::Driver& d = cuda::driver();
+  auto last_progress = Clock::now();
+  std::vector<Pending> done;
+  std::vector<std::string> reasons;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(pending_mutex_);
+      if (pending_.empty()) {
+        pending_wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+        last_progress = Clock::now();
+      }
+      if (stopping_) return;
+      const auto now = Clock::now();
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        std::string failure = it->failure;
+        bool ready = true;
+        if (!try_bind(it->device) && failure.empty()) failure = "cannot make GPU " + std::to_string(it->device) + " current";
+        for (auto event : it->events) {
+          cuda::CUresult r = d.cuEventQuery(event);
+          if (r == cuda::kErrorNotReady) {
+            ready = false;
+            break;
+          }
+          if (r != cuda::kSuccess && failure.empty()) failure = cuda::describe(r, "cuEventQuery");
+        }
+        if (!ready && now >= it->deadline) {
+          // The copies may still run: the events stay with the op's memory, never reused.
+          it->events.clear();
+          it->fallback = nullptr;
+          ready = true;
+          failure = "copies did not finish within op_timeout_ms=" + std::to_string(config_.op_timeout_ms);
+        }
+        if (!ready) {
+          ++it;
+          continue;
+        }
+        done.push_back(std::move(*it));
+        reasons.push_back(std::move(failure));
+        it = pending_.erase(it);
+      }
+    }
+    if (done.empty()) {
+      if (Clock::now() - last_progress < kSpinWindow) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(kPollSleep);
+      }
+      continue;
+    }
+    for (size_t i = 0; i < done.size(); ++i) finish(done[i], reasons[i]);
+    done.clear();
+    reasons.clear();
+    last_progress = Clock::now();
+  }
+}
+
+void P2PBackend::synchronize_all() {
+  const cuda::Driver& d = cuda::driver();
+  for (auto& entry : devices_) {
+    if (!try_bind(entry.first)) continue;
+    for (auto stream : entry.second.streams) d.cuStreamSynchronize(stream);
+  }
+}
+
+void P2PBackend::forget_engine(const std::string& engine_key) {
+  KeepCurrentContext keep;  // runs on the application's thread
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  bool any = false;
+  for (auto& entry : mappings_) any = any || entry.second.engine_key == engine_key;
+  if (!any) return;
+  synchronize_all();  // copies in flight may still read or write the mappings
+  for (auto it = mappings_.begin(); it != mappings_.end();) {
+    if (it->second.engine_key == engine_key) {
+      if (try_bind(it->second.device)) cuda::driver().cuIpcCloseMemHandle(it->second.base);
+      it = mappings_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace mori::io::gpu

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+// The P2P backend (MORI's BackendType.XGMI; on NVIDIA GPUs the intra-host path is NVLink or PCIe
+// peer-to-peer): GPU memory of two engines on one host, copied by the GPU's copy engines with no
+// socket in between. The peer's region is opened once per allocation with cuIpcOpenMemHandle (an
+// engine in the same process uses the pointer directly); a transfer's contiguous runs are spread
+// over several of this backend's streams, and one completion thread turns their events into the
+// transfer's status. MORI completes XGMI transfers lazily on Code(); here the thread does it, so
+// Wait() needs no CUDA call and the GIL-free waits of the TCP backend work unchanged.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/status.hpp"
+#include "engine/transfer.hpp"
+#include "gpu/cuda_driver.hpp"
+
+namespace mori::io::gpu {
+
+struct P2PConfig {
+  int num_streams = 64;  // MORI's XgmiBackendConfig names
+  int num_events = 64;   // events made up front per device; more are made when all are in use
+  int64_t op_timeout_ms = 30000;
+};
+
+// What the initiator knows of the peer's GPU region (from its MemoryDesc and EngineDesc).
+struct PeerRegion {
+  std::string engine_key;
+  uintptr_t data = 0;
+  uint64_t size = 0;
+  std::string ipc_handle;  // of the allocation that holds the region
+  uint64_t ipc_offset = 0;  // data - allocation base
+  bool same_process = false;
+};
+
+// Called (from the completion thread) when copies failed after they were enqueued; the engine
+// retries the transfer over TCP into the same status.
+using Fallback = std::function<void(const std::string& reason)>;
+
+class P2PBackend {
+ public:
+  explicit P2PBackend(const P2PConfig& config);  // throws Error(Unsupported) without driver or GPU
+  ~P2PBackend();
+  P2PBackend(const P2PBackend&) = delete;
+  P2PBackend& operator=(const P2PBackend&) = delete;
+
+  // Enqueues one transfer between the local GPU region and the peer's. Returns false with *why
+  // when nothing could be enqueued (no byte moved: the caller falls back; `fallback` is not
+  // called). Once it returns true the status completes SUCCESS, or `fallback` is called (from
+  // the completion thread, with `local` still pinned) with the reason of a failure.
+  bool submit(bool is_read, RegionPin local, const PeerRegion& remote, const std::vector<Segment>& segments,
+              const std::shared_ptr<TransferStatus>& status, Fallback fallback, std::string* why);
+  // Closes the IPC mappings of a peer engine (after the copies in flight finish).
+  void forget_engine(const std::string& engine_key);
+  // Finishes the transfers in flight (waiting for their copies) and stops the completion thread.
+  void stop();
+
+ private:
+  struct Mapping {
+    cuda::CUdeviceptr base = 0;
+    uint64_t size = 0;
+    int device = -1;
+    std::string engine_key;
+  };
+  struct DeviceState {
+    std::vector<cuda::CUstream> streams;
+    std::vector<cuda::CUevent> idle_events;
+    size_t next_stream = 0;
+  };
+  struct Pending {
+    std::shared_ptr<TransferStatus> status;
+    RegionPin pin;
+    int device = -1;
+    std::vector<cuda::CUevent> events;
+    std::chrono::steady_clock::time_point deadline;
+    Fallback fallback;
+    std::string failure;  // set when enqueueing stopped part-way
+  };
+
+  // The peer region's address in this process, for copies on `device`; 0 with *why on failure.
+  uintptr_t resolve(const PeerRegion& remote, int device, std::string* why);
+  DeviceState& device_state(int device);  // state_mutex_ held
+  void complete_loop();
+  void finish(Pending& op, const std::string& failure);
+  void synchronize_all();
+
+  P2PConfig config_;
+  std::mutex state_mutex_;  // devices_, mappings_
+  std::map<int, DeviceState> devices_;
+  std::map<std::string, Mapping> mappings_;  // engine key + handle + device -> opened mapping
+
+  std::mutex pending_mutex_;
+  std::condition_variable pending_wake_;
+  std::vector<Pending> pending_;
+  bool stopping_ = false;
+  std::thread completer_;
+};
+
+}  // namespace mori::io::gpu

@@ -1,0 +1,257 @@
+# SPDX-License-Identifier: MIT
+"""GPU memory through mori.io, checked byte for byte against numpy: the TCP backend's pinned
+staging (GPU->GPU, GPU->host, host->GPU) and the P2P backend (BackendType.XGMI, in one process
+through the pointer and across processes through CUDA IPC), random offsets and sizes, batches of
+many small descriptors, and P2P's failover to TCP. Skips with the reason without a GPU; on the
+GPU machine two processes share the one GPU under MPS (docs/developer-guide/gpu.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import mori.io as mio
+from mori.io import BackendType, EngineDesc, IOEngine, IOEngineConfig, MemoryDesc, MemoryLocationType, StatusCode
+from mori.io._native import _C
+
+WHY_NOT = _C.gpu_unavailable_reason()
+torch = pytest.importorskip("torch") if not WHY_NOT else None
+if torch is not None and not torch.cuda.is_available():
+    WHY_NOT = "torch sees no CUDA device"
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(WHY_NOT), reason=f"needs a GPU: {WHY_NOT}")]
+
+SIZE = 12 << 20  # past the 4 MiB TCP chunk, so transfers span frames and staging pieces
+WAIT_MS = 30000
+
+
+class Memory:
+    """A host (numpy) or GPU (torch) buffer with random content, registered with an engine."""
+
+    def __init__(self, engine: IOEngine, kind: str, size: int, seed: int) -> None:
+        data = np.random.default_rng(seed).integers(0, 256, size=size, dtype=np.uint8)
+        self.kind = kind
+        self.tensor = torch.from_numpy(data)
+        if kind == "gpu":
+            self.tensor = self.tensor.to("cuda:0")
+            torch.cuda.synchronize()
+        self.desc = engine.register_torch_tensor(self.tensor)
+
+    def bytes(self) -> np.ndarray:
+        torch.cuda.synchronize()
+        return self.tensor.cpu().numpy().copy()
+
+
+def make_engine(key: str, backends: str) -> IOEngine:
+    engine = IOEngine(key, IOEngineConfig())
+    if "tcp" in backends:
+        engine.create_backend(BackendType.TCP, mio.TcpBackendConfig(num_data_conns=4))
+    if "p2p" in backends:
+        engine.create_backend(BackendType.XGMI)
+    return engine
+
+
+@pytest.fixture
+def engines(request: pytest.FixtureRequest) -> Iterator[tuple[IOEngine, IOEngine]]:
+    backends = getattr(request, "param", "tcp")
+    a, b = make_engine("gpu-a", backends), make_engine("gpu-b", backends)
+    a.register_remote_engine(b.get_engine_desc())
+    b.register_remote_engine(a.get_engine_desc())
+    yield a, b
+    a.shutdown()
+    b.shutdown()
+
+
+def random_transfers(rng: np.random.Generator, count: int, size: int) -> list[tuple[int, int, int]]:
+    """(local offset, remote offset, size) triples: odd sizes and offsets, some past one chunk."""
+    out = []
+    for i in range(count):
+        n = int(rng.integers(1, 9 << 20)) if i % 3 == 0 else int(rng.integers(1, 70000))
+        out.append((int(rng.integers(0, size - n)), int(rng.integers(0, size - n)), n))
+    return out
+
+
+def check_status(status: mio.TransferStatus) -> None:
+    assert status.WaitFor(WAIT_MS) == StatusCode.SUCCESS, status.Message()
+
+
+# -- one process ----------------------------------------------------------------------------------
+
+
+def test_bad_device_id_names_the_value_and_the_count():
+    count = _C.gpu_device_count()
+    with IOEngine("dev", IOEngineConfig()) as e:
+        t = torch.zeros(64, dtype=torch.uint8, device="cuda:0")
+        with pytest.raises(mio.InvalidArgumentError, match=rf"device_id={count} is not a GPU: {count} device"):
+            e.register_memory(t.data_ptr(), 64, count, MemoryLocationType.GPU)
+        host = np.zeros(64, np.uint8)
+        with pytest.raises(mio.InvalidArgumentError, match="not GPU device memory"):
+            e.register_memory(host.ctypes.data, 64, 0, MemoryLocationType.GPU)
+
+
+def test_gpu_memory_desc_carries_ipc_handle_offset_and_bus_id():
+    with IOEngine("desc", IOEngineConfig()) as e:
+        t = torch.zeros(1 << 20, dtype=torch.uint8, device="cuda:0")
+        whole = e.register_torch_tensor(t)
+        part = e.register_torch_tensor(t[4096:])
+        assert whole.loc == MemoryLocationType.GPU and whole.device_id == 0
+        assert len(whole.ipc_handle) == 64 and whole.device_bus_id.count(":") == 2
+        assert part.ipc_offset == whole.ipc_offset + 4096 and part.ipc_handle == whole.ipc_handle
+        assert MemoryDesc.unpack(part.pack()) == part
+
+
+@pytest.mark.parametrize("engines", ["tcp", "p2p", "tcp+p2p"], indirect=True)
+@pytest.mark.parametrize("op", ["write", "read"])
+@pytest.mark.parametrize("kinds", [("gpu", "gpu"), ("gpu", "cpu"), ("cpu", "gpu")], ids=lambda k: "->".join(k))
+def test_random_transfers_in_one_process(engines, op, kinds, request):
+    a, b = engines
+    backends = request.node.callspec.params["engines"]
+    if backends == "p2p" and kinds != ("gpu", "gpu"):
+        pytest.skip("the P2P backend alone moves GPU memory only")
+    local, remote = Memory(a, kinds[0], SIZE, 1), Memory(b, kinds[1], SIZE, 2)
+    want_local, want_remote = local.bytes(), remote.bytes()
+    rng = np.random.default_rng(3)
+    for lo, ro, n in random_transfers(rng, 12, SIZE):
+        uid = a.allocate_transfer_uid()
+        if op == "write":
+            check_status(a.write(local.desc, lo, remote.desc, ro, n, uid))
+            want_remote[ro : ro + n] = want_local[lo : lo + n]
+        else:
+            check_status(a.read(local.desc, lo, remote.desc, ro, n, uid))
+            want_local[lo : lo + n] = want_remote[ro : ro + n]
+        # TCP records an inbound status at the target, P2P (as MORI's XGMI) does not: this tells
+        # which backend moved the bytes.
+        inbound = b.pop_inbound_transfer_status("gpu-a", uid)
+        went_p2p = "p2p" in backends and kinds == ("gpu", "gpu")
+        assert (inbound is None) == went_p2p
+    np.testing.assert_array_equal(remote.bytes(), want_remote)
+    np.testing.assert_array_equal(local.bytes(), want_local)
+
+
+@pytest.mark.parametrize("engines", ["tcp", "p2p"], indirect=True)
+@pytest.mark.parametrize("kinds", [("gpu", "gpu"), ("cpu", "gpu")], ids=lambda k: "->".join(k))
+def test_batch_of_many_small_descriptors(engines, kinds, request):
+    a, b = engines
+    if request.node.callspec.params["engines"] == "p2p" and kinds != ("gpu", "gpu"):
+        pytest.skip("the P2P backend alone moves GPU memory only")
+    n, slot = 4000, 600
+    local, remote = Memory(a, kinds[0], n * slot, 4), Memory(b, kinds[1], n * slot, 5)
+    want_local, want_remote = local.bytes(), remote.bytes()
+    rng = np.random.default_rng(6)
+    sizes = rng.integers(1, slot - 88, size=n, dtype=np.int64)
+    lo = np.arange(n, dtype=np.int64) * slot + rng.integers(0, 88, size=n)
+    ro = rng.permutation(n).astype(np.int64) * slot + rng.integers(0, 88, size=n)
+    session = a.create_session(local.desc, remote.desc)
+    assert session is not None
+    check_status(session.batch_write(lo, ro, sizes, session.allocate_transfer_uid()))
+    for i in range(n):
+        want_remote[ro[i] : ro[i] + sizes[i]] = want_local[lo[i] : lo[i] + sizes[i]]
+    np.testing.assert_array_equal(remote.bytes(), want_remote)
+    lo2 = rng.permutation(n).astype(np.int64) * slot + 7
+    check_status(session.batch_read(lo2, ro, sizes, session.allocate_transfer_uid()))
+    for i in range(n):
+        want_local[lo2[i] : lo2[i] + sizes[i]] = want_remote[ro[i] : ro[i] + sizes[i]]
+    np.testing.assert_array_equal(local.bytes(), want_local)
+
+
+def test_out_of_range_gpu_transfer_is_refused_before_sending(engines):
+    a, b = engines
+    local, remote = Memory(a, "gpu", 4096, 7), Memory(b, "gpu", 4096, 8)
+    with pytest.raises(mio.InvalidArgumentError, match="exceeds the remote memory's size 4096"):
+        a.write(local.desc, 0, remote.desc, 4000, 100, 0)
+
+
+# -- two processes --------------------------------------------------------------------------------
+
+
+class Target:
+    """gpu_programs.target in a spawned process."""
+
+    def __init__(self, size: int, kind: str, p2p: bool, seed: int) -> None:
+        from gpu_programs import target
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=target, args=(child, size, kind, p2p, seed), daemon=True)
+        self.proc.start()
+        assert self.conn.poll(120), "the target process did not start"
+        engine_desc, mem_desc = self.conn.recv()
+        self.engine_desc, self.desc = EngineDesc.unpack(engine_desc), MemoryDesc.unpack(mem_desc)
+        self.initial = np.random.default_rng(seed).integers(0, 256, size=size, dtype=np.uint8)
+
+    def ask(self, *cmd: object) -> object:
+        self.conn.send(cmd)
+        assert self.conn.poll(60), f"the target did not answer {cmd[0]}"
+        return self.conn.recv()
+
+    def bytes(self) -> np.ndarray:
+        return np.frombuffer(self.ask("bytes"), dtype=np.uint8).copy()
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.ask("exit")
+            self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("backends", ["tcp", "tcp+p2p"])
+@pytest.mark.parametrize("kinds", [("gpu", "gpu"), ("gpu", "cpu"), ("cpu", "gpu")], ids=lambda k: "->".join(k))
+def test_random_transfers_between_two_processes(backends, kinds):
+    peer = Target(SIZE, kinds[1], "p2p" in backends, seed=11)
+    a = make_engine("gpu-a", backends)
+    try:
+        a.register_remote_engine(peer.engine_desc)
+        local = Memory(a, kinds[0], SIZE, 12)
+        want_local, want_remote = local.bytes(), peer.initial.copy()
+        rng = np.random.default_rng(13)
+        for i, (lo, ro, n) in enumerate(random_transfers(rng, 10, SIZE)):
+            uid = a.allocate_transfer_uid()
+            if i % 2 == 0:
+                check_status(a.write(local.desc, lo, peer.desc, ro, n, uid))
+                want_remote[ro : ro + n] = want_local[lo : lo + n]
+            else:
+                check_status(a.read(local.desc, lo, peer.desc, ro, n, uid))
+                want_local[lo : lo + n] = want_remote[ro : ro + n]
+            went_p2p = "p2p" in backends and kinds == ("gpu", "gpu")
+            assert (peer.ask("inbound", "gpu-a", uid) is None) == went_p2p
+        np.testing.assert_array_equal(peer.bytes(), want_remote)
+        np.testing.assert_array_equal(local.bytes(), want_local)
+    finally:
+        a.shutdown()
+        peer.close()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("broken", ["ipc_offset", "ipc_handle"])
+@pytest.mark.parametrize("backends", ["tcp+p2p", "p2p"])
+def test_p2p_failure_falls_back_to_tcp_or_fails(backends, broken):
+    """A MemoryDesc P2P cannot use (its region does not fit the exported allocation, or its IPC
+    handle does not open): with TCP as well the transfer still lands, over TCP, so the target
+    records it; with P2P alone it fails with ERR_GPU_OP and nothing is written."""
+    peer = Target(1 << 20, "gpu", True, seed=21)
+    a = make_engine("gpu-a", backends)
+    try:
+        a.register_remote_engine(peer.engine_desc)
+        local = Memory(a, "gpu", 1 << 20, 22)
+        if broken == "ipc_offset":
+            bad = dataclasses.replace(peer.desc, ipc_offset=1 << 40)
+        else:
+            bad = dataclasses.replace(peer.desc, ipc_handle=bytes(64))
+        uid = a.allocate_transfer_uid()
+        status = a.write(local.desc, 0, bad, 0, 1 << 20, uid)
+        if backends == "p2p":
+            assert status.WaitFor(WAIT_MS) == StatusCode.ERR_GPU_OP
+            assert "P2P" in status.Message()
+            np.testing.assert_array_equal(peer.bytes(), peer.initial)
+        else:
+            check_status(status)
+            assert peer.ask("inbound", "gpu-a", uid) == int(StatusCode.SUCCESS)
+            np.testing.assert_array_equal(peer.bytes(), local.bytes())
+    finally:
+        a.shutdown()
+        peer.close()
