@@ -40,6 +40,9 @@ PAGE = 64 * KiB
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a few tens of seconds; deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and torch (skips with the reason elsewhere)")
+    if not config.pluginmanager.hasplugin("timeout"):  # the GPU machine has no pytest-timeout
+        config.addinivalue_line("markers", "timeout(seconds): deadline of a test under pytest-timeout")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -92,6 +95,37 @@ class MasterProcess:
         self.proc.wait(10)
 
 
+class PeerProcess:
+    """A pool node in a spawned process (``peer_programs.serve_peer``), driven over a pipe."""
+
+    def __init__(self, master: str, node_id: str, capacity: int, **options: object) -> None:
+        import multiprocessing as mp
+
+        import peer_programs
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.node_id = node_id
+        self.proc = ctx.Process(
+            target=peer_programs.serve_peer, args=(child, master, node_id, capacity), kwargs=options, daemon=True
+        )
+        self.proc.start()
+        assert self.conn.poll(60), f"peer {node_id} did not start"
+        _, self.address = self.conn.recv()
+
+    def ask(self, *cmd: object, timeout: float = 20) -> object:
+        self.conn.send(cmd)
+        assert self.conn.poll(timeout), f"peer {self.node_id} did not answer {cmd[0]}"
+        return self.conn.recv()
+
+    def kill(self) -> None:
+        import signal
+
+        if self.proc.is_alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.join(10)
+
+
 def wait_for(predicate, timeout: float = 10.0, every: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -112,15 +146,21 @@ def master_config(**overrides):
     return config
 
 
-def make_client(master_address: str, node_id: str, capacity: int = 0, ssd=None, policy: str = "lru"):
+def make_client(master_address: str, node_id: str, capacity: int = 0, ssd=None, policy: str = "lru", hbm=None):
     """A pool node with ``capacity`` bytes of DRAM in PAGE pages; ``ssd`` (a UMBPSsdConfig) adds an
-    SSD tier whose staging buffer has 4 slots of one PAGE each."""
-    from mori.umbp import UMBPClient, UMBPConfig, UMBPEvictionConfig, UMBPSsdConfig
+    SSD tier whose staging buffer has 4 slots of one PAGE each; ``hbm`` (a UMBPHbmConfig) an HBM tier."""
+    from mori.umbp import UMBPClient, UMBPConfig, UMBPEvictionConfig, UMBPHbmConfig, UMBPSsdConfig
     from mori.umbp.client.config import UMBPDistributedConfig, UMBPDramConfig, UMBPMasterClientConfig
 
     mc = UMBPMasterClientConfig(master_address, node_id, "127.0.0.1")
     dist = UMBPDistributedConfig(mc, staging_buffer_size=4 << 20, ssd_staging_buffer_size=4 * PAGE)
     dist.ssd_staging_buffer_slots = 4
     return UMBPClient(
-        UMBPConfig(UMBPDramConfig(capacity, PAGE), dist, ssd or UMBPSsdConfig(), UMBPEvictionConfig(policy))
+        UMBPConfig(
+            UMBPDramConfig(capacity, PAGE),
+            dist,
+            ssd or UMBPSsdConfig(),
+            UMBPEvictionConfig(policy),
+            hbm or UMBPHbmConfig(),
+        )
     )

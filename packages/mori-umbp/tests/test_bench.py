@@ -48,3 +48,16 @@ def test_trace_files_are_checked(tmp_path):
     bad.write_text('{"keys": ["a"]}\n{"key": 1}\n')
     with pytest.raises(InvalidArgumentError, match=r"bad.jsonl:2: expected"):
         trace.load(bad)
+
+
+def test_the_hbm_profile_without_a_gpu_says_why(tmp_path, capsys):
+    from mori.umbp.devmem import gpu_unavailable_reason
+
+    why = gpu_unavailable_reason()
+    if not why:
+        pytest.skip("this machine has a GPU: test_hbm_gpu.py runs the HBM profile")
+    argv = ["--requests", "2", "--profile", "hbm", "--peers", "1", "--out", str(tmp_path / "b.json")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"mori-umbp-bench --profile hbm: hbm.capacity_bytes={256 << 20} needs a CUDA GPU: {why}" in err
+    assert not (tmp_path / "b.json").exists()

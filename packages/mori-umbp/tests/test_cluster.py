@@ -5,15 +5,13 @@ process as a client that owns no pages. Every byte read back is compared with wh
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import os
 import signal
 import time
 
 import numpy as np
-import peer_programs
 import pytest
-from conftest import PAGE, MasterProcess, free_port, make_client, wait_for
+from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, wait_for
 
 from mori.umbp import MasterUnavailableError, PeerUnavailableError
 from mori.umbp.rpc import peer_pb
@@ -22,31 +20,10 @@ pytestmark = pytest.mark.timeout(90)
 PEER_BYTES = 64 * PAGE
 
 
-class Peer:
-    def __init__(self, master: str, node_id: str) -> None:
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.node_id = node_id
-        self.proc = ctx.Process(target=peer_programs.serve_peer, args=(child, master, node_id, PEER_BYTES), daemon=True)
-        self.proc.start()
-        assert self.conn.poll(60), f"peer {node_id} did not start"
-        _, self.address = self.conn.recv()
-
-    def ask(self, *cmd):
-        self.conn.send(cmd)
-        assert self.conn.poll(20), f"peer {self.node_id} did not answer {cmd[0]}"
-        return self.conn.recv()
-
-    def kill(self) -> None:
-        if self.proc.is_alive():
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.join(10)
-
-
 @pytest.fixture
 def cluster():
     master = MasterProcess(free_port())
-    peers = [Peer(master.address, f"peer-{i}") for i in range(3)]
+    peers = [PeerProcess(master.address, f"peer-{i}", PEER_BYTES) for i in range(3)]
     client = make_client(master.address, "reader", 0)
     yield master, peers, client
     client.close()

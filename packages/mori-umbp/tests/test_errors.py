@@ -110,7 +110,13 @@ def test_peer_refuses_an_unallocatable_tier(pool):
     stub = client._peer(peer.peer_address)
     res = stub.AllocateSlot(peer_pb.AllocateSlotRequest(size=16, tier=3, key="ssd"), timeout=2)
     assert res.outcome == peer_pb.AllocateSlotResponse.FAILED
-    assert "tier=3 is not allocatable" in res.message
+    assert "tier=SSD is not a page tier (allowed: HBM, DRAM)" in res.message
+    res = stub.AllocateSlot(peer_pb.AllocateSlotRequest(size=16, tier=9, key="nine"), timeout=2)
+    assert res.outcome == peer_pb.AllocateSlotResponse.FAILED and "tier=9 is not a page tier" in res.message
+    # HBM on a peer without it: no space here (the client routes again), naming what the peer has.
+    res = stub.AllocateSlot(peer_pb.AllocateSlotRequest(size=16, tier=1, key="hbm"), timeout=2)
+    assert res.outcome == peer_pb.AllocateSlotResponse.FAILED_NO_SPACE
+    assert res.message == "tier=HBM: this peer has no such tier (has DRAM)"
 
 
 def test_unreachable_master_raises_within_the_deadline(monkeypatch):

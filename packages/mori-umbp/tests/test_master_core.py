@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from mori.umbp.master.core import ADD, REMOVE, Master, MasterTiming
 from mori.umbp.master.metrics import MasterMetrics
-from mori.umbp.master.policy import pick_put_target, select_victims
+from mori.umbp.master.policy import select_victims
 from mori.umbp.master.store import Candidate, InMemoryMetadataStore, NodeInfo
 from mori.umbp.peer.events import EventLog
 
@@ -113,19 +111,6 @@ def test_lru_victims_to_the_low_watermark_skip_leased():
     assert select_victims(cands, total=100, used=90, high=0.9, low=0.7, now=50.0) == []  # not above high
     victims = select_victims(cands, total=100, used=100, high=0.9, low=0.7, now=50.0)
     assert [v.key for v in victims] == ["k0", "k2", "k3"]  # 30 bytes: 100 -> 70
-
-
-@pytest.mark.parametrize(
-    ("free", "size", "want"),
-    [
-        ({("a", DRAM): 5, ("b", DRAM): 9}, 4, ("b", DRAM)),
-        ({("a", DRAM): 5}, 6, None),
-        ({("a", SSD): 100}, 1, None),
-        ({("a", DRAM): 9, ("a", HBM): 9}, 1, ("a", HBM)),
-    ],
-)
-def test_pick_put_target(free, size, want):
-    assert pick_put_target(size, free) == want
 
 
 def test_event_log_resends_until_acked_and_full_sync_resets():

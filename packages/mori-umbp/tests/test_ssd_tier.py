@@ -35,7 +35,7 @@ def test_blocks_round_trip_and_lru_eviction_makes_room(tmp_path):
     assert _read(tier, "k1", KB) is None
     assert all(_read(tier, f"k{i}", KB) == data[i] for i in (0, 2, 3, 4))
     assert len(list(tmp_path.glob(f"*{SUFFIX}"))) == 4  # the victim's file is gone
-    tier.close()
+    tier.close()  # without recovery the files go with the tier
     assert not list(tmp_path.iterdir())
 
 
@@ -72,14 +72,14 @@ def test_a_corrupted_file_is_detected(tmp_path):
     tier.put("k", bytes(range(256)) * 4)
     (path,) = tmp_path.glob(f"*{SUFFIX}")
     raw = bytearray(path.read_bytes())
-    raw[7] ^= 0xFF
+    raw[-7] ^= 0xFF  # a byte of the value, past the header and the key
     path.write_bytes(bytes(raw))
     with pytest.raises(PeerUnavailableError, match=r"SSD block 'k' .* is corrupt"):
         _read(tier, "k", KB)
 
 
-def test_a_restarted_tier_drops_the_previous_runs_files(tmp_path):
-    SsdTier(tmp_path, 4 * KB, 0.9, 0.7).put("k", bytes(KB))
+def test_without_recovery_a_restarted_tier_drops_the_previous_runs_files(tmp_path):
+    SsdTier(tmp_path, 4 * KB, 0.9, 0.7, recover=True).put("k", bytes(KB))
     assert len(list(tmp_path.glob(f"*{SUFFIX}"))) == 1
-    again = SsdTier(tmp_path, 4 * KB, 0.9, 0.7)
-    assert again.used == 0 and not list(tmp_path.glob(f"*{SUFFIX}"))
+    again = SsdTier(tmp_path, 4 * KB, 0.9, 0.7, recover=False)
+    assert again.used == 0 and again.recovered == 0 and not list(tmp_path.glob(f"*{SUFFIX}"))

@@ -2,26 +2,30 @@
 """mori.umbp: a tiered, distributed KV-block pool (MORI's UMBP) whose data plane is mori-io.
 
 A master (``mori-umbp-master``, gRPC) keeps the node registry and the block index, routes puts
-and gets, grants leases and evicts by watermark LRU; every ``UMBPClient`` is a peer that owns
-pages in its DRAM tier and moves bytes peer to peer with mori-io.
+and gets, grants leases and evicts by watermark LRU; every distributed ``UMBPClient`` is a peer
+that owns pages in its HBM and DRAM tiers (and block files in an SSD tier) and moves bytes peer to
+peer with mori-io. Without ``UMBPConfig.distributed``, ``UMBPClient`` is the in-process local mode.
 """
 
 from __future__ import annotations
 
 import logging
 
+from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import (
     UMBPConfig,
     UMBPDeploymentMode,
     UMBPDistributedConfig,
     UMBPDramConfig,
     UMBPEvictionConfig,
+    UMBPHbmConfig,
     UMBPMasterClientConfig,
     UMBPSsdConfig,
 )
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch, UMBPExternalKvNodeMatch
+from mori.umbp.client.local_client import LocalClient
 from mori.umbp.client.master_client import UMBPMasterClient
-from mori.umbp.client.pool_client import UMBPClient
+from mori.umbp.client.pool_client import DistributedClient
 from mori.umbp.errors import (
     ClosedError,
     ConfigError,
@@ -31,6 +35,7 @@ from mori.umbp.errors import (
     MetadataStoreError,
     PeerUnavailableError,
     TierCapacityError,
+    TierUnavailableError,
     UMBPError,
     UnknownTierError,
     ValueTooLargeError,
@@ -42,21 +47,26 @@ __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-#: MORI's name for the distributed-mode client.
-PoolClient = UMBPClient
+#: MORI's names for the clients of the two modes (``UMBPClient(config)`` picks one).
+PoolClient = DistributedClient
+StandaloneClient = LocalClient
 
 __all__ = [
     "ClosedError",
     "ConfigError",
+    "DistributedClient",
     "InvalidArgumentError",
     "InvalidKeyError",
+    "LocalClient",
     "MasterServer",
     "MasterServerConfig",
     "MasterUnavailableError",
     "MetadataStoreError",
     "PeerUnavailableError",
     "PoolClient",
+    "StandaloneClient",
     "TierCapacityError",
+    "TierUnavailableError",
     "UMBPClient",
     "UMBPConfig",
     "UMBPDeploymentMode",
@@ -67,6 +77,7 @@ __all__ = [
     "UMBPExternalKvHitCountEntry",
     "UMBPExternalKvMatch",
     "UMBPExternalKvNodeMatch",
+    "UMBPHbmConfig",
     "UMBPMasterClient",
     "UMBPMasterClientConfig",
     "UMBPSsdConfig",

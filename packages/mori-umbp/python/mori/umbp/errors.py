@@ -37,6 +37,10 @@ class ConfigError(InvalidArgumentError):
     """A UMBP_* environment variable or a config field has a value that does not parse or fit."""
 
 
+class TierUnavailableError(ConfigError):
+    """A tier was asked for that this machine cannot provide (HBM without torch, CUDA or the device)."""
+
+
 class MasterUnavailableError(UMBPError, ConnectionError):
     """The master did not answer within UMBP_RPC_TIMEOUT_MS (down, restarting or unreachable)."""
 

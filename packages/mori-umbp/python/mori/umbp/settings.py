@@ -61,6 +61,18 @@ def _parse_policy(text: str) -> str:
     return text.lower()
 
 
+def _parse_algo(text: str) -> str:
+    if text.lower() not in ("most_available", "random"):
+        raise ValueError("expected most_available or random")
+    return text.lower()
+
+
+def _parse_affinity(text: str) -> str:
+    if text.lower() not in ("none", "same", "local"):
+        raise ValueError("expected none, same or local")
+    return text.lower()
+
+
 def _parse_str(text: str) -> str:
     return text
 
@@ -101,17 +113,26 @@ REGISTRY: tuple[Setting, ...] = (
     ),
     Setting("UMBP_REAPER_INTERVAL_SEC", "float", "5", "How often the master looks for expired nodes.", _parse_float),
     Setting(
-        "UMBP_EVICTION_CHECK_INTERVAL_SEC", "float", "5", "How often the master checks DRAM watermarks.", _parse_float
+        "UMBP_EVICTION_CHECK_INTERVAL_SEC",
+        "float",
+        "5",
+        "How often the master checks HBM and DRAM watermarks.",
+        _parse_float,
     ),
     Setting(
         "UMBP_DRAM_HIGH_WM",
         "float",
         "0.9",
-        "DRAM usage fraction above which the master evicts LRU blocks.",
+        "DRAM and HBM usage fraction above which the master evicts LRU blocks (HBM blocks are demoted to "
+        "the owner's DRAM); also the local mode's DRAM watermark.",
         _parse_float,
     ),
     Setting(
-        "UMBP_DRAM_LOW_WM", "float", "0.7", "DRAM usage fraction eviction brings a node's tier down to.", _parse_float
+        "UMBP_DRAM_LOW_WM",
+        "float",
+        "0.7",
+        "DRAM/HBM usage fraction eviction brings a node's tier down to.",
+        _parse_float,
     ),
     Setting(
         "UMBP_LEASE_DURATION_SEC",
@@ -119,6 +140,22 @@ REGISTRY: tuple[Setting, ...] = (
         "2",
         "Routing lease a RouteGet hit grants; leased keys are never eviction victims.",
         _parse_float,
+    ),
+    Setting(
+        "UMBP_ROUTE_PUT_SELECT_ALGO",
+        "choice",
+        "most_available",
+        "Put placement within a tier (HBM first, then DRAM): most_available (most projected free bytes) or "
+        "random (weighted by free bytes).",
+        _parse_algo,
+    ),
+    Setting(
+        "UMBP_ROUTE_PUT_NODE_AFFINITY",
+        "choice",
+        "none",
+        "Put node affinity: none; same (a batch that fits one node and tier stays there); local (the "
+        "requester's own HBM, then its DRAM, before any other node).",
+        _parse_affinity,
     ),
     Setting("UMBP_EVICTKEY_DEADLINE_MS", "int", "1000", "Deadline of the master's EvictKey RPC to a peer.", _parse_int),
     Setting(
@@ -178,6 +215,23 @@ REGISTRY: tuple[Setting, ...] = (
     ),
     Setting("UMBP_DRAM_PAGE_SIZE", "size", "2M", "Page size of the DRAM tier; a block takes whole pages.", _parse_size),
     Setting(
+        "UMBP_HBM_CAPACITY",
+        "size",
+        "0",
+        "Bytes of this node's HBM tier, a CUDA tensor registered with mori-io (0: none; needs torch with CUDA).",
+        _parse_size,
+    ),
+    Setting("UMBP_HBM_PAGE_SIZE", "size", "2M", "Page size of the HBM tier.", _parse_size),
+    Setting("UMBP_HBM_DEVICE", "int", "0", "CUDA ordinal (as this process sees it) of the HBM tier.", _parse_int),
+    Setting(
+        "UMBP_IO_P2P",
+        "bool",
+        "1",
+        "Create mori-io's P2P backend (BackendType.XGMI, CUDA IPC) once the node has GPU memory, so GPU <-> GPU "
+        "transfers on one host skip the TCP staging.",
+        _parse_bool,
+    ),
+    Setting(
         "UMBP_DRAM_READ_LEASE_MS", "int", "500", "Peer read lease ResolveKey takes: no eviction meanwhile.", _parse_int
     ),
     Setting(
@@ -196,6 +250,14 @@ REGISTRY: tuple[Setting, ...] = (
     ),
     Setting("UMBP_SSD_DIR", "string", "/tmp/umbp_ssd", "Directory of the SSD tier's block files.", _parse_str),
     Setting("UMBP_SSD_CAPACITY", "size", "32G", "Bytes of this node's SSD tier.", _parse_size),
+    Setting(
+        "UMBP_SSD_RECOVER",
+        "bool",
+        "1",
+        "A (re)started node re-discovers the committed blocks in its SSD directory (torn or corrupt files are "
+        "discarded) and announces them; 0: it deletes them and starts empty.",
+        _parse_bool,
+    ),
     Setting(
         "UMBP_SSD_HIGH_WM", "float", "0.9", "SSD usage fraction above which the peer evicts LRU blocks.", _parse_float
     ),
@@ -220,8 +282,16 @@ REGISTRY: tuple[Setting, ...] = (
         "UMBP_EVICTION_POLICY",
         "choice",
         "lru",
-        "Local (SSD tier) eviction policy: lru, or prefix_aware_lru (deepest block of the LRU tail first).",
+        "Local eviction policy (the local mode's tiers, a peer's SSD tier): lru, or prefix_aware_lru (deepest "
+        "block of the LRU tail first).",
         _parse_policy,
+    ),
+    Setting(
+        "UMBP_AUTO_PROMOTE_ON_READ",
+        "bool",
+        "1",
+        "Local mode: a get served from the SSD tier copies the block back into DRAM.",
+        _parse_bool,
     ),
     Setting("UMBP_MAX_BLOCK_BYTES", "size", "64M", "Largest value put_from_ptr accepts.", _parse_size),
     Setting("UMBP_MAX_KEY_BYTES", "int", "1024", "Longest key, in UTF-8 bytes.", _parse_int),

@@ -22,8 +22,8 @@ class UMBPTierType(enum.IntEnum):
 PUT_TIERS = (UMBPTierType.HBM, UMBPTierType.DRAM)
 #: Tiers a node can hold blocks in (external KV reports name one of these).
 PEER_TIERS = (UMBPTierType.HBM, UMBPTierType.DRAM, UMBPTierType.SSD)
-#: Tiers this build can allocate pages in (host memory through mori-io's TCP backend).
-ALLOCATABLE_TIERS = (UMBPTierType.DRAM,)
+#: Tiers a peer owns pages in (HBM: a CUDA tensor, DRAM: host memory); both registered with mori-io.
+PAGE_TIERS = (UMBPTierType.HBM, UMBPTierType.DRAM)
 
 
 def check_tier(name: str, tier: object, allowed: tuple[UMBPTierType, ...] = tuple(UMBPTierType)) -> UMBPTierType:
@@ -38,6 +38,14 @@ def check_tier(name: str, tier: object, allowed: tuple[UMBPTierType, ...] = tupl
     if value not in allowed:
         raise UnknownTierError(f"{name}={value.name} is not accepted here (allowed: {names})")
     return value
+
+
+def tier_name(tier: int) -> str:
+    """``HBM``, ``DRAM``, ... for a wire value; the number itself when it is no tier."""
+    try:
+        return UMBPTierType(tier).name
+    except ValueError:
+        return str(tier)
 
 
 def check_key(key: object, name: str = "key") -> str:

@@ -4,6 +4,11 @@
 Without ``--master`` it starts its own single-node pool in this process: a master and
 ``--peers`` peers that own the pages, plus the client that replays (which owns none), so every
 block crosses mori-io. With ``--master ADDR`` the client joins an existing pool.
+
+``--profile hbm`` (needs torch with CUDA) gives each peer an HBM tier of ``--peer-capacity``
+bytes (puts go there first, evicted blocks demote to the peer's DRAM of the same size) and makes
+the replaying client's KV buffer a CUDA tensor registered with mori-io, so blocks move GPU to GPU
+(mori-io's P2P backend on one host).
 """
 
 from __future__ import annotations
@@ -15,16 +20,22 @@ import sys
 from pathlib import Path
 
 from mori.umbp.bench import report, runner, trace
-from mori.umbp.client.config import UMBPConfig, UMBPDistributedConfig, UMBPDramConfig, UMBPMasterClientConfig
-from mori.umbp.client.pool_client import UMBPClient
+from mori.umbp.client.base import UMBPClient
+from mori.umbp.client.config import (
+    UMBPConfig,
+    UMBPDistributedConfig,
+    UMBPDramConfig,
+    UMBPHbmConfig,
+    UMBPMasterClientConfig,
+)
+from mori.umbp.errors import TierUnavailableError
 from mori.umbp.master.server import MasterServer, MasterServerConfig
 
 
-def _client(master: str, node_id: str, capacity: int, page: int, staging: int) -> UMBPClient:
+def _client(master: str, node_id: str, capacity: int, page: int, staging: int, hbm: int = 0) -> UMBPClient:
     mc = UMBPMasterClientConfig(master, node_id, "127.0.0.1")
-    return UMBPClient(
-        UMBPConfig(UMBPDramConfig(capacity, page), UMBPDistributedConfig(mc, staging_buffer_size=staging))
-    )
+    dist = UMBPDistributedConfig(mc, staging_buffer_size=staging)
+    return UMBPClient(UMBPConfig(UMBPDramConfig(capacity, page), dist, hbm=UMBPHbmConfig(hbm, page)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-bytes", type=int, default=256 << 10)
     p.add_argument("--master", help="join an existing pool at host:port instead of starting one")
     p.add_argument("--peers", type=int, default=2, help="peers of the pool this command starts")
-    p.add_argument("--peer-capacity", type=int, default=256 << 20, help="DRAM bytes per peer")
+    p.add_argument("--peer-capacity", type=int, default=256 << 20, help="DRAM (and HBM) bytes per peer")
+    p.add_argument("--profile", choices=("dram", "hbm"), default="dram", help="hbm: peers own HBM, the client CUDA")
     p.add_argument("--out", type=Path, default=Path("umbp-bench.json"))
     p.add_argument("--png", type=Path, default=None, help="also draw latency CDFs and hit rate here")
     args = p.parse_args(argv)
@@ -46,21 +58,26 @@ def main(argv: list[str] | None = None) -> int:
             trace.synthetic(args.requests, args.sessions, args.blocks_per_turn, args.seed))  # fmt: skip
     page = min(args.block_bytes, 2 << 20)
     staging = max(args.block_bytes, 4 << 20)
+    hbm = args.peer_capacity if args.profile == "hbm" else 0
     with contextlib.ExitStack() as stack:
         master = args.master
-        if master is None:
-            server = stack.enter_context(MasterServer(MasterServerConfig(listen_address="127.0.0.1:0")))
-            master = server.address
-            for i in range(args.peers):
-                stack.enter_context(_client(master, f"bench-peer-{i}", args.peer_capacity, page, staging))
-        client = stack.enter_context(_client(master, "bench-client", 0, page, staging))
-        res = runner.replay(client, reqs, args.block_bytes)
+        try:
+            if master is None:
+                server = stack.enter_context(MasterServer(MasterServerConfig(listen_address="127.0.0.1:0")))
+                master = server.address
+                for i in range(args.peers):
+                    stack.enter_context(_client(master, f"bench-peer-{i}", args.peer_capacity, page, staging, hbm))
+            client = stack.enter_context(_client(master, "bench-client", 0, page, staging))
+            res = runner.replay(client, reqs, args.block_bytes, device=0 if hbm else -1)
+        except TierUnavailableError as exc:
+            sys.stderr.write(f"mori-umbp-bench --profile {args.profile}: {exc}\n")
+            return 2
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     out = report.summary(res, config)
     png = report.write(out, res, args.out, args.png)
     lat = out["latency_ms"]["request"]
     sys.stdout.write(
-        f"requests={out['requests']} blocks={out['blocks']} hit_rate={out['hit_rate']:.3f} "
+        f"profile={args.profile} requests={out['requests']} blocks={out['blocks']} hit_rate={out['hit_rate']:.3f} "
         f"req_per_s={out['requests_per_s']:.1f} MiB_per_s={out['MiB_per_s']:.1f} "
         f"request_ms p50={lat.get('p50', 0):.2f} p99={lat.get('p99', 0):.2f} corrupt={out['corrupt_blocks']} "
         f"json={args.out}{f' png={png}' if png else ''}\n"

@@ -1,15 +1,21 @@
 # SPDX-License-Identifier: MIT
-"""Replays requests through a ``UMBPClient``: probe the prefix, read the hits, put the misses."""
+"""Replays requests through a ``UMBPClient``: probe the prefix, read the hits, put the misses.
+
+The client's KV buffer is host memory, or with ``device`` >= 0 a CUDA tensor registered with
+mori-io (the HBM profile); block contents are made and checked in a host mirror of it, and the
+copies between the two are outside the timed calls.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from mori.umbp.client.pool_client import UMBPClient
+from mori.umbp.client.base import UMBPClient
 
 
 @dataclass
@@ -33,17 +39,40 @@ def _fill(buf: np.ndarray, key: str) -> None:
     buf[:] = np.frombuffer(np.random.default_rng(seed).bytes(buf.nbytes), np.uint8)
 
 
-def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int) -> Result:
+class _DeviceMirror:
+    """The CUDA tensor a GPU client reads into and writes from, mirrored by the host pool."""
+
+    def __init__(self, host: np.ndarray, device: int) -> None:
+        self.torch = importlib.import_module("torch")
+        self.host = host
+        self.tensor = self.torch.zeros(host.nbytes, dtype=self.torch.uint8, device=f"cuda:{device}")
+        self.base = int(self.tensor.data_ptr())
+
+    def upload(self, start: int, stop: int) -> None:
+        self.tensor[start:stop].copy_(self.torch.from_numpy(self.host[start:stop]))
+        self.torch.cuda.synchronize(self.tensor.device)
+
+    def download(self, start: int, stop: int) -> None:
+        self.torch.cuda.synchronize(self.tensor.device)
+        self.host[start:stop] = self.tensor[start:stop].cpu().numpy()
+
+
+def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int, device: int = -1) -> Result:
     res = Result(block_bytes)
     longest = max((len(r) for r in requests), default=0)
     pool = np.zeros(max(longest, 1) * block_bytes, np.uint8)
-    client.register_memory(pool.ctypes.data, pool.nbytes)
+    mirror = _DeviceMirror(pool, device) if device >= 0 else None
+    if mirror is not None:
+        client.register_torch_tensor(mirror.tensor)
+    else:
+        client.register_memory(pool.ctypes.data, pool.nbytes)
+    base = mirror.base if mirror is not None else int(pool.ctypes.data)
     ref = np.zeros(block_bytes, np.uint8)
     start = time.perf_counter()
     for keys in requests:
         t0 = time.perf_counter()
         hits = client.batch_exists_consecutive(keys)
-        ptrs = [pool.ctypes.data + i * block_bytes for i in range(len(keys))]
+        ptrs = [base + i * block_bytes for i in range(len(keys))]
         if hits:
             t = time.perf_counter()
             got = client.batch_get_into_ptr(keys[:hits], ptrs[:hits], [block_bytes] * hits)
@@ -51,6 +80,8 @@ def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int) -> R
             hits = 0
             while hits < len(got) and got[hits]:  # a block evicted since the probe ends the prefix
                 hits += 1
+            if mirror is not None:
+                mirror.download(0, hits * block_bytes)
             for i in range(hits):
                 _fill(ref, keys[i])
                 res.corrupt += int(not np.array_equal(pool[i * block_bytes : (i + 1) * block_bytes], ref))
@@ -58,6 +89,8 @@ def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int) -> R
         if misses:
             for i, key in enumerate(misses, hits):
                 _fill(pool[i * block_bytes : (i + 1) * block_bytes], key)
+            if mirror is not None:
+                mirror.upload(hits * block_bytes, len(keys) * block_bytes)
             t = time.perf_counter()
             ok = client.batch_put_from_ptr(misses, ptrs[hits:], [block_bytes] * len(misses))
             res.put_s.append(time.perf_counter() - t)
@@ -68,5 +101,5 @@ def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int) -> R
         res.hit_blocks += hits
         res.hits_per_request.append(hits)
     res.wall_s = time.perf_counter() - start
-    client.deregister_memory(pool.ctypes.data)
+    client.deregister_memory(base)
     return res

@@ -28,28 +28,50 @@ class UMBPMasterClientConfig:
 
 @dataclass
 class UMBPDramConfig:
+    """The host-memory tier. The watermarks drive the local mode's own eviction; in distributed mode
+    the master evicts DRAM by UMBP_DRAM_HIGH_WM / UMBP_DRAM_LOW_WM."""
+
     capacity_bytes: int = 4 << 30
     page_size: int = 2 << 20
+    high_watermark: float = 0.9
+    low_watermark: float = 0.7
+
+
+@dataclass
+class UMBPHbmConfig:
+    """The GPU tier of a distributed node: ``capacity_bytes`` of one CUDA tensor on ``device_id``
+    (the CUDA ordinal this process sees), cut into pages and registered with mori-io. 0 (the
+    default) owns no HBM; more needs torch with CUDA, else TierUnavailableError."""
+
+    capacity_bytes: int = 0
+    page_size: int = 2 << 20
+    device_id: int = 0
 
 
 @dataclass
 class UMBPSsdConfig:
-    """The peer's SSD tier. Off by default here (MORI's default is on, in /tmp/umbp_ssd): each
-    node writes under ``storage_dir``/<node id>, so nodes may share one directory."""
+    """The SSD tier. Off by default here (MORI's default is on, in /tmp/umbp_ssd): each distributed
+    node writes under ``storage_dir``/<node id>, so nodes may share one directory; the local mode
+    writes in ``storage_dir`` itself."""
 
     enabled: bool = False
     storage_dir: str = "/tmp/umbp_ssd"
     capacity_bytes: int = 32 << 30
     high_watermark: float = 0.9
     low_watermark: float = 0.7
+    #: Re-discover the committed blocks of a previous run (torn files are discarded); False deletes them.
+    recover: bool = True
 
 
 @dataclass
 class UMBPEvictionConfig:
-    """Local eviction (the peer's SSD tier): ``lru`` or ``prefix_aware_lru``."""
+    """Local eviction (the local mode's DRAM and SSD tiers, a distributed peer's SSD tier): ``lru``
+    or ``prefix_aware_lru``. ``auto_promote_on_read``: the local mode copies an SSD hit back into
+    DRAM."""
 
     policy: str = "lru"
     candidate_window: int = 16
+    auto_promote_on_read: bool = True
 
 
 @dataclass
@@ -65,14 +87,19 @@ class UMBPDistributedConfig:
 
 @dataclass
 class UMBPConfig:
+    """MORI's config tree. ``distributed`` None (the default) makes ``UMBPClient`` the in-process
+    local mode (DRAM + optional SSD); set, a node of a distributed pool."""
+
     dram: UMBPDramConfig = field(default_factory=UMBPDramConfig)
     distributed: UMBPDistributedConfig | None = None
     ssd: UMBPSsdConfig = field(default_factory=UMBPSsdConfig)
     eviction: UMBPEvictionConfig = field(default_factory=UMBPEvictionConfig)
+    hbm: UMBPHbmConfig = field(default_factory=UMBPHbmConfig)
 
     @classmethod
-    def from_environment(cls, node_id: str = "") -> UMBPConfig:
-        """A distributed config from UMBP_* variables; ``node_id`` defaults to host-pid-random."""
+    def from_environment(cls, node_id: str = "", distributed: bool = True) -> UMBPConfig:
+        """A config from UMBP_* variables: distributed (``node_id`` defaults to host-random), or the
+        local mode with ``distributed=False``."""
         g = settings
         master = UMBPMasterClientConfig(
             master_address=g.get_str("UMBP_MASTER_ADDRESS"),
@@ -80,19 +107,32 @@ class UMBPConfig:
             node_address=g.get_str("UMBP_NODE_ADDRESS"),
         )
         return cls(
-            dram=UMBPDramConfig(g.get_int("UMBP_DRAM_CAPACITY"), g.get_int("UMBP_DRAM_PAGE_SIZE")),
+            dram=UMBPDramConfig(
+                g.get_int("UMBP_DRAM_CAPACITY"),
+                g.get_int("UMBP_DRAM_PAGE_SIZE"),
+                g.get_float("UMBP_DRAM_HIGH_WM"),
+                g.get_float("UMBP_DRAM_LOW_WM"),
+            ),
             distributed=UMBPDistributedConfig(
                 master,
                 g.get_int("UMBP_PEER_SERVICE_PORT"),
                 g.get_int("UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE"),
                 g.get_int("UMBP_SSD_STAGING_BYTES"),
-            ),
+            )
+            if distributed
+            else None,
             ssd=UMBPSsdConfig(
                 g.get_bool("UMBP_SSD_ENABLED"),
                 g.get_str("UMBP_SSD_DIR"),
                 g.get_int("UMBP_SSD_CAPACITY"),
                 g.get_float("UMBP_SSD_HIGH_WM"),
                 g.get_float("UMBP_SSD_LOW_WM"),
+                g.get_bool("UMBP_SSD_RECOVER"),
             ),
-            eviction=UMBPEvictionConfig(g.get_str("UMBP_EVICTION_POLICY")),
+            eviction=UMBPEvictionConfig(
+                g.get_str("UMBP_EVICTION_POLICY"), auto_promote_on_read=g.get_bool("UMBP_AUTO_PROMOTE_ON_READ")
+            ),
+            hbm=UMBPHbmConfig(
+                g.get_int("UMBP_HBM_CAPACITY"), g.get_int("UMBP_HBM_PAGE_SIZE"), g.get_int("UMBP_HBM_DEVICE")
+            ),
         )

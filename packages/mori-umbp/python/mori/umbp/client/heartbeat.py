@@ -38,6 +38,11 @@ class HeartbeatLoop:
     def kick(self) -> None:
         self._wake.set()
 
+    def request_full_sync(self) -> None:
+        """The next heartbeat reships the whole snapshot (a restarted peer's recovered SSD blocks)."""
+        with self._lock:
+            self._need_full_sync = True
+
     def flush(self, timeout_s: float) -> bool:
         """Runs a heartbeat now in the caller's thread; True once the master acknowledged."""
         deadline = time.monotonic() + timeout_s

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""``UMBPClient`` in distributed mode (MORI's PoolClient): a node of the pool.
+"""``DistributedClient`` (MORI's PoolClient): a node of the pool.
 
-Each client is also a peer: it owns a DRAM tier (``dram.capacity_bytes``; 0 owns none), serves
-UMBPPeer for it and heartbeats to the master. Puts route through the master (which dedups),
-allocate pages on the chosen peer, write them with mori-io and commit; gets route, resolve the
-pages on the owning peer and read them with mori-io. Bytes go peer to peer, never via the master.
+Each client is also a peer: it owns a DRAM tier (``dram.capacity_bytes``; 0 owns none) and
+optionally an HBM tier (``hbm.capacity_bytes`` of one CUDA tensor), serves UMBPPeer for them and
+heartbeats to the master. Puts route through the master (which dedups and picks the node and the
+tier, HBM first), allocate pages on the chosen peer, write them with mori-io and commit; gets
+route, resolve the pages on the owning peer and read them with mori-io. Bytes go peer to peer,
+never via the master; GPU <-> GPU on one host through mori-io's P2P backend.
 """
 
 from __future__ import annotations
@@ -17,25 +19,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mori.io import BackendType, IOEngine, IOEngineConfig, TcpBackendConfig
-from mori.umbp import rpc, settings
+from mori.io import BackendType, IOEngine, IOEngineConfig, TcpBackendConfig, UnsupportedError, XgmiBackendConfig
+from mori.umbp import devmem, rpc, settings
+from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
 from mori.umbp.client.heartbeat import HeartbeatLoop
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.transfer import Mover, RemotePages
-from mori.umbp.errors import (
-    ClosedError,
-    ConfigError,
-    InvalidArgumentError,
-    MasterUnavailableError,
-    PeerUnavailableError,
-)
+from mori.umbp.errors import ConfigError, InvalidArgumentError, MasterUnavailableError, PeerUnavailableError
+from mori.umbp.peer.pools import DevicePagePool, HostPagePool, PagePool
 from mori.umbp.peer.service import PeerServicer
 from mori.umbp.peer.ssd import SsdTier
 from mori.umbp.peer.ssd_staging import SsdStaging
 from mori.umbp.peer.store import PeerStore
-from mori.umbp.types import UMBPTierType, check_key, check_ptr, check_size
+from mori.umbp.types import UMBPTierType
 
 log = logging.getLogger(__name__)
 
@@ -44,50 +42,60 @@ MAX_ATTEMPTS = 4
 
 
 class _NoSpace(Exception):
-    """The routed peer had no free pages after all (the master's view lagged)."""
+    """The routed peer had no free pages (or not the tier) after all: the master's view lagged."""
 
 
-def _check_lists(**lists: Sequence[Any]) -> int:
-    lengths = {k: len(v) for k, v in lists.items()}
-    if len(set(lengths.values())) > 1:
-        raise InvalidArgumentError(f"list lengths differ: {lengths}")
-    return next(iter(lengths.values()))
+def _check_config(config: UMBPConfig) -> None:
+    dist, dram, hbm = config.distributed, config.dram, config.hbm
+    assert dist is not None
+    mc = dist.master_config
+    if not mc.master_address or not mc.node_id:
+        raise ConfigError(f"master_config.master_address={mc.master_address!r} and node_id={mc.node_id!r} are required")
+    if dram.capacity_bytes < 0 or dram.page_size < 4096:
+        raise ConfigError(
+            f"dram.capacity_bytes={dram.capacity_bytes} must be >= 0 and dram.page_size={dram.page_size} >= 4096"
+        )
+    if hbm.capacity_bytes < 0 or isinstance(hbm.device_id, bool) or not isinstance(hbm.device_id, int):
+        raise ConfigError(f"hbm.capacity_bytes={hbm.capacity_bytes} must be >= 0, hbm.device_id={hbm.device_id!r}")
+    if dist.staging_buffer_size <= 0:
+        raise ConfigError(f"staging_buffer_size={dist.staging_buffer_size} must be positive")
 
 
-class UMBPClient:
-    """MORI's ``UMBPClient`` API over the distributed pool; also a context manager."""
+class DistributedClient(UMBPClient):
+    """MORI's ``UMBPClient`` API over the distributed pool."""
 
     def __init__(self, config: UMBPConfig | None = None) -> None:
+        super().__init__(config)
         config = config if config is not None else UMBPConfig.from_environment()
+        _check_config(config)
         dist = config.distributed
-        if dist is None:
-            raise ConfigError("UMBPConfig.distributed is None: this build has the distributed mode only")
+        assert dist is not None
         mc = dist.master_config
-        if not mc.master_address or not mc.node_id:
-            raise ConfigError(
-                f"master_config.master_address={mc.master_address!r} and node_id={mc.node_id!r} are required"
-            )
-        if config.dram.capacity_bytes < 0 or config.dram.page_size < 4096:
-            raise ConfigError(
-                f"dram.capacity_bytes={config.dram.capacity_bytes} must be >= 0 and "
-                f"dram.page_size={config.dram.page_size} >= 4096"
-            )
-        if dist.staging_buffer_size <= 0:
-            raise ConfigError(f"staging_buffer_size={dist.staging_buffer_size} must be positive")
         self.config = config
         self.node_id = mc.node_id
         # Built first: it checks the SSD config before anything needs tearing down.
         ssd = self._make_ssd_tier(config) if config.ssd.enabled else None
         host = mc.node_address or settings.get_str("UMBP_NODE_ADDRESS")
-        timeout_ms = settings.get_int("UMBP_TRANSFER_TIMEOUT_MS")
-        self._closed = False
+        self._timeout_ms = settings.get_int("UMBP_TRANSFER_TIMEOUT_MS")
         self._engine = IOEngine(f"umbp-{self.node_id}", IOEngineConfig(host=host))
-        self._engine.create_backend(BackendType.TCP, TcpBackendConfig(op_timeout_ms=timeout_ms, num_data_conns=2))
+        self._engine.create_backend(BackendType.TCP, TcpBackendConfig(op_timeout_ms=self._timeout_ms, num_data_conns=2))
+        self._p2p_lock = threading.Lock()
+        self._p2p = False
         self._desc = self._engine.get_engine_desc().pack()
+        pools: list[PagePool] = []
+        try:
+            pools.append(HostPagePool(self._engine, config.dram.capacity_bytes, config.dram.page_size))
+            if config.hbm.capacity_bytes:
+                hbm = config.hbm
+                pools.append(DevicePagePool(self._engine, hbm.capacity_bytes, hbm.page_size, hbm.device_id))
+                self._ensure_p2p()
+        except Exception:
+            for pool in pools:
+                pool.close(self._engine)
+            self._engine.shutdown()
+            raise
         self.store = PeerStore(
-            self._engine,
-            config.dram.capacity_bytes,
-            config.dram.page_size,
+            pools,
             settings.get_int("UMBP_PENDING_SLOT_TTL_MS") / 1000,
             settings.get_int("UMBP_DRAM_READ_LEASE_MS") / 1000,
         )
@@ -99,7 +107,7 @@ class UMBPClient:
                 settings.get_int("UMBP_SSD_READ_LEASE_MS") / 1000,
             )
             self.store.enable_ssd(ssd, staging, lambda: self._hb.kick())
-        self._mover = Mover(self._engine, dist.staging_buffer_size, timeout_ms)
+        self._mover = Mover(self._engine, dist.staging_buffer_size, self._timeout_ms)
         self._sync_flush = settings.get_bool("UMBP_COMMIT_SYNC_FLUSH")
         self._peer_server: Any = rpc.server(workers=8)
         servicer = PeerServicer(self.store, self._desc, self._after_commit, lambda: self._hb.kick())
@@ -112,13 +120,17 @@ class UMBPClient:
         self._peers: dict[str, Any] = {}
         self._peers_lock = threading.Lock()
         try:
-            interval_ms = self._register()
+            interval_ms = self._register_node()
         except Exception:
             self._teardown()
             raise
-        self._hb = HeartbeatLoop(self._master, self.store, self._register, interval_ms / 1000)
+        self._hb = HeartbeatLoop(self._master, self.store, self._register_node, interval_ms / 1000)
         self._hb.start()
-        log.info("UMBP node %r up: peer %s, %d bytes DRAM", self.node_id, self.peer_address, self.store.alloc.capacity)
+        if ssd is not None and ssd.recovered:  # re-announce the previous run's blocks before returning
+            self._hb.request_full_sync()
+            if not self._hb.flush(rpc.timeout_s()):
+                log.warning("the %d recovered SSD blocks are announced at the next heartbeat", ssd.recovered)
+        log.info("UMBP node %r up: peer %s, tiers %s", self.node_id, self.peer_address, self.store.capacities())
 
     def __repr__(self) -> str:
         return (
@@ -128,7 +140,8 @@ class UMBPClient:
     @staticmethod
     def _make_ssd_tier(config: UMBPConfig) -> SsdTier:
         ssd = config.ssd
-        # One subdirectory per node, so nodes may share a storage_dir without clobbering files.
+        # One subdirectory per node, so nodes may share a storage_dir without clobbering files,
+        # and a restarted node (same id) finds its own.
         subdir = re.sub(r"[^A-Za-z0-9._-]", "_", config.distributed.master_config.node_id if config.distributed else "")
         return SsdTier(
             Path(ssd.storage_dir) / subdir,
@@ -137,9 +150,21 @@ class UMBPClient:
             ssd.low_watermark,
             config.eviction.policy,
             config.eviction.candidate_window,
+            ssd.recover,
         )
 
-    def _register(self) -> int:
+    def _ensure_p2p(self) -> None:
+        """mori-io's P2P backend, made once this node has GPU memory (it opens the CUDA driver)."""
+        with self._p2p_lock:
+            if self._p2p or not settings.get_bool("UMBP_IO_P2P"):
+                return
+            try:
+                self._engine.create_backend(BackendType.XGMI, XgmiBackendConfig(op_timeout_ms=self._timeout_ms))
+                self._p2p = True
+            except UnsupportedError as exc:
+                log.warning("no P2P backend, GPU memory moves over TCP: %s", exc)
+
+    def _register_node(self) -> int:
         caps = {UMBPTierType(t): c for t, c in self.store.capacities().items()}
         return self._master.register_self(caps, self.peer_address, self._desc, self._tags)
 
@@ -156,86 +181,36 @@ class UMBPClient:
                 self._peers[address] = (ch, rpc.peer_grpc.UMBPPeerStub(ch))
             return self._peers[address][1]
 
-    def _live(self) -> None:
-        if self._closed:
-            raise ClosedError(f"{self!r} is closed")
-
-    # -- MORI's API ----------------------------------------------------------------------------
-    def is_distributed(self) -> bool:
-        return True
-
+    # -- hooks ----------------------------------------------------------------------------------
     def get_deployment_mode(self) -> UMBPDeploymentMode:
         return UMBPDeploymentMode.Distributed
 
-    def register_memory(self, ptr: int, size: int) -> bool:
-        """Pins [ptr, ptr+size) with mori-io so puts and gets in it need no staging copy."""
-        self._live()
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size < 2**63:
-            raise InvalidArgumentError(f"size={size!r} must be a positive int")
-        self._mover.register(check_ptr(ptr), size)
-        return True
+    def _register(self, ptr: int, size: int, device: int) -> None:
+        if device != devmem.HOST:
+            self._ensure_p2p()
+        self._mover.register(ptr, size, device)
 
-    def deregister_memory(self, ptr: int) -> None:
+    def _deregister(self, ptr: int) -> None:
         self._mover.deregister(ptr)
 
-    def put_from_ptr(self, key: str, src: int, size: int) -> bool:
-        """Stores ``size`` bytes at ``src`` under ``key``; first writer wins (an existing key is a
-        no-op returning True). False when no peer has room; PeerUnavailableError when the peers
-        chosen died mid-put (nothing of the block is visible then)."""
-        self._check_one(key, src, size, "src")
-        return self.batch_put_from_ptr([key], [src], [size])[0]
-
-    def get_into_ptr(self, key: str, dst: int, size: int) -> bool:
-        """Reads ``key`` into ``dst``; False on a miss. The block must be ``size`` bytes."""
-        self._check_one(key, dst, size, "dst")
-        return self.batch_get_into_ptr([key], [dst], [size])[0]
-
-    def _check_one(self, key: str, ptr: int, size: int, ptr_name: str) -> None:
-        # Single-key calls name their own arguments (``size``, not ``sizes[0]``).
-        check_key(key)
-        check_ptr(ptr, ptr_name)
-        check_size(size)
-        self._mover.check_fits(ptr, size, "size")
-
-    def exists(self, key: str) -> bool:
-        return self.batch_exists([key])[0]
+    def _check_fits(self, ptr: int, size: int, name: str) -> None:
+        self._mover.check_fits(ptr, size, name)
 
     def batch_exists(self, keys: Sequence[str]) -> list[bool]:
         self._live()
         return self._master.batch_lookup(keys)
 
-    def batch_exists_consecutive(self, keys: Sequence[str]) -> int:
-        """Length of the prefix of ``keys`` that exist (stops at the first miss)."""
-        count = 0
-        for found in self.batch_exists(keys):
-            if not found:
-                break
-            count += 1
-        return count
-
-    def batch_put_from_ptr(self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int]) -> list[bool]:
-        return self.batch_put_from_ptr_with_depth(keys, ptrs, sizes, [-1] * len(keys))
-
-    def batch_put_from_ptr_with_depth(
-        self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int]
+    # -- put ------------------------------------------------------------------------------------
+    def _put_batch(
+        self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int], devs: list[int]
     ) -> list[bool]:
-        """``batch_put_from_ptr`` that also records each block's radix-chain depth (its index in
-        the prompt's chain; -1: unknown), which the owner's ``prefix_aware_lru`` ranks by."""
-        self._live()
-        _check_lists(keys=keys, ptrs=ptrs, sizes=sizes, depths=depths)
-        for i, (k, p, s, d) in enumerate(zip(keys, ptrs, sizes, depths, strict=True)):
-            check_key(k, f"keys[{i}]")
-            check_ptr(p, f"ptrs[{i}]")
-            check_size(s, f"sizes[{i}]")
-            self._mover.check_fits(p, s, f"sizes[{i}]")
-            if isinstance(d, bool) or not isinstance(d, int) or not -1 <= d < 2**31:
-                raise InvalidArgumentError(f"depths[{i}]={d!r} must be an int in [-1, 2**31)")
-        if not keys:
-            return []
         routes = self._master.batch_route_put(keys, sizes)
-        return [self._put_one(k, p, s, r, d) for k, p, s, r, d in zip(keys, ptrs, sizes, routes, depths, strict=True)]
+        return [
+            self._put_one(k, p, s, r, d, dev)
+            for k, p, s, r, d, dev in zip(keys, ptrs, sizes, routes, depths, devs, strict=True)
+        ]
 
-    def _put_one(self, key: str, ptr: int, size: int, route: Any, depth: int = -1) -> bool:
+    def _put_one(self, key: str, ptr: int, size: int, route: Any, depth: int, dev: int) -> bool:
         pb = rpc.pb
         exclude: list[str] = []
         failure: PeerUnavailableError | None = None
@@ -245,7 +220,7 @@ class UMBPClient:
             if route.outcome != pb.ROUTED:
                 break
             try:
-                self._put_to(key, ptr, size, route, depth)
+                self._put_to(key, ptr, size, route, depth, dev)
                 return True
             except _NoSpace:
                 log.info("peer %r was full for %r: routing again", route.node_id, key)
@@ -258,14 +233,18 @@ class UMBPClient:
             raise PeerUnavailableError(f"put {key!r}: no live peer took it (last error: {failure})")
         return False
 
-    def _put_to(self, key: str, ptr: int, size: int, route: Any, depth: int) -> None:
+    def _put_to(self, key: str, ptr: int, size: int, route: Any, depth: int, dev: int) -> None:
         tier = int(route.tier)
-        if route.node_id == self.node_id:  # self-target fast path: a memcpy, no RPC
+        if route.node_id == self.node_id:  # self-target fast path: a local copy, no RPC
             outcome, slot_id, pages = self.store.allocate(key, size, tier, depth)
-            if outcome == "NO_SPACE":
+            if outcome in ("NO_SPACE", "NO_TIER"):
                 raise _NoSpace()
             if outcome == "ALLOCATED":
-                self.store.copy_in(pages, ptr, size)
+                try:
+                    self.store.copy_in(tier, pages, ptr, size, dev)
+                except Exception:
+                    self.store.abort(slot_id)
+                    raise
                 why = self.store.commit(slot_id, key)
                 if why:
                     raise PeerUnavailableError(f"local commit of {key!r} failed: {why}")
@@ -290,7 +269,7 @@ class UMBPClient:
             route.engine_desc, res.descs[0], [int(p.page_index) for p in res.pages], int(res.page_size)
         )
         try:
-            self._mover.write(ptr, size, remote, who)
+            self._mover.write(ptr, size, remote, who, dev)
         except PeerUnavailableError:
             self._abort(stub, int(res.slot_id))
             raise
@@ -308,25 +287,17 @@ class UMBPClient:
         with contextlib.suppress(PeerUnavailableError):
             rpc.call("AbortSlot", stub.AbortSlot, rpc.peer_pb.AbortSlotRequest(slot_id=slot_id), PeerUnavailableError)
 
-    def batch_get_into_ptr(self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int]) -> list[bool]:
-        self._live()
-        _check_lists(keys=keys, ptrs=ptrs, sizes=sizes)
-        for i, (k, p, s) in enumerate(zip(keys, ptrs, sizes, strict=True)):
-            check_key(k, f"keys[{i}]")
-            check_ptr(p, f"ptrs[{i}]")
-            check_size(s, f"sizes[{i}]")
-            self._mover.check_fits(p, s, f"sizes[{i}]")
-        if not keys:
-            return []
+    # -- get ------------------------------------------------------------------------------------
+    def _get_batch(self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], devs: list[int]) -> list[bool]:
         res = self._master.batch_route_get(keys)
         out = []
         for i, key in enumerate(keys):
             ref = int(res.node_ref[i])
             node = res.nodes[ref - 1] if ref else None
-            out.append(self._get_one(key, ptrs[i], sizes[i], node, int(res.size[i])))
+            out.append(self._get_one(key, ptrs[i], sizes[i], node, int(res.size[i]), devs[i]))
         return out
 
-    def _get_one(self, key: str, ptr: int, size: int, node: Any, stored: int) -> bool:
+    def _get_one(self, key: str, ptr: int, size: int, node: Any, stored: int, dev: int) -> bool:
         exclude: list[str] = []
         failure: PeerUnavailableError | None = None
         for _ in range(MAX_ATTEMPTS):
@@ -335,7 +306,7 @@ class UMBPClient:
             if stored != size:
                 raise InvalidArgumentError(f"size={size} but block {key!r} holds {stored} bytes")
             try:
-                if self._get_from(key, ptr, size, node.node_id, node.peer_address, node.engine_desc):
+                if self._get_from(key, ptr, size, node, dev):
                     return True
             except PeerUnavailableError as exc:
                 log.warning("get %r: %s; trying another replica", key, exc)
@@ -347,24 +318,24 @@ class UMBPClient:
             raise PeerUnavailableError(f"get {key!r}: every replica's peer failed (last error: {failure})")
         return False
 
-    def _get_from(self, key: str, ptr: int, size: int, node_id: str, address: str, engine_desc: bytes) -> bool:
-        if node_id == self.node_id:  # DRAM memcpy or a file read: no transfer
-            return self.store.read_local(key, ptr, size)
-        who = f"peer {node_id!r} at {address}"
+    def _get_from(self, key: str, ptr: int, size: int, node: Any, dev: int) -> bool:
+        if node.node_id == self.node_id:  # a local copy or a file read: no transfer
+            return self.store.read_local(key, ptr, size, dev)
+        who = f"peer {node.node_id!r} at {node.peer_address}"
         res = rpc.call(
             f"ResolveKey on {who}",
-            self._peer(address).ResolveKey,
+            self._peer(node.peer_address).ResolveKey,
             rpc.peer_pb.ResolveKeyRequest(key=key),
             PeerUnavailableError,
         )
         if not res.found:
             return False  # evicted since the master routed us: try another replica
-        remote = RemotePages(engine_desc, res.descs[0], [int(p.page_index) for p in res.pages], int(res.page_size))
+        remote = RemotePages(node.engine_desc, res.descs[0], [int(p.page_index) for p in res.pages], int(res.page_size))
         try:
-            self._mover.read(ptr, size, remote, who)
+            self._mover.read(ptr, size, remote, who, dev)
         finally:
             if res.ssd_lease_id:  # free the staging slot now rather than at lease expiry
-                self._release_ssd(address, int(res.ssd_lease_id))
+                self._release_ssd(node.peer_address, int(res.ssd_lease_id))
         return True
 
     def _release_ssd(self, address: str, lease_id: int) -> None:
@@ -412,6 +383,12 @@ class UMBPClient:
         self._live()
         return self._hb.flush(rpc.timeout_s())
 
+    def clear(self) -> bool:
+        """Drops every block this node owns (page tiers and SSD) and tells the master."""
+        self._live()
+        self.store.clear()
+        return self.flush()
+
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:
         """Unregisters (best effort), stops serving and releases memory. Idempotent."""
@@ -435,9 +412,3 @@ class UMBPClient:
         self._mover.close()
         self.store.close(self._engine)
         self._engine.shutdown()
-
-    def __enter__(self) -> UMBPClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

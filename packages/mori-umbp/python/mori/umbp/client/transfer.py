@@ -1,21 +1,23 @@
 # SPDX-License-Identifier: MIT
 """Moving one block between local memory and a peer's pages with mori-io (never via the master).
 
-Local memory is either inside a ``register_memory``'d region (zero copy) or goes through the
-client's staging buffer. A block's pages need not be contiguous: one batched transfer scatters
-(or gathers) all of them, and mori-io merges the adjacent ones.
+Local memory is either inside a ``register_memory``'d region (zero copy; host or GPU memory, so
+mori-io's P2P backend moves GPU <-> GPU on one host) or goes through the client's host staging
+buffer (GPU memory the caller did not register is copied there by torch). A block's pages need
+not be contiguous: one batched transfer scatters (or gathers) all of them, and mori-io merges the
+adjacent ones.
 """
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from mori.io import EngineDesc, IOEngine, MemoryDesc, MemoryLocationType, StatusCode
-from mori.umbp.errors import InvalidArgumentError, PeerUnavailableError, ValueTooLargeError
+from mori.umbp import devmem
+from mori.umbp.errors import PeerUnavailableError, ValueTooLargeError
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Region:
     ptr: int
     size: int
     desc: MemoryDesc
+    device: int = devmem.HOST
 
 
 @dataclass(frozen=True)
@@ -43,17 +46,16 @@ class Mover:
         self._staging_lock = threading.Lock()
         self._lock = threading.Lock()
         self._regions: list[Region] = []
-        self._engines: set[str] = set()
+        self._engines: dict[str, tuple[EngineDesc, bytes]] = {}  # key -> (desc, its packed bytes)
+        self.last_uid = -1
 
     # -- registered memory ----------------------------------------------------------------------
-    def register(self, ptr: int, size: int) -> None:
+    def register(self, ptr: int, size: int, device: int = devmem.HOST) -> None:
+        """Pins [ptr, ptr+size) with mori-io (the caller checked it overlaps nothing registered)."""
+        loc = MemoryLocationType.CPU if device == devmem.HOST else MemoryLocationType.GPU
+        desc = self.engine.register_memory(ptr, size, device, loc)
         with self._lock:
-            for r in self._regions:
-                if ptr < r.ptr + r.size and r.ptr < ptr + size:
-                    raise InvalidArgumentError(f"[ptr={ptr:#x}, +{size}) overlaps registered [{r.ptr:#x}, +{r.size})")
-        desc = self.engine.register_memory(ptr, size, -1, MemoryLocationType.CPU)
-        with self._lock:
-            self._regions.append(Region(ptr, size, desc))
+            self._regions.append(Region(ptr, size, desc, device))
 
     def deregister(self, ptr: int) -> None:
         with self._lock:
@@ -79,19 +81,25 @@ class Mover:
 
     # -- transfers ------------------------------------------------------------------------------
     def _remote(self, remote: RemotePages) -> MemoryDesc:
-        engine = EngineDesc.unpack(remote.engine_desc)
-        if engine.key not in self._engines:
-            self.engine.register_remote_engine(engine)
-            self._engines.add(engine.key)
+        # A restarted peer keeps its engine key but listens on a new port with a new secret (and
+        # new GPU allocations): a descriptor that changed replaces the one mori-io knows.
+        with self._lock:
+            engine = EngineDesc.unpack(remote.engine_desc)
+            old = self._engines.get(engine.key)
+            if old is None or old[1] != remote.engine_desc:
+                if old is not None:
+                    self.engine.deregister_remote_engine(old[0])
+                self.engine.register_remote_engine(engine)
+                self._engines[engine.key] = (engine, remote.engine_desc)
         return MemoryDesc.unpack(remote.mem_desc)
 
-    def write(self, ptr: int, size: int, remote: RemotePages, who: str) -> None:
-        self._move(False, ptr, size, remote, who)
+    def write(self, ptr: int, size: int, remote: RemotePages, who: str, device: int = devmem.HOST) -> None:
+        self._move(False, ptr, size, remote, who, device)
 
-    def read(self, ptr: int, size: int, remote: RemotePages, who: str) -> None:
-        self._move(True, ptr, size, remote, who)
+    def read(self, ptr: int, size: int, remote: RemotePages, who: str, device: int = devmem.HOST) -> None:
+        self._move(True, ptr, size, remote, who, device)
 
-    def _move(self, is_read: bool, ptr: int, size: int, remote: RemotePages, who: str) -> None:
+    def _move(self, is_read: bool, ptr: int, size: int, remote: RemotePages, who: str, device: int) -> None:
         rdesc = self._remote(remote)
         ps = remote.page_size
         roffs = [p * ps for p in remote.pages]
@@ -101,12 +109,12 @@ class Mover:
             self._run(is_read, region.desc, ptr - region.ptr, roffs, sizes, rdesc, who)
             return
         with self._staging_lock:
-            base = self._staging.ctypes.data
+            base = int(self._staging.ctypes.data)
             if not is_read:
-                ctypes.memmove(base, ptr, size)
+                devmem.copy(base, devmem.HOST, ptr, device, size)
             self._run(is_read, self._staging_desc, 0, roffs, sizes, rdesc, who)
             if is_read:
-                ctypes.memmove(ptr, base, size)
+                devmem.copy(ptr, device, base, devmem.HOST, size)
 
     def _run(
         self,
@@ -120,6 +128,7 @@ class Mover:
     ) -> None:
         loffs = [offset + sum(sizes[:i]) for i in range(len(sizes))]
         uid = self.engine.allocate_transfer_uid()
+        self.last_uid = uid  # a TCP target files its inbound status under it (P2P leaves none)
         op = self.engine.batch_read if is_read else self.engine.batch_write
         (status,) = op([local], [loffs], [rdesc], [roffs], [sizes], [uid])
         # mori-io fails a transfer whose peer is silent past op_timeout_ms (set to our timeout), so

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from mori.umbp.master.external_kv import ExternalKvIndex
 from mori.umbp.master.metrics import MasterMetrics
-from mori.umbp.master.policy import pick_put_target, pick_replica
+from mori.umbp.master.policy import pick_replica, route_put_batch
 from mori.umbp.master.store import Location, MetadataStore, NodeInfo
 from mori.umbp.types import UMBPTierType
 
@@ -56,8 +56,16 @@ class PutRoute:
 
 
 class Master:
-    def __init__(self, store: MetadataStore, timing: MasterTiming, metrics: MasterMetrics) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        timing: MasterTiming,
+        metrics: MasterMetrics,
+        put_algo: str = "most_available",
+        put_affinity: str = "none",
+    ) -> None:
         self.store = store
+        self.put_algo, self.put_affinity = put_algo, put_affinity
         self.timing = timing
         self.metrics = metrics
         # Heartbeats of one node must apply in order; one lock keeps the seq check and the apply
@@ -174,8 +182,9 @@ class Master:
             self.metrics.route_get.labels("hit").inc()
         return out
 
-    def route_put(self, keys: list[str], sizes: list[int], exclude: set[str]) -> list[PutRoute]:
-        """Master-side dedup, then most-available placement with in-batch deduction."""
+    def route_put(self, keys: list[str], sizes: list[int], exclude: set[str], requester: str = "") -> list[PutRoute]:
+        """Master-side dedup (also within the batch), then tier-first placement by the configured
+        algorithm and affinity (see ``policy.route_put_batch``)."""
         alive = self.alive_nodes()
         free = {
             (n.node_id, tier): avail
@@ -184,19 +193,21 @@ class Master:
             for tier, (_, avail) in n.capacities.items()
         }
         existing = self.store.lookup(keys)
-        routes: list[PutRoute] = []
         seen: set[str] = set()
+        todo: list[int | None] = []
         for key, size, locs in zip(keys, sizes, existing, strict=True):
-            if any(loc.node_id in alive for loc in locs) or key in seen:
-                routes.append(PutRoute("ALREADY_EXISTS"))
-            else:
-                target = pick_put_target(size, free)
-                if target is None:
-                    routes.append(PutRoute("UNAVAILABLE"))
-                else:
-                    free[target] -= size
-                    routes.append(PutRoute("ROUTED", alive[target[0]], target[1]))
+            dup = any(loc.node_id in alive for loc in locs) or key in seen
+            todo.append(None if dup else size)
             seen.add(key)
+        picks = route_put_batch(todo, free, self.put_algo, self.put_affinity, requester, self._rng)
+        routes: list[PutRoute] = []
+        for wanted, pick in zip(todo, picks, strict=True):
+            if wanted is None:
+                routes.append(PutRoute("ALREADY_EXISTS"))
+            elif pick is None:
+                routes.append(PutRoute("UNAVAILABLE"))
+            else:
+                routes.append(PutRoute("ROUTED", alive[pick[0]], pick[1]))
             self.metrics.route_put.labels(routes[-1].outcome).inc()
         return routes
 

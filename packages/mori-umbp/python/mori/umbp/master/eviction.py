@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""Watermark LRU eviction of DRAM (and HBM) tiers, driven by the master.
+"""Watermark LRU eviction of the HBM and DRAM tiers, driven by the master.
 
 Every check interval, each (node, tier) above the high watermark gets LRU victims (leased keys
-skipped) down to the low watermark, and the master asks the owning peer to drop them with
-``EvictKey``. The master changes none of its own state: the index shrinks when the peer's REMOVE
-events arrive in its next heartbeat, so a peer that refuses (a reader holds a read lease) keeps
-the block visible and consistent.
+skipped) down to the low watermark, and the master asks the owning peer to free them from that
+tier with ``EvictKey`` (keys plus their tier, MORI's wire). The owner demotes an HBM victim to
+its DRAM when DRAM has room and drops it otherwise; a DRAM victim is dropped (its SSD copy, if
+any, stays). The master changes none of its own state: the index follows the peer's REMOVE (and
+ADD) events in its next heartbeat, so a peer that refuses (a reader holds a read lease) keeps the
+block visible and consistent.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from mori.umbp import rpc
 from mori.umbp.errors import PeerUnavailableError
 from mori.umbp.master.core import Master
 from mori.umbp.master.policy import select_victims
-from mori.umbp.types import PUT_TIERS
+from mori.umbp.types import PAGE_TIERS
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +42,16 @@ class Evictor:
         freed = 0
         now = time.time()
         for node in self.m.alive_nodes(now).values():
-            for tier, (total, avail) in node.capacities.items():
-                if tier not in PUT_TIERS:
+            # HBM, then DRAM: a deterministic pass (a demotion shows in DRAM's usage next heartbeat).
+            for tier, (total, avail) in sorted(node.capacities.items()):
+                if tier not in PAGE_TIERS:
                     continue
                 victims = select_victims(
                     self.m.store.candidates(node.node_id, tier), total, total - avail, self.high, self.low, now
                 )
                 if not victims:
                     continue
-                req = rpc.peer_pb.EvictKeyRequest(keys=[v.key for v in victims])
+                req = rpc.peer_pb.EvictKeyRequest(keys=[v.key for v in victims], tiers=[tier] * len(victims))
                 try:
                     res = rpc.call(
                         f"EvictKey to {node.node_id!r}",

@@ -7,7 +7,7 @@ import random
 from collections.abc import Sequence
 
 from mori.umbp.master.store import Candidate, Location
-from mori.umbp.types import PUT_TIERS, UMBPTierType
+from mori.umbp.types import UMBPTierType
 
 #: Read priority: fastest tier first (MORI's TierPriorityRouteGetStrategy).
 READ_ORDER = (UMBPTierType.HBM, UMBPTierType.DRAM, UMBPTierType.SSD)
@@ -22,18 +22,88 @@ def pick_replica(locations: Sequence[Location], rng: random.Random) -> Location 
     return None
 
 
-def pick_put_target(size: int, free: dict[tuple[str, int], int]) -> tuple[str, int] | None:
-    """``most_available``: the (node, tier) with the most projected free bytes that fits ``size``,
-    preferring the faster tier on a tie. The caller deducts the choice so a batch spreads out."""
-    best: tuple[str, int] | None = None
-    best_key: tuple[int, int] = (-1, 0)
-    for (node, tier), avail in sorted(free.items()):
-        if tier not in PUT_TIERS or avail < size:
+#: Put order of tiers: a put lands in HBM while any eligible node has room there, else DRAM.
+PUT_ORDER = (UMBPTierType.HBM, UMBPTierType.DRAM)
+ALGOS = ("most_available", "random")
+AFFINITIES = ("none", "same", "local")
+
+Free = dict[tuple[str, int], int]
+
+
+def _eligible(free: Free, tier: int, size: int) -> list[tuple[str, int]]:
+    return sorted((node, avail) for (node, t), avail in free.items() if t == tier and avail >= size)
+
+
+def _pick_in_tiers(
+    free: Free, size: int, algo: str, rng: random.Random, prefer: str | None = None
+) -> tuple[str, int] | None:
+    """MORI's SelectByAlgo: the first tier of PUT_ORDER where some node fits ``size``; there the
+    preferred node if it fits, else by ``algo`` (most free bytes, ties to the smaller node id; or
+    random weighted by free bytes)."""
+    for tier in PUT_ORDER:
+        nodes = _eligible(free, int(tier), size)
+        if not nodes:
             continue
-        rank = (avail, -tier)
-        if rank > best_key:
-            best, best_key = (node, tier), rank
-    return best
+        if prefer is not None and any(n == prefer for n, _ in nodes):
+            return prefer, int(tier)
+        if algo == "random":
+            return rng.choices([n for n, _ in nodes], [a for _, a in nodes])[0], int(tier)
+        best = nodes[0]
+        for cand in nodes[1:]:
+            if cand[1] > best[1]:  # strict: a tie keeps the earlier (smaller) node id
+                best = cand
+        return best[0], int(tier)
+    return None
+
+
+def _pick_on_node(free: Free, node: str, size: int, tier: int | None = None) -> tuple[str, int] | None:
+    for t in PUT_ORDER if tier is None else (tier,):
+        if free.get((node, int(t)), -1) >= size:
+            return node, int(t)
+    return None
+
+
+def route_put_batch(
+    sizes: Sequence[int | None],
+    free: Free,
+    algo: str = "most_available",
+    affinity: str = "none",
+    requester: str = "",
+    rng: random.Random | None = None,
+) -> list[tuple[str, int] | None]:
+    """MORI's ConfigurableRoutePutStrategy over one batch: per size a (node, tier) or None (no room);
+    ``None`` sizes (keys that already exist) are skipped. ``free`` maps (node, tier) to projected
+    free bytes and is charged for each pick, so a batch spreads out. Affinity biases the node and
+    never fails a key that plain placement could route: ``local`` tries the requester's own HBM
+    then DRAM first; ``same`` pins the batch to one node and tier when the whole of it fits there,
+    else prefers the node of the previous pick within each tier."""
+    rng = rng if rng is not None else random.Random()
+    anchor: str | None = (requester or None) if affinity == "local" else None
+    anchor_tier: int | None = None
+    if affinity == "same":
+        total = sum(s for s in sizes if s is not None)
+        whole = _pick_in_tiers(free, total, algo, rng) if total else None
+        if whole is not None:
+            anchor, anchor_tier = whole
+    out: list[tuple[str, int] | None] = []
+    for size in sizes:
+        if size is None:
+            out.append(None)
+            continue
+        pick = None
+        if affinity == "local" and anchor is not None:
+            pick = _pick_on_node(free, anchor, size)
+        elif affinity == "same" and anchor is not None and anchor_tier is not None:
+            pick = _pick_on_node(free, anchor, size, anchor_tier)
+        if pick is None:
+            pick = _pick_in_tiers(free, size, algo, rng, anchor if affinity == "same" else None)
+            if affinity == "same":
+                anchor_tier = None
+                anchor = pick[0] if pick is not None else anchor
+        if pick is not None:
+            free[pick] -= size
+        out.append(pick)
+    return out
 
 
 def select_victims(

@@ -22,6 +22,7 @@ from mori.umbp.errors import ConfigError
 from mori.umbp.master.core import Master, MasterTiming
 from mori.umbp.master.eviction import Evictor
 from mori.umbp.master.metrics import MasterMetrics
+from mori.umbp.master.policy import AFFINITIES, ALGOS
 from mori.umbp.master.service import MasterServicer
 from mori.umbp.master.store import InMemoryMetadataStore, MetadataStore
 
@@ -47,6 +48,9 @@ class MasterServerConfig:
     hit_index_ttl_s: float = 7200.0
     hit_index_gc_interval_s: float = 60.0
     hit_query_max_batch: int = 4096
+    #: MORI's UMBP_ROUTE_PUT_SELECT_ALGO / UMBP_ROUTE_PUT_NODE_AFFINITY.
+    put_algo: str = "most_available"
+    put_affinity: str = "none"
 
     @classmethod
     def from_environment(cls) -> MasterServerConfig:
@@ -72,6 +76,8 @@ class MasterServerConfig:
             hit_index_ttl_s=g.get_float("UMBP_HIT_INDEX_TTL_SEC"),
             hit_index_gc_interval_s=g.get_float("UMBP_HIT_INDEX_GC_INTERVAL_SEC"),
             hit_query_max_batch=g.get_int("UMBP_HIT_QUERY_MAX_BATCH"),
+            put_algo=g.get_str("UMBP_ROUTE_PUT_SELECT_ALGO"),
+            put_affinity=g.get_str("UMBP_ROUTE_PUT_NODE_AFFINITY"),
         )
 
     def validate(self) -> None:
@@ -88,6 +94,10 @@ class MasterServerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be positive")
+        if self.put_algo not in ALGOS:
+            raise ConfigError(f"put_algo={self.put_algo!r} is not one of {', '.join(ALGOS)}")
+        if self.put_affinity not in AFFINITIES:
+            raise ConfigError(f"put_affinity={self.put_affinity!r} is not one of {', '.join(AFFINITIES)}")
         if self.timing.heartbeat_ttl_s <= 0 or self.timing.max_missed < 1:
             raise ConfigError(
                 f"heartbeat ttl={self.timing.heartbeat_ttl_s}s and max_missed={self.timing.max_missed} must be positive"
@@ -111,7 +121,7 @@ class MasterServer:
         self.config.validate()
         self.metrics = MasterMetrics()
         store = make_store(self.config)
-        self.master = Master(store, self.config.timing, self.metrics)
+        self.master = Master(store, self.config.timing, self.metrics, self.config.put_algo, self.config.put_affinity)
         self.evictor = Evictor(
             self.master, self.config.high_watermark, self.config.low_watermark, self.config.evictkey_deadline_s
         )
@@ -207,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(
         f"[Master] Resolved timing: heartbeat_ttl={t.heartbeat_ttl_s}s interval={t.heartbeat_interval_s}s "
         f"max_missed={t.max_missed} lease={t.lease_s}s reaper={config.reaper_interval_s}s "
-        f"eviction_check={config.eviction_check_interval_s}s store={config.metadata_backend}\n"
+        f"eviction_check={config.eviction_check_interval_s}s store={config.metadata_backend} "
+        f"put={config.put_algo}/{config.put_affinity}\n"
     )
     sys.stdout.write(f"[Master] listening on {server.address}\n")
     sys.stdout.flush()

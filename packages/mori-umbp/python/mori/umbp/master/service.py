@@ -148,14 +148,16 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
 
     def RoutePut(self, req: Any, ctx: Any) -> Any:
         self._count("RoutePut")
-        (route,) = self.m.route_put([req.key], [int(req.block_size)], set(req.exclude_nodes))
+        (route,) = self.m.route_put([req.key], [int(req.block_size)], set(req.exclude_nodes), req.node_id)
         return self._put_entry(route)
 
     def BatchRoutePut(self, req: Any, ctx: Any) -> Any:
         self._count("BatchRoutePut")
         if len(req.keys) != len(req.block_sizes):
             ctx.abort(3, f"keys has {len(req.keys)} entries but block_sizes {len(req.block_sizes)}")  # INVALID_ARGUMENT
-        routes = self.m.route_put(list(req.keys), [int(s) for s in req.block_sizes], set(req.exclude_nodes))
+        routes = self.m.route_put(
+            list(req.keys), [int(s) for s in req.block_sizes], set(req.exclude_nodes), req.node_id
+        )
         return pb.BatchRoutePutResponse(entries=[self._put_entry(r) for r in routes])
 
     def BatchRouteGet(self, req: Any, ctx: Any) -> Any:

@@ -21,7 +21,7 @@ CANDIDATE_WINDOW = 16
 
 class EvictionOrder:
     """Keys in least-recently-used-first order, each with its chain depth. Not thread-safe: the
-    owner (the SSD tier) calls it under its own lock."""
+    owner (a tier) calls it under its own lock."""
 
     def __init__(self, policy: str = "lru", window: int = CANDIDATE_WINDOW) -> None:
         if policy not in POLICIES:
@@ -42,6 +42,10 @@ class EvictionOrder:
         """Inserts ``key`` as the most recently used (re-adding keeps the deeper known depth)."""
         old = self._order.pop(key, -1)
         self._order[key] = max(old, depth)
+
+    def depth(self, key: str) -> int:
+        """The chain depth recorded for ``key`` (-1: unknown or absent)."""
+        return self._order.get(key, -1)
 
     def touch(self, key: str) -> None:
         if key in self._order:

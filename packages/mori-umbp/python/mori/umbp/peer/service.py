@@ -1,5 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""The UMBPPeer gRPC servicer over a ``PeerStore``."""
+"""The UMBPPeer gRPC servicer over a ``PeerStore``.
+
+A PageRef's ``buffer_index`` names the registered buffer its page lives in (0 DRAM, 1 the SSD
+staging buffer, 2 HBM), and ``descs[0]`` is that buffer's packed mori-io MemoryDesc.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,11 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 
 from mori.umbp.errors import InvalidKeyError
-from mori.umbp.peer.store import PeerBusy, PeerStore
+from mori.umbp.peer.pools import STAGING_BUFFER, PagePool
+from mori.umbp.peer.store import PeerStore
+from mori.umbp.peer.store_ssd import PeerBusy
 from mori.umbp.rpc import peer_grpc, peer_pb
-from mori.umbp.types import ALLOCATABLE_TIERS, UMBPTierType, check_key
-
-#: buffer_index of the SSD staging buffer in PageRefs (0 is the DRAM pool).
-STAGING_BUFFER = 1
+from mori.umbp.types import PAGE_TIERS, UMBPTierType, check_key, tier_name
 
 
 class PeerServicer(peer_grpc.UMBPPeerServicer):
@@ -26,16 +29,25 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         self.on_commit = on_commit  # ships the ADD to the master before answering (read-your-writes)
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
 
-    def _descs(self) -> list[bytes]:
-        return [self.s.desc.pack()] if self.s.desc is not None else []
+    @staticmethod
+    def _pages(pool: PagePool, pages: list[int]) -> list[Any]:
+        return [peer_pb.PageRef(buffer_index=pool.buffer_index, page_index=p) for p in pages]
 
-    def _pages(self, pages: list[int]) -> list[Any]:
-        return [peer_pb.PageRef(buffer_index=0, page_index=p) for p in pages]
+    @staticmethod
+    def _descs(pool: PagePool) -> list[bytes]:
+        return [pool.desc.pack()] if pool.desc is not None else []
 
     def GetPeerInfo(self, req: Any, ctx: Any) -> Any:
-        descs = [peer_pb.MemoryDescEntry(buffer_index=0, desc=d) for d in self._descs()]
+        descs = [
+            peer_pb.MemoryDescEntry(buffer_index=p.buffer_index, desc=p.desc.pack())
+            for p in self.s.pools.values()
+            if p.desc is not None
+        ]
+        dram = self.s.pool(int(UMBPTierType.DRAM))
         return peer_pb.GetPeerInfoResponse(
-            engine_desc=self.engine_desc, dram_memory_descs=descs, dram_page_size=self.s.page_size
+            engine_desc=self.engine_desc,
+            dram_memory_descs=descs,
+            dram_page_size=dram.page_size if dram is not None else 0,
         )
 
     def AllocateSlot(self, req: Any, ctx: Any) -> Any:
@@ -46,21 +58,27 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             return out(outcome=out.FAILED, message=str(exc))
         if req.size == 0:
             return out(outcome=out.FAILED, message="size=0 must be positive")
-        if int(req.tier) not in ALLOCATABLE_TIERS:
-            return out(outcome=out.FAILED, message=f"tier={int(req.tier)} is not allocatable on this peer")
-        if not self._descs():
-            return out(outcome=out.FAILED_NO_SPACE, message="this peer owns no pages")
-        outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), int(req.tier), int(req.depth))
+        tier = int(req.tier)
+        if tier not in PAGE_TIERS:
+            allowed = ", ".join(t.name for t in PAGE_TIERS)
+            return out(outcome=out.FAILED, message=f"tier={tier_name(tier)} is not a page tier (allowed: {allowed})")
+        pool = self.s.pool(tier)
+        if pool is None or pool.desc is None:
+            have = ", ".join(tier_name(t) for t in self.s.capacities() if t in PAGE_TIERS) or "none"
+            return out(
+                outcome=out.FAILED_NO_SPACE, message=f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
+            )
+        outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), tier, int(req.depth))
         if outcome == "EXISTS":
             return out(outcome=out.SUCCESS_ALREADY_EXISTS)
-        if outcome == "NO_SPACE":
-            return out(outcome=out.FAILED_NO_SPACE, message=f"{self.s.alloc.available} bytes free")
+        if outcome != "ALLOCATED":
+            return out(outcome=out.FAILED_NO_SPACE, message=f"{pool.alloc.available} bytes free in {tier_name(tier)}")
         return out(
             outcome=out.SUCCESS_ALLOCATED,
             slot_id=slot_id,
-            pages=self._pages(pages),
-            page_size=self.s.page_size,
-            descs=self._descs(),
+            pages=self._pages(pool, pages),
+            page_size=pool.page_size,
+            descs=self._descs(pool),
             pending_ttl_ms=int(self.s.pending_ttl_s * 1000),
         )
 
@@ -79,11 +97,12 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         block = self.s.resolve(req.key)
         if block is None:
             return self._resolve_ssd(req.key, ctx)
+        pool = self.s.pools[block.tier]
         return peer_pb.ResolveKeyResponse(
             found=True,
-            pages=self._pages(block.pages),
-            page_size=self.s.page_size,
-            descs=self._descs(),
+            pages=self._pages(pool, block.pages),
+            page_size=pool.page_size,
+            descs=self._descs(pool),
             size=block.size,
             tier=block.tier,
             lease_ms=int(self.s.read_lease_s * 1000),
@@ -112,7 +131,10 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         return peer_pb.ReleaseSsdLeaseResponse()
 
     def EvictKey(self, req: Any, ctx: Any) -> Any:
-        done = self.s.evict(list(req.keys))
+        # MORI's wire rule: tiers[i] names the medium keys[i] is freed from, and is ignored
+        # unless there is one per key (an older master sends none).
+        tiers = [int(t) for t in req.tiers] if len(req.tiers) == len(req.keys) else []
+        done = self.s.evict(list(req.keys), tiers)
         if any(freed for _, freed in done):
             self.on_evict()  # ship the REMOVEs soon so the index shrinks promptly
         return peer_pb.EvictKeyResponse(evicted=[peer_pb.EvictedKey(key=k, bytes_freed=f) for k, f in done])

@@ -1,44 +1,42 @@
 # SPDX-License-Identifier: MIT
-"""The blocks a peer owns: one DRAM buffer registered with mori-io, pending slots and committed
+"""The blocks a peer owns: its page tiers (DRAM, optionally HBM), pending slots and committed
 blocks, read leases, and the event log that feeds the master.
 
-A put is two-phase: ``allocate`` reserves pages under a pending slot (invisible to everyone),
-the writer fills them with mori-io, ``commit`` makes the key visible by queueing an ADD event.
-A slot not committed within UMBP_PENDING_SLOT_TTL_MS is freed, so a writer that dies mid-put
-leaves neither a visible key nor leaked pages.
+A put is two-phase: ``allocate`` reserves pages of one tier under a pending slot (invisible to
+everyone), the writer fills them with mori-io, ``commit`` makes the key visible by queueing an
+ADD event. A slot not committed within UMBP_PENDING_SLOT_TTL_MS is freed, so a writer that dies
+mid-put leaves neither a visible key nor leaked pages, in HBM as in DRAM.
 
-With an SSD tier, a commit also queues the block for "spill by copy": the spill worker copies it
-into the tier and queues an ADD for tier SSD, so the master's index holds both locations and
-routes reads to DRAM while the block is there, to SSD once DRAM evicted it. A block waiting for
-its copy is pinned: DRAM eviction skips it, so the copy never reads reused pages.
+NOTE [HBM demotion]: evicting an HBM block (the master's watermark LRU names the tier) moves it
+to this peer's DRAM when DRAM has free pages, as MORI's tier transition does (copy down, then
+free the source), and drops it otherwise. The copy runs outside the lock with the key marked
+moving (no second eviction, no spill race); the REMOVE(HBM) and ADD(DRAM) events are queued
+together, so the master's index moves the key in one bundle. A reader that resolved the HBM
+pages during the copy holds a read lease: those pages are freed only when it ends.
 """
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from mori.io import IOEngine, MemoryDesc, MemoryLocationType
-from mori.umbp.errors import TierCapacityError
-from mori.umbp.peer.allocator import PageAllocator
+from mori.io import IOEngine
+from mori.umbp import devmem
 from mori.umbp.peer.events import ADD, REMOVE, Event, EventLog
-from mori.umbp.peer.spill import SpillWorker
-from mori.umbp.peer.ssd import SsdTier
-from mori.umbp.peer.ssd_staging import SsdStaging
+from mori.umbp.peer.pools import PagePool
+from mori.umbp.peer.store_ssd import SsdSide
 from mori.umbp.types import UMBPTierType
 
 log = logging.getLogger(__name__)
 
-
-class PeerBusy(Exception):
-    """A transient shortage on the peer (every SSD staging slot leased): retry, it is no miss."""
+#: Where an evicted block of a tier moves to on the same peer (MORI's offload_to), if it fits.
+DEMOTE_TO = {int(UMBPTierType.HBM): int(UMBPTierType.DRAM)}
 
 
 @dataclass
@@ -60,26 +58,9 @@ class Slot:
     depth: int = -1
 
 
-@dataclass(frozen=True)
-class StagedRead:
-    """An SSD block copied into staging slot ``slot`` under lease ``lease_id``."""
-
-    lease_id: int
-    slot: int
-    size: int
-
-
-class PeerStore:
-    def __init__(
-        self, engine: IOEngine, capacity: int, page_size: int, pending_ttl_s: float, read_lease_s: float
-    ) -> None:
-        self.alloc = PageAllocator(capacity, page_size)
-        self.page_size = page_size
-        # The pool's bytes: owned here, written and read by remote engines through mori-io.
-        self.buffer = np.zeros(max(self.alloc.capacity, 1), dtype=np.uint8)
-        self.desc: MemoryDesc | None = None
-        if self.alloc.capacity:
-            self.desc = engine.register_memory(self.buffer.ctypes.data, self.alloc.capacity, -1, MemoryLocationType.CPU)
+class PeerStore(SsdSide):
+    def __init__(self, pools: Sequence[PagePool], pending_ttl_s: float, read_lease_s: float) -> None:
+        self.pools: dict[int, PagePool] = {p.tier: p for p in pools}
         self.events = EventLog()
         self.pending_ttl_s = pending_ttl_s
         self.read_lease_s = read_lease_s
@@ -87,35 +68,33 @@ class PeerStore:
         self._slots: dict[int, Slot] = {}
         self._blocks: dict[str, Block] = {}
         self._leases: dict[str, float] = {}
+        self._moving: set[str] = set()
+        self._draining: list[tuple[float, PagePool, list[int]]] = []  # (free after, pool, pages)
         self._ids = itertools.count(1)
-        self.ssd: SsdTier | None = None
-        self.staging: SsdStaging | None = None
-        self._spill: SpillWorker | None = None
-        self._pinned: set[str] = set()
-        self._on_spilled: Callable[[], None] = lambda: None
-
-    def enable_ssd(self, ssd: SsdTier, staging: SsdStaging, on_spilled: Callable[[], None]) -> None:
-        """Adds the SSD tier; ``on_spilled`` runs after each copy (it wakes the heartbeat)."""
-        self.ssd, self.staging, self._on_spilled = ssd, staging, on_spilled
-        self._spill = SpillWorker(self._spill_one)
+        SsdSide.__init__(self)
 
     # -- capacity -------------------------------------------------------------------------------
+    def pool(self, tier: int) -> PagePool | None:
+        pool = self.pools.get(tier)
+        return pool if pool is not None and pool.capacity else None
+
     def capacities(self) -> dict[int, tuple[int, int]]:
-        caps: dict[int, tuple[int, int]] = {}
-        if self.alloc.capacity:
-            caps[int(UMBPTierType.DRAM)] = (self.alloc.capacity, self.alloc.available)
+        caps = {t: (p.capacity, p.alloc.available) for t, p in self.pools.items() if p.capacity}
         if self.ssd is not None:
             caps[int(UMBPTierType.SSD)] = (self.ssd.capacity, self.ssd.capacity - self.ssd.used)
         return caps
 
     # -- put ------------------------------------------------------------------------------------
     def allocate(self, key: str, size: int, tier: int, depth: int = -1) -> tuple[str, int, list[int]]:
-        """("ALLOCATED", slot id, pages), ("EXISTS", 0, []) or ("NO_SPACE", 0, [])."""
+        """("ALLOCATED", slot id, pages), ("EXISTS", 0, []), ("NO_SPACE", 0, []) or ("NO_TIER", 0, [])."""
         self.expire_slots()
+        pool = self.pool(tier)
+        if pool is None:
+            return "NO_TIER", 0, []
         with self._lock:
             if key in self._blocks or any(s.key == key for s in self._slots.values()):
                 return "EXISTS", 0, []  # peer-side dedup: the master's index may lag
-            pages = self.alloc.alloc(size)
+            pages = pool.alloc.alloc(size)
             if pages is None:
                 return "NO_SPACE", 0, []
             slot_id = next(self._ids)
@@ -133,32 +112,35 @@ class PeerStore:
             del self._slots[slot_id]
             self._blocks[key] = Block(key, slot.pages, slot.size, slot.tier, slot.depth)
             self.events.add(ADD, key, slot.tier, slot.size)
-            spill = self._spill is not None and self._spillable(key, slot.size)
-            if spill:
-                self._pinned.add(key)
-        if spill and self._spill is not None:
-            self._spill.submit(key)
+            spill = self._pin_for_spill(key, slot.size)
+        if spill:
+            self._submit_spill(key)
         return ""
 
     def abort(self, slot_id: int) -> None:
         with self._lock:
             slot = self._slots.pop(slot_id, None)
         if slot is not None:
-            self.alloc.free(slot.pages)
+            self.pools[slot.tier].alloc.free(slot.pages)
 
     def expire_slots(self) -> int:
+        """Frees pending slots past their TTL (and demoted pages whose last reader is done)."""
         now = time.monotonic()
         with self._lock:
             dead = [i for i, s in self._slots.items() if s.deadline <= now]
             slots = [self._slots.pop(i) for i in dead]
+            done = [d for d in self._draining if d[0] <= now]
+            self._draining = [d for d in self._draining if d[0] > now]
         for slot in slots:
             log.warning(
                 "pending slot for key %r expired before its commit: freeing %d pages", slot.key, len(slot.pages)
             )
-            self.alloc.free(slot.pages)
+            self.pools[slot.tier].alloc.free(slot.pages)
+        for _, pool, pages in done:
+            pool.alloc.free(pages)
         return len(slots)
 
-    # -- get, evict ------------------------------------------------------------------------------
+    # -- get ------------------------------------------------------------------------------------
     def resolve(self, key: str) -> Block | None:
         """The block, with a read lease that keeps eviction off it while a reader copies it."""
         with self._lock:
@@ -167,26 +149,98 @@ class PeerStore:
                 self._leases[key] = time.monotonic() + self.read_lease_s
             return block
 
-    def evict(self, keys: list[str]) -> list[tuple[str, int]]:
-        """(key, bytes freed) per key; 0 for a leased, pending or unknown key."""
-        now = time.monotonic()
-        out: list[tuple[str, int]] = []
-        freed: list[list[int]] = []
+    def read_local(self, key: str, dst: int, size: int, dst_device: int = devmem.HOST) -> bool:
+        """Self-target get: from a page tier if the block is there, else straight from its SSD file."""
         with self._lock:
-            for key in keys:
+            block = self._blocks.get(key)
+            if block is not None:
+                self.pools[block.tier].copy_out(block.pages, dst, size, dst_device)
+                return True
+        return self._read_ssd_local(key, dst, size, dst_device)
+
+    # -- evict ----------------------------------------------------------------------------------
+    def evict(self, keys: list[str], tiers: Sequence[int] = ()) -> list[tuple[str, int]]:
+        """(key, bytes freed in the named tier) per key; 0 for a leased, pinned, moving or unknown
+        key, or one not in ``tiers[i]`` (when given). HBM blocks move to DRAM if it has room."""
+        now = time.monotonic()
+        freed: dict[str, int] = {}
+        drops: list[tuple[PagePool, list[int]]] = []
+        moves: list[tuple[Block, PagePool, list[int]]] = []
+        with self._lock:
+            for i, key in enumerate(keys):
                 block = self._blocks.get(key)
-                if block is None or self._leases.get(key, 0.0) > now or key in self._pinned:
-                    out.append((key, 0))
+                busy = self._leases.get(key, 0.0) > now or key in self._pinned or key in self._moving
+                if block is None or busy or (tiers and int(tiers[i]) != block.tier):
+                    continue
+                pool = self.pools[block.tier]
+                freed[key] = len(block.pages) * pool.page_size
+                target = self.pool(DEMOTE_TO.get(block.tier, -1))
+                pages = target.alloc.alloc(block.size) if target is not None else None
+                if target is not None and pages is not None:
+                    self._moving.add(key)
+                    moves.append((block, target, pages))
                     continue
                 del self._blocks[key]
                 self._leases.pop(key, None)
                 self.events.add(REMOVE, key, block.tier, block.size)
-                freed.append(block.pages)
-                out.append((key, len(block.pages) * self.page_size))
-        for pages in freed:
-            self.alloc.free(pages)
-        return out
+                drops.append((pool, block.pages))
+        for pool, pages in drops:
+            pool.alloc.free(pages)
+        for block, target, pages in moves:
+            if not self._demote(block, target, pages):
+                freed.pop(block.key, None)
+        return [(key, freed.get(key, 0)) for key in keys]
 
+    def _demote(self, block: Block, target: PagePool, pages: list[int]) -> bool:
+        """See NOTE [HBM demotion]. False if the copy failed (the block stays) or clear() dropped it."""
+        source = self.pools[block.tier]
+        try:
+            staging = np.empty(block.size, np.uint8)
+            source.copy_out(block.pages, int(staging.ctypes.data), block.size)
+            target.copy_in(pages, int(staging.ctypes.data), block.size)
+        except Exception:
+            log.exception("demoting %r from %s failed: it stays there", block.key, UMBPTierType(block.tier).name)
+            with self._lock:
+                self._moving.discard(block.key)
+            target.alloc.free(pages)
+            return False
+        now = time.monotonic()
+        with self._lock:
+            self._moving.discard(block.key)
+            if self._blocks.get(block.key) is not block:  # clear() dropped it meanwhile (and its pages)
+                target.alloc.free(pages)
+                return False
+            self._blocks[block.key] = Block(block.key, pages, block.size, target.tier, block.depth)
+            self.events.add(REMOVE, block.key, block.tier, block.size)
+            self.events.add(ADD, block.key, target.tier, block.size)
+            lease = self._leases.get(block.key, 0.0)
+            if lease > now:  # a reader resolved the old pages during the copy
+                self._draining.append((lease, source, block.pages))
+                return True
+        source.alloc.free(block.pages)
+        return True
+
+    def clear(self) -> int:
+        """Drops every committed block of every tier (SSD too), REMOVE events included; pages a
+        reader still holds a lease on are freed when it ends. Returns the blocks dropped."""
+        now = time.monotonic()
+        frees: list[tuple[PagePool, list[int]]] = []
+        with self._lock:
+            blocks = list(self._blocks.values())
+            self._blocks.clear()
+            for b in blocks:
+                self.events.add(REMOVE, b.key, b.tier, b.size)
+                lease = self._leases.pop(b.key, 0.0)
+                if lease > now:
+                    self._draining.append((lease, self.pools[b.tier], b.pages))
+                else:
+                    frees.append((self.pools[b.tier], b.pages))
+            dropped = len(blocks) + self._clear_ssd_locked()
+        for pool, pages in frees:
+            pool.alloc.free(pages)
+        return dropped
+
+    # -- snapshot --------------------------------------------------------------------------------
     def full_sync(self) -> tuple[int, list[Event]]:
         # Lock order store -> event log, as in commit and evict.
         with self._lock:
@@ -202,97 +256,17 @@ class PeerStore:
         with self._lock:
             return list(self._blocks)
 
-    # -- SSD tier --------------------------------------------------------------------------------
-    def _spillable(self, key: str, size: int) -> bool:
-        # A block larger than a staging slot could never be read back by a remote peer, and one
-        # larger than the tier never fits: keep such blocks in DRAM only.
-        assert self.ssd is not None and self.staging is not None
-        if size > self.staging.slot_size or size > self.ssd.capacity:
-            log.info("block %r (%d bytes) is not spilled: larger than an SSD staging slot or the tier", key, size)
-            return False
-        return True
-
-    def _spill_one(self, key: str) -> None:
-        """Runs on the spill worker: copy the pinned DRAM block to SSD, then queue its events."""
-        assert self.ssd is not None
+    def tiers(self) -> dict[str, int]:
+        """key -> the page tier its block is in."""
         with self._lock:
-            block = self._blocks.get(key)
-            if block is None:
-                self._pinned.discard(key)
-                return
-            data = bytearray(block.size)
-            self.copy_out(block.pages, ctypes.addressof(ctypes.c_char.from_buffer(data)), block.size)
-            self._pinned.discard(key)  # the bytes are copied: DRAM may evict it from now on
-        try:
-            evicted = self.ssd.put(key, data, block.depth)
-        except TierCapacityError as exc:
-            log.warning("spill of %r skipped: %s", key, exc)
-            return
-        with self._lock:  # lock order store -> event log, as everywhere
-            for gone, size in evicted:
-                self.events.add(REMOVE, gone, int(UMBPTierType.SSD), size)
-            self.events.add(ADD, key, int(UMBPTierType.SSD), block.size)
-        self._on_spilled()
-
-    def drain_spills(self, timeout_s: float) -> bool:
-        """True once every queued spill has run; True at once without an SSD tier."""
-        return self._spill.drain(timeout_s) if self._spill is not None else True
-
-    def ssd_keys(self) -> list[str]:
-        return [] if self.ssd is None else [k for k, _ in self.ssd.entries()]
-
-    def stage_ssd(self, key: str) -> StagedRead | None:
-        """Copies an SSD block into a leased staging slot for a remote reader. None when the
-        block is not on SSD; PeerBusy when every slot is leased (transient, not a miss)."""
-        if self.ssd is None or self.staging is None:
-            return None
-        size = self.ssd.size_of(key)
-        if size is None:
-            return None
-        got = self.staging.acquire()
-        if got is None:
-            raise PeerBusy(f"all {len(self.staging.buffer) // self.staging.slot_size} SSD staging slots are leased")
-        lease_id, slot = got
-        try:
-            if not self.ssd.read_into(key, self.staging.address(slot), size):
-                self.staging.release(lease_id)
-                return None  # evicted from SSD between the two calls
-        except Exception:
-            self.staging.release(lease_id)
-            raise
-        return StagedRead(lease_id, slot, size)
-
-    def release_ssd(self, lease_id: int) -> bool:
-        return self.staging.release(lease_id) if self.staging is not None else False
-
-    def read_local(self, key: str, dst: int, size: int) -> bool:
-        """Self-target get: DRAM if the block is there, else straight from the SSD file."""
-        with self._lock:
-            block = self._blocks.get(key)
-            if block is not None:
-                self.copy_out(block.pages, dst, size)
-                return True
-        return self.ssd is not None and self.ssd.read_into(key, dst, size)
+            return {k: b.tier for k, b in self._blocks.items()}
 
     # -- local fast path ------------------------------------------------------------------------
-    def copy_in(self, pages: list[int], src: int, size: int) -> None:
-        """Self-target put: a memcpy into our own pages, no transfer."""
-        for i, page in enumerate(pages):
-            n = min(self.page_size, size - i * self.page_size)
-            ctypes.memmove(self.buffer.ctypes.data + page * self.page_size, src + i * self.page_size, n)
-
-    def copy_out(self, pages: list[int], dst: int, size: int) -> None:
-        for i, page in enumerate(pages):
-            n = min(self.page_size, size - i * self.page_size)
-            ctypes.memmove(dst + i * self.page_size, self.buffer.ctypes.data + page * self.page_size, n)
+    def copy_in(self, tier: int, pages: list[int], src: int, size: int, src_device: int = devmem.HOST) -> None:
+        """Self-target put: a copy into our own pages, no transfer."""
+        self.pools[tier].copy_in(pages, src, size, src_device)
 
     def close(self, engine: IOEngine) -> None:
-        if self._spill is not None:
-            self._spill.stop()
-        if self.ssd is not None:
-            self.ssd.close()
-        if self.staging is not None:
-            self.staging.close(engine)
-        if self.desc is not None:
-            engine.deregister_memory(self.desc)
-            self.desc = None
+        self._close_ssd(engine)
+        for pool in self.pools.values():
+            pool.close(engine)
