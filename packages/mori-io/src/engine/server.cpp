@@ -126,6 +126,10 @@ void Server::serve(Connection& conn) {
         case net::FrameType::Ping:
           serve_query(conn, header);
           break;
+        case net::FrameType::RdmaConnect:
+        case net::FrameType::RdmaKey:
+          serve_rdma(conn, header);
+          break;
         case net::FrameType::Response:
           throw Error(Code::Protocol, "a response frame sent to the target");
       }
@@ -264,6 +268,36 @@ void Server::serve_query(Connection& conn, const net::FrameHeader& header) {
   net::put_u64(size, pin.get()->size);
   iovec iov{size, sizeof(size)};
   respond(conn, header, StatusCode::SUCCESS, "", sizeof(size), &iov, 1);
+}
+
+void Server::set_rdma(std::shared_ptr<RdmaResponder> rdma) {
+  std::lock_guard<std::mutex> lock(rdma_mutex_);
+  rdma_ = std::move(rdma);
+}
+
+void Server::serve_rdma(Connection& conn, const net::FrameHeader& header) {
+  if (header.payload != 0 || header.nseg != 0) throw Error(Code::Protocol, "an RDMA request with a payload");
+  std::shared_ptr<RdmaResponder> rdma;
+  {
+    std::lock_guard<std::mutex> lock(rdma_mutex_);
+    rdma = rdma_;
+  }
+  if (!rdma) {
+    respond(conn, header, StatusCode::ERR_NOT_FOUND, "engine '" + config_.key + "' has no RDMA backend", 0, nullptr,
+            0);
+    return;
+  }
+  std::string answer;
+  try {
+    answer = header.type == net::FrameType::RdmaConnect ? rdma->connect_info(conn.peer)
+                                                        : rdma->memory_key(header.mem_id);
+  } catch (const Error& e) {
+    StatusCode code = e.code() == Code::NotFound ? StatusCode::ERR_NOT_FOUND : StatusCode::ERR_RDMA_OP;
+    respond(conn, header, code, e.what(), 0, nullptr, 0);
+    return;
+  }
+  iovec iov{answer.data(), answer.size()};
+  respond(conn, header, StatusCode::SUCCESS, "", answer.size(), &iov, 1);
 }
 
 void Server::respond(const Connection& conn, const net::FrameHeader& request, StatusCode code,

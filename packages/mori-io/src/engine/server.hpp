@@ -33,6 +33,16 @@ struct ServerConfig {
   net::SocketOptions options;
 };
 
+// The RDMA backend's half of the control plane: the answers to RDMA_CONNECT and RDMA_KEY
+// (ucx/wire.hpp). Called from connection threads, after the peer proved the engine's secret;
+// Error(NotFound) becomes ERR_NOT_FOUND in the response, any other Error ERR_RDMA_OP.
+class RdmaResponder {
+ public:
+  virtual ~RdmaResponder() = default;
+  virtual std::string connect_info(const std::string& peer_key) = 0;
+  virtual std::string memory_key(uint32_t mem_id) = 0;
+};
+
 class Server {
  public:
   Server(const ServerConfig& config, RegionTable& regions, InboundTable& inbound);
@@ -43,6 +53,8 @@ class Server {
   uint16_t port() const { return port_; }
   // Shuts down every connection that is moving bytes of region id right now.
   void abort_users_of(uint32_t region_id);
+  // Set while the engine has an RDMA backend; null answers RDMA requests with ERR_NOT_FOUND.
+  void set_rdma(std::shared_ptr<RdmaResponder> rdma);
   void stop();
 
  private:
@@ -66,6 +78,7 @@ class Server {
                         const std::vector<iovec>& iov, std::vector<char>& discard, net::Deadline deadline,
                         StatusCode* code, std::string* message);
   void serve_query(Connection& conn, const net::FrameHeader& header);
+  void serve_rdma(Connection& conn, const net::FrameHeader& header);
   void respond(const Connection& conn, const net::FrameHeader& request, StatusCode code, const std::string& message,
                uint64_t payload_bytes, iovec* payload, size_t payload_count);
   void reap(bool all);
@@ -79,6 +92,8 @@ class Server {
   std::thread acceptor_;
   std::mutex connections_mutex_;
   std::list<std::unique_ptr<Connection>> connections_;
+  std::mutex rdma_mutex_;
+  std::shared_ptr<RdmaResponder> rdma_;
 };
 
 }  // namespace mori::io

@@ -3,11 +3,13 @@
 // it; application threads poll or wait on it (the bindings release the GIL around the waits).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace mori::io {
 
@@ -30,7 +32,7 @@ inline bool is_final(StatusCode code) { return code == StatusCode::SUCCESS || is
 class TransferStatus {
  public:
   TransferStatus() = default;
-  explicit TransferStatus(StatusCode code) : code_(code) {}
+  explicit TransferStatus(StatusCode code) : final_(is_final(code)), code_(code) {}
 
   StatusCode code() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -49,6 +51,7 @@ class TransferStatus {
       if (is_final(code_)) return;
       code_ = code;
       message_ = message;
+      final_.store(is_final(code), std::memory_order_release);
     }
     cv_.notify_all();
   }
@@ -56,6 +59,7 @@ class TransferStatus {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       code_ = code;
+      final_.store(is_final(code), std::memory_order_release);
     }
     cv_.notify_all();
   }
@@ -67,6 +71,15 @@ class TransferStatus {
   // Blocks until the status is final or timeout_ms passed (negative waits without limit);
   // returns the code at that moment.
   StatusCode wait_for(int64_t timeout_ms) const {
+    // A GPU copy usually finishes within microseconds of the wait starting, and the thread that
+    // completes it is polling: spinning briefly first spares the futex wake-up, which would
+    // otherwise cost a small transfer as much as the copy itself.
+    if (timeout_ms != 0) {
+      const auto spin_end = std::chrono::steady_clock::now() + kWaitSpin;
+      while (!final_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end) {
+        std::this_thread::yield();
+      }
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     auto done = [this] { return is_final(code_); };
     if (timeout_ms < 0) {
@@ -78,8 +91,10 @@ class TransferStatus {
   }
 
  private:
+  static constexpr auto kWaitSpin = std::chrono::microseconds(50);
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
+  std::atomic<bool> final_{false};
   StatusCode code_ = StatusCode::INIT;
   std::string message_;
 };

@@ -64,6 +64,10 @@ Loaded load() {
   bind(library, "cuIpcGetMemHandle", d.cuIpcGetMemHandle, f);
   bind(library, "cuIpcOpenMemHandle_v2", d.cuIpcOpenMemHandle, f);
   bind(library, "cuIpcCloseMemHandle", d.cuIpcCloseMemHandle, f);
+  bind(library, "cuMemHostGetDevicePointer_v2", d.cuMemHostGetDevicePointer, f);
+  bind(library, "cuModuleLoadData", d.cuModuleLoadData, f);
+  bind(library, "cuModuleGetFunction", d.cuModuleGetFunction, f);
+  bind(library, "cuLaunchKernel", d.cuLaunchKernel, f);
   if (!f.empty()) return loaded;
   const CUresult init = d.cuInit(0);
   if (init != kSuccess) {
@@ -87,7 +91,7 @@ const Driver& driver() {
   return state.driver;
 }
 
-std::string unavailable_reason() { return loaded().failure; }
+const std::string& unavailable_reason() { return loaded().failure; }
 
 std::string describe(CUresult result, const char* call) {
   const Driver& d = loaded().driver;

@@ -17,6 +17,8 @@ using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUdeviceptr = unsigned long long;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
 
 struct CUipcMemHandle {
   char reserved[64];
@@ -25,6 +27,7 @@ struct CUipcMemHandle {
 constexpr CUresult kSuccess = 0;
 constexpr CUresult kErrorNotReady = 600;
 constexpr unsigned kMemHostAllocPortable = 1;
+constexpr unsigned kMemHostAllocDeviceMap = 2;
 constexpr unsigned kIpcLazyEnablePeerAccess = 1;
 constexpr unsigned kStreamNonBlocking = 1;
 constexpr unsigned kEventDefault = 0;
@@ -63,6 +66,11 @@ struct Driver {
   CUresult (*cuIpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr);
   CUresult (*cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned);
   CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**);
 };
 
 // The driver, loaded and cuInit'ed once per process; throws Error(Unsupported) saying why when
@@ -70,7 +78,7 @@ struct Driver {
 const Driver& driver();
 
 // Empty when driver() would succeed, else the reason it cannot; never throws.
-std::string unavailable_reason();
+const std::string& unavailable_reason();
 
 // "cuXxx failed with CUDA_ERROR_NAME (text)" for a failed call; never throws.
 std::string describe(CUresult result, const char* call);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "gpu/device.hpp"
 
+#include <atomic>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -32,7 +33,15 @@ State& state() {
   return *s;
 }
 
+// Every transfer binds its device: after the first lookup a device's context is read without the
+// state lock or the driver's device count.
+constexpr int kCachedDevices = 64;
+std::atomic<cuda::CUcontext> cached_contexts[kCachedDevices];
+
 cuda::CUcontext context_of(int device) {
+  if (device >= 0 && device < kCachedDevices) {
+    if (cuda::CUcontext cached = cached_contexts[device].load(std::memory_order_acquire)) return cached;
+  }
   check_device(device);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -43,6 +52,7 @@ cuda::CUcontext context_of(int device) {
     cuda::check(drv.cuDeviceGet(&handle, device), "cuDeviceGet", "opening GPU " + std::to_string(device));
     cuda::check(drv.cuDevicePrimaryCtxRetain(&d.context, handle), "cuDevicePrimaryCtxRetain",
                 "opening the context of GPU " + std::to_string(device));
+    if (device < kCachedDevices) cached_contexts[device].store(d.context, std::memory_order_release);
   }
   return d.context;
 }
@@ -50,7 +60,7 @@ cuda::CUcontext context_of(int device) {
 }  // namespace
 
 int device_count() {
-  std::string why = cuda::unavailable_reason();
+  const std::string& why = cuda::unavailable_reason();
   if (!why.empty()) throw Error(Code::Unsupported, "GPU memory needs the CUDA driver: " + why);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

@@ -14,9 +14,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Completion polling: spin (yielding) this long after the last progress, then sleep between
-// polls, so small transfers complete in microseconds and an idle backend costs no CPU.
-constexpr auto kSpinWindow = std::chrono::microseconds(200);
+// polls, so transfers complete within microseconds of their copies and an idle backend costs no
+// CPU. A sleep costs ~100 us with Linux's default timer slack, so the window outlasts copies of
+// a few hundred MiB.
+constexpr auto kSpinWindow = std::chrono::milliseconds(1);
 constexpr auto kPollSleep = std::chrono::microseconds(50);
+// With nothing in flight, how long to keep polling for the next transfer before blocking.
+constexpr auto kIdleSpin = std::chrono::microseconds(200);
 
 std::vector<Segment> merge(std::vector<Segment> in) {
   std::vector<Segment> out;
@@ -208,28 +212,13 @@ bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote,
       return false;
     }
     const size_t n = state->streams.size();
-    const size_t width = std::min(n, std::max<size_t>(1, runs.size()));
     const size_t first = state->next_stream;
-    state->next_stream = (first + width) % n;  // the next transfer starts on fresh streams
-    size_t enqueued = 0;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const Segment& s = runs[i];
-      auto local_ptr = static_cast<cuda::CUdeviceptr>(local.get()->base + s.local_offset);
-      auto peer_ptr = static_cast<cuda::CUdeviceptr>(peer + s.remote_offset);
-      // cuMemcpyAsync, not DtoD: with unified addressing it also copies between two devices.
-      cuda::CUresult r = d.cuMemcpyAsync(is_read ? local_ptr : peer_ptr, is_read ? peer_ptr : local_ptr, s.size,
-                                         state->streams[(first + i % width) % n]);
-      if (r != cuda::kSuccess) {
-        op.failure = cuda::describe(r, "cuMemcpyAsync");
-        break;
-      }
-      ++enqueued;
-    }
-    if (enqueued == 0 && !op.failure.empty()) {
+    const size_t streams_used = enqueue(*state, op, is_read, local.get()->base, peer, runs, first);
+    if (streams_used == 0) {
       *why = op.failure;
       return false;
     }
-    const size_t streams_used = std::max<size_t>(1, std::min(width, enqueued));
+    state->next_stream = (first + streams_used) % n;  // the next transfer starts on fresh streams
     for (size_t i = 0; i < streams_used; ++i) {
       cuda::CUevent event = nullptr;
       if (!state->idle_events.empty()) {
@@ -264,11 +253,79 @@ bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote,
   return true;
 }
 
+const BatchCopyKernel* P2PBackend::batch_kernel(DeviceState& state, int device) {
+  if (!state.kernel && !state.kernel_unavailable) {
+    try {
+      state.kernel = std::make_unique<BatchCopyKernel>(device);
+    } catch (const Error& e) {
+      state.kernel_unavailable = true;
+      MORI_IO_LOG(Warning, "P2P batches on GPU " << device << " fall back to one copy per run: " << e.what());
+    }
+  }
+  return state.kernel.get();
+}
+
+size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintptr_t local_base, uintptr_t peer,
+                           const std::vector<Segment>& runs, size_t first) {
+  const cuda::Driver& d = cuda::driver();
+  const size_t n = state.streams.size();
+  const int threshold = config_.kernel_min_segments;
+  const BatchCopyKernel* kernel =
+      threshold > 0 && runs.size() >= static_cast<size_t>(threshold) ? batch_kernel(state, op.device) : nullptr;
+  if (kernel != nullptr) {
+    std::vector<CopyDesc> copies;
+    copies.reserve(runs.size());
+    for (const Segment& s : runs) {
+      const uint64_t here = local_base + s.local_offset;
+      const uint64_t there = peer + s.remote_offset;
+      copies.push_back(CopyDesc{is_read ? here : there, is_read ? there : here, s.size});
+    }
+    std::unique_ptr<DescriptorTable> table;
+    if (!state.idle_tables.empty()) {
+      table = std::move(state.idle_tables.back());
+      state.idle_tables.pop_back();
+    } else {
+      table = std::make_unique<DescriptorTable>();
+    }
+    try {
+      const uint32_t pieces = table->fill(copies);
+      const cuda::CUresult r = kernel->launch(state.streams[first % n], *table, pieces);
+      if (r != cuda::kSuccess) op.failure = cuda::describe(r, "cuLaunchKernel") + " (P2P batch copy)";
+    } catch (const Error& e) {
+      op.failure = e.what();
+    }
+    if (!op.failure.empty()) {
+      state.idle_tables.push_back(std::move(table));
+      return 0;
+    }
+    op.table = std::move(table);
+    return 1;
+  }
+  const size_t width = std::min(n, std::max<size_t>(1, runs.size()));
+  size_t enqueued = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Segment& s = runs[i];
+    auto local_ptr = static_cast<cuda::CUdeviceptr>(local_base + s.local_offset);
+    auto peer_ptr = static_cast<cuda::CUdeviceptr>(peer + s.remote_offset);
+    // cuMemcpyAsync, not DtoD: with unified addressing it also copies between two devices.
+    cuda::CUresult r = d.cuMemcpyAsync(is_read ? local_ptr : peer_ptr, is_read ? peer_ptr : local_ptr, s.size,
+                                       state.streams[(first + i % width) % n]);
+    if (r != cuda::kSuccess) {
+      op.failure = cuda::describe(r, "cuMemcpyAsync");
+      break;
+    }
+    ++enqueued;
+  }
+  if (enqueued == 0 && !op.failure.empty()) return 0;
+  return std::max<size_t>(1, std::min(width, enqueued));
+}
+
 void P2PBackend::finish(Pending& op, const std::string& failure) {
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
-    auto& idle = devices_[op.device].idle_events;
-    idle.insert(idle.end(), op.events.begin(), op.events.end());
+    DeviceState& state = devices_[op.device];
+    state.idle_events.insert(state.idle_events.end(), op.events.begin(), op.events.end());
+    if (op.table) state.idle_tables.push_back(std::move(op.table));
   }
   op.events.clear();
   if (failure.empty()) {
@@ -295,7 +352,14 @@ void P2PBackend::complete_loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(pending_mutex_);
-      if (pending_.empty()) {
+      if (pending_.empty() && !stopping_) {
+        // Right after a completion the next transfer usually follows within microseconds (a
+        // post-then-wait loop): keep polling through the spin window so it needs no wake-up.
+        if (Clock::now() - last_progress < kIdleSpin) {
+          lock.unlock();
+          std::this_thread::yield();
+          continue;
+        }
         pending_wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
         last_progress = Clock::now();
       }
@@ -314,8 +378,9 @@ void P2PBackend::complete_loop() {
           if (r != cuda::kSuccess && failure.empty()) failure = cuda::describe(r, "cuEventQuery");
         }
         if (!ready && now >= it->deadline) {
-          // The copies may still run: the events stay with the op's memory, never reused.
+          // The copies may still run: their events and descriptors are never reused (leaked).
           it->events.clear();
+          (void)it->table.release();
           it->fallback = nullptr;
           ready = true;
           failure = "copies did not finish within op_timeout_ms=" + std::to_string(config_.op_timeout_ms);

@@ -21,6 +21,7 @@
 
 #include "engine/status.hpp"
 #include "engine/transfer.hpp"
+#include "gpu/batch_copy.hpp"
 #include "gpu/cuda_driver.hpp"
 
 namespace mori::io::gpu {
@@ -29,6 +30,9 @@ struct P2PConfig {
   int num_streams = 64;  // MORI's XgmiBackendConfig names
   int num_events = 64;   // events made up front per device; more are made when all are in use
   int64_t op_timeout_ms = 30000;
+  // A transfer of at least this many separate runs is copied by one kernel launch instead of one
+  // cuMemcpyAsync per run (MORI_IO_XGMI_SCATTER_GATHER_THRESHOLD); 0 never uses the kernel.
+  int kernel_min_segments = 16;
 };
 
 // What the initiator knows of the peer's GPU region (from its MemoryDesc and EngineDesc).
@@ -74,6 +78,9 @@ class P2PBackend {
     std::vector<cuda::CUstream> streams;
     std::vector<cuda::CUevent> idle_events;
     size_t next_stream = 0;
+    std::unique_ptr<BatchCopyKernel> kernel;
+    bool kernel_unavailable = false;  // the PTX did not load: per-run copies only
+    std::vector<std::unique_ptr<DescriptorTable>> idle_tables;
   };
   struct Pending {
     std::shared_ptr<TransferStatus> status;
@@ -83,11 +90,18 @@ class P2PBackend {
     std::chrono::steady_clock::time_point deadline;
     Fallback fallback;
     std::string failure;  // set when enqueueing stopped part-way
+    std::unique_ptr<DescriptorTable> table;  // the kernel's descriptors, read until it finishes
   };
 
   // The peer region's address in this process, for copies on `device`; 0 with *why on failure.
   uintptr_t resolve(const PeerRegion& remote, int device, std::string* why);
   DeviceState& device_state(int device);  // state_mutex_ held
+  // The batch-copy kernel of device, loaded on first use; null when it cannot load (logged once).
+  const BatchCopyKernel* batch_kernel(DeviceState& state, int device);  // state_mutex_ held
+  // Enqueues copies of every run, spread over up to `width` streams from `first`, or as one kernel
+  // launch; returns how many streams carry work. Sets op.failure when enqueueing stopped early.
+  size_t enqueue(DeviceState& state, Pending& op, bool is_read, uintptr_t local_base, uintptr_t peer,
+                 const std::vector<Segment>& runs, size_t first);  // state_mutex_ held
   void complete_loop();
   void finish(Pending& op, const std::string& failure);
   void synchronize_all();

@@ -52,7 +52,7 @@ void encode_header(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]) {
 FrameHeader decode_header(const uint8_t in[kFrameHeaderBytes]) {
   if (get_u32(in) != kFrameMagic) throw Error(Code::Protocol, "bad frame magic");
   uint8_t type = in[4];
-  if (type < uint8_t(FrameType::Write) || type > uint8_t(FrameType::Ping)) {
+  if (type < uint8_t(FrameType::Write) || type > uint8_t(FrameType::RdmaKey)) {
     throw Error(Code::Protocol, "unknown frame type " + std::to_string(type));
   }
   FrameHeader h;

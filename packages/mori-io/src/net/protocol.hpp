@@ -19,6 +19,10 @@
 // frames in order, so the initiator matches responses to requests by position (uid and seq are
 // checked as well). Any header that breaks a bound closes the connection; a request that names
 // memory out of range gets an error response and its payload, already bounded, is discarded.
+// RDMA_CONNECT and RDMA_KEY (mem_id) carry no payload; their answers are the RDMA backend's
+// (NOTE [RDMA control messages] in ucx/wire.hpp). They were added to version 1 without a version
+// bump: a target that predates them closes the connection, which the initiator takes as "no
+// RDMA there".
 #pragma once
 
 #include <array>
@@ -37,7 +41,15 @@ constexpr size_t kMaxMessageBytes = 4096;
 
 enum class Channel : uint8_t { Control = 0, Data = 1 };
 
-enum class FrameType : uint8_t { Write = 1, Read = 2, Response = 3, MemQuery = 4, Ping = 5 };
+enum class FrameType : uint8_t {
+  Write = 1,
+  Read = 2,
+  Response = 3,
+  MemQuery = 4,
+  Ping = 5,
+  RdmaConnect = 6,
+  RdmaKey = 7,
+};
 
 struct FrameHeader {
   FrameType type = FrameType::Write;

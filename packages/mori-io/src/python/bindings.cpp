@@ -20,6 +20,8 @@
 #include "gpu/cuda_driver.hpp"
 #include "gpu/device.hpp"
 #include "gpu/p2p.hpp"
+#include "ucx/backend.hpp"
+#include "ucx/loader.hpp"
 
 namespace py = pybind11;
 using mori::io::Code;
@@ -120,7 +122,7 @@ StatusCode wait_all(const std::vector<std::shared_ptr<TransferStatus>>& statuses
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "Native core of mori.io (TCP transfer engine).";
+  m.doc() = "Native core of mori.io (TCP, P2P and RDMA/UCX transfer engine).";
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -144,8 +146,17 @@ PYBIND11_MODULE(_C, m) {
     }
   }, "Empty when GPU memory can be used here, else why not (no CUDA driver, no GPU).");
   m.def("gpu_device_count", &mori::io::gpu::device_count);
+  m.def(
+      "ucx_version",
+      [](const std::string& lib_dir) {
+        const mori::io::ucx::Api& api = mori::io::ucx::load(lib_dir);
+        return std::to_string(api.major) + "." + std::to_string(api.minor) + "." + std::to_string(api.release);
+      },
+      py::arg("lib_dir"), "Loads UCX (from lib_dir, or the system's when empty) and returns its version; "
+                          "raises UnsupportedError naming why it cannot be loaded.");
   m.def("time_device_copies", &mori::io::gpu::time_device_copies, py::arg("device"), py::arg("dst"), py::arg("src"),
-        py::arg("size"), py::arg("warmup"), py::arg("iters"), py::call_guard<py::gil_scoped_release>());
+        py::arg("size"), py::arg("warmup"), py::arg("iters"), py::arg("host_timed") = false,
+        py::call_guard<py::gil_scoped_release>());
 
   py::native_enum<StatusCode>(m, "StatusCode", "enum.IntEnum")
       .value("SUCCESS", StatusCode::SUCCESS)
@@ -257,17 +268,40 @@ PYBIND11_MODULE(_C, m) {
       .def("has_tcp_backend", &Engine::has_tcp_backend)
       .def(
           "create_p2p_backend",
-          [](Engine& e, int num_streams, int num_events, int64_t op_timeout_ms) {
+          [](Engine& e, int num_streams, int num_events, int64_t op_timeout_ms, int kernel_min_segments) {
             mori::io::gpu::P2PConfig c;
             c.num_streams = num_streams;
             c.num_events = num_events;
             c.op_timeout_ms = op_timeout_ms;
+            c.kernel_min_segments = kernel_min_segments;
             e.create_p2p_backend(c);
           },
-          py::arg("num_streams"), py::arg("num_events"), py::arg("op_timeout_ms"),
+          py::arg("num_streams"), py::arg("num_events"), py::arg("op_timeout_ms"), py::arg("kernel_min_segments"),
           py::call_guard<py::gil_scoped_release>())
       .def("remove_p2p_backend", &Engine::remove_p2p_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_p2p_backend", &Engine::has_p2p_backend)
+      .def(
+          "create_rdma_backend",
+          [](Engine& e, const std::string& lib_dir, const std::string& net_devices, int lanes, int post_batch,
+             bool polling, bool notify, uint64_t chunk_bytes, uint32_t max_chunks, int64_t op_timeout_ms) {
+            mori::io::ucx::RdmaConfig c;
+            c.lib_dir = lib_dir;
+            c.net_devices = net_devices;
+            c.lanes = lanes;
+            c.post_batch = post_batch;
+            c.polling = polling;
+            c.notify = notify;
+            c.chunk_bytes = chunk_bytes;
+            c.max_chunks = max_chunks;
+            c.op_timeout_ms = op_timeout_ms;
+            e.create_rdma_backend(c);
+          },
+          py::arg("lib_dir"), py::arg("net_devices"), py::arg("lanes"), py::arg("post_batch"), py::arg("polling"),
+          py::arg("notify"), py::arg("chunk_bytes"), py::arg("max_chunks"), py::arg("op_timeout_ms"),
+          py::call_guard<py::gil_scoped_release>())
+      .def("remove_rdma_backend", &Engine::remove_rdma_backend, py::call_guard<py::gil_scoped_release>())
+      .def("has_rdma_backend", &Engine::has_rdma_backend)
+      .def("rdma_supports_gpu", &Engine::rdma_supports_gpu)
       .def(
           "register_remote",
           [](Engine& e, const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret) {

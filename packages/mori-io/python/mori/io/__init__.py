@@ -3,9 +3,10 @@
 
 ``IOEngine`` registers host or GPU memory, learns peers from their ``EngineDesc`` and moves bytes
 with one-sided ``read``/``write`` and batches over its TCP backend (native C++ IO threads; GPU
-memory staged through pinned buffers) or, between GPUs of one host, its P2P backend
+memory staged through pinned buffers), its RDMA backend (``BackendType.RDMA``, through UCX, opened
+at run time from the ``libucx`` wheel or the system) or, between GPUs of one host, its P2P backend
 (``BackendType.XGMI``, CUDA IPC), reporting through ``TransferStatus``. Stand-alone: it does not
-need mori-shmem or torch, and needs the CUDA driver only for GPU memory.
+need mori-shmem or torch, needs the CUDA driver only for GPU memory and UCX only for RDMA.
 """
 
 from __future__ import annotations

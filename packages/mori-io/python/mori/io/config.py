@@ -1,19 +1,26 @@
 # SPDX-License-Identifier: MIT
 """Engine and backend configurations with MORI's names, fields and defaults.
 
-This build has the TCP backend (host and GPU memory) and the P2P backend for GPU memory of engines
-on one host, under MORI's name ``BackendType.XGMI`` with ``XgmiBackendConfig``. The RDMA and
-FABRIC configs are accepted so that code written for MORI constructs them unchanged, and
-``create_backend`` refuses those types with ``UnsupportedError``.
+This build has the TCP backend (host and GPU memory), the P2P backend for GPU memory of engines
+on one host (MORI's ``BackendType.XGMI`` with ``XgmiBackendConfig``) and the RDMA backend
+(``BackendType.RDMA`` with ``RdmaBackendConfig``), which moves bytes through UCX: loaded at run
+time from the ``libucx`` wheel (``pip install libucx-cu12``) or the system, it uses verbs where
+there is RDMA hardware and TCP or shared memory elsewhere. The FABRIC config is accepted so that
+code written for MORI constructs it unchanged, and ``create_backend`` refuses that type with
+``UnsupportedError``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import ipaddress
+import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mori.io import settings
 from mori.io._native import _C
-from mori.io.errors import InvalidArgumentError, check_int
+from mori.io.errors import InvalidArgumentError, UnsupportedError, check_int
 
 #: TcpBackendConfig.num_data_conns bounds (MORI's TCP backend: [1, 16]).
 MAX_DATA_CONNS = 16
@@ -80,15 +87,79 @@ class TcpBackendConfig:
         )
 
 
+#: RdmaBackendConfig bounds: UCP endpoints per peer; operations posted per progress pass.
+MAX_QP_PER_TRANSFER = 64
+MAX_POST_BATCH = 65536
+DEFAULT_POST_BATCH = 256
+#: MORI's lower bound on chunk_bytes when chunking is on.
+MIN_CHUNK_BYTES = 4096
+_UCX_LIBRARY = "libucp.so.0"
+
+log = logging.getLogger(__name__)
+
+
+def ucx_library_dir() -> tuple[str, str]:
+    """Where the RDMA backend loads UCX from, and how that was decided: MORI_IO_UCX_LIB_DIR when
+    set; else the lib directory of the ``libucx`` wheel (RAPIDS' ``libucx-cu12``/``-cu13``) when it
+    is installed; else ``""``, the system's ``libucp.so.0`` found by the dynamic loader."""
+    configured = settings.get_str("MORI_IO_UCX_LIB_DIR")
+    if configured:
+        return configured, f"MORI_IO_UCX_LIB_DIR={configured}"
+    spec = importlib.util.find_spec("libucx")  # located, not imported: its import loads UCX globally
+    if spec is not None and spec.origin:
+        lib = Path(spec.origin).parent / "lib"
+        if (lib / _UCX_LIBRARY).is_file():
+            return str(lib), f"the libucx wheel ({lib})"
+    return "", f"the system ({_UCX_LIBRARY} through the dynamic loader; no libucx wheel is installed)"
+
+
+def _ucx_net_devices(host: str) -> str:
+    """UCX_NET_DEVICES for an engine listening on ``host``: an engine kept to loopback keeps UCX's
+    network transports there too (UCX's own sockets authenticate nobody), unless the user chose
+    devices with UCX_NET_DEVICES."""
+    if settings.foreign("UCX_NET_DEVICES"):
+        return ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return "lo" if loopback else ""
+
+
 @dataclass
 class RdmaBackendConfig:
-    """MORI's RDMA backend config (accepted for compatibility; RDMA is not built here yet)."""
+    """MORI's RDMA backend config, same fields, order and defaults, served by UCX's UCP API.
 
-    qp_per_transfer: int = 1
-    post_batch_size: int = -1
+    What each field means here:
+
+    - ``qp_per_transfer``: UCP endpoints per remote engine (1 to 64); a transfer's operations go
+      round-robin over them, starting at ``uid % qp_per_transfer``.
+    - ``post_batch_size``: operations a transfer posts before the worker progresses again (-1:
+      256); at most four batches of one transfer are in flight at once.
+    - ``poll_cq_mode``: POLLING keeps progressing for a moment after the last event before the
+      worker thread sleeps; EVENT sleeps on UCX's event fd at once. Idle, neither uses CPU.
+    - ``enable_notification``: after a transfer's data (and, for writes, a flush) an active message
+      tells the target, which records it for ``pop_inbound_transfer_status`` and acknowledges; the
+      initiator reports success on the acknowledgement. Off saves that round trip.
+    - ``enable_transfer_chunking``, ``chunk_bytes``, ``max_chunks_per_transfer``: a contiguous run
+      longer than ``chunk_bytes`` is cut into at most ``max_chunks_per_transfer`` pieces spread over
+      the endpoints.
+    - ``op_timeout_ms`` (an addition, default MORI_IO_TCP_OP_TIMEOUT_MS): a transfer not complete
+      by then fails with ERR_RDMA_OP and the peer's endpoints are closed; 0 disables.
+
+    Accepted and checked as in MORI, with no UCX meaning: ``num_worker_threads`` (one progress
+    thread per backend), ``notif_per_qp`` (active messages need no pre-posted receives),
+    ``num_nics_per_transfer`` (UCX spreads over rails itself, see UCX_MAX_RNDV_RAILS),
+    ``max_send_wr``, ``max_cqe_num`` and ``max_msg_sge`` (UCX sizes its own queues).
+    """
+
+    qp_per_transfer: int = field(default_factory=lambda: settings.get_int("MORI_IO_QP_PER_TRANSFER"))
+    post_batch_size: int = field(default_factory=lambda: settings.get_int("MORI_IO_POST_BATCH_SIZE"))
     num_worker_threads: int = -1
-    poll_cq_mode: _C.PollCqMode = _C.PollCqMode.POLLING
-    enable_notification: bool = True
+    poll_cq_mode: _C.PollCqMode = field(
+        default_factory=lambda: _C.PollCqMode[settings.get_str("MORI_IO_POLL_CQ_MODE").upper()]
+    )
+    enable_notification: bool = field(default_factory=lambda: settings.get_bool("MORI_IO_ENABLE_NOTIFICATION"))
     notif_per_qp: int = 1024
     enable_transfer_chunking: bool = False
     chunk_bytes: int = 65536
@@ -97,6 +168,46 @@ class RdmaBackendConfig:
     max_send_wr: int = 0
     max_cqe_num: int = 0
     max_msg_sge: int = 0
+    op_timeout_ms: int = field(default_factory=lambda: settings.get_int("MORI_IO_TCP_OP_TIMEOUT_MS"))
+
+    def validate(self) -> None:
+        """Raises InvalidArgumentError naming the first field outside its range."""
+        check_int("qp_per_transfer", self.qp_per_transfer, 1, MAX_QP_PER_TRANSFER)
+        if self.post_batch_size != -1:
+            check_int("post_batch_size", self.post_batch_size, 1, MAX_POST_BATCH)
+        if self.num_worker_threads != -1:
+            check_int("num_worker_threads", self.num_worker_threads, 1, 1024)
+        if not isinstance(self.poll_cq_mode, _C.PollCqMode):
+            raise InvalidArgumentError(f"poll_cq_mode={self.poll_cq_mode!r} must be a PollCqMode")
+        check_int("notif_per_qp", self.notif_per_qp, 1 if self.enable_notification else 0, 2**31 - 1)
+        if self.enable_transfer_chunking:
+            check_int("chunk_bytes", self.chunk_bytes, MIN_CHUNK_BYTES, 2**40)
+            check_int("max_chunks_per_transfer", self.max_chunks_per_transfer, 1, 2**31 - 1)
+        check_int("num_nics_per_transfer", self.num_nics_per_transfer, 1, 64)
+        for name in ("max_send_wr", "max_cqe_num", "max_msg_sge"):
+            check_int(name, getattr(self, name), 0, 2**31 - 1)
+        check_int("op_timeout_ms", self.op_timeout_ms, 0, 2**40)
+
+    def apply(self, native: _C.Engine, host: str) -> None:
+        """Creates the backend on ``native``, an engine listening on ``host``; raises
+        UnsupportedError naming where UCX was looked for and why it could not be used."""
+        self.validate()
+        lib_dir, source = ucx_library_dir()
+        try:
+            native.create_rdma_backend(
+                lib_dir=lib_dir,
+                net_devices=_ucx_net_devices(host),
+                lanes=self.qp_per_transfer,
+                post_batch=DEFAULT_POST_BATCH if self.post_batch_size == -1 else self.post_batch_size,
+                polling=self.poll_cq_mode == _C.PollCqMode.POLLING,
+                notify=bool(self.enable_notification),
+                chunk_bytes=self.chunk_bytes if self.enable_transfer_chunking else 0,
+                max_chunks=self.max_chunks_per_transfer,
+                op_timeout_ms=self.op_timeout_ms,
+            )
+        except UnsupportedError as exc:
+            log.info("no RDMA backend: UCX from %s is unusable: %s", source, exc)
+            raise UnsupportedError(f"UCX from {source} is unusable: {exc}") from None
 
 
 #: Bounds of XgmiBackendConfig's pools (streams and events are made per GPU on its first transfer).
@@ -108,23 +219,30 @@ MAX_P2P_EVENTS = 65536
 class XgmiBackendConfig:
     """MORI's XGMI backend config: the P2P backend's copy streams (a transfer's contiguous runs are
     spread over them) and the events made up front per GPU (more are made when all are busy).
-    ``op_timeout_ms`` (an addition) fails a transfer whose copies have not finished by then."""
+    ``op_timeout_ms`` (an addition) fails a transfer whose copies have not finished by then;
+    a transfer of at least ``scatter_gather_threshold`` separate runs is copied by one kernel
+    launch instead of one copy-engine call per run (0: never)."""
 
     num_streams: int = 64
     num_events: int = 64
     op_timeout_ms: int = field(default_factory=lambda: settings.get_int("MORI_IO_TCP_OP_TIMEOUT_MS"))
+    scatter_gather_threshold: int = field(
+        default_factory=lambda: settings.get_int("MORI_IO_XGMI_SCATTER_GATHER_THRESHOLD")
+    )
 
     def validate(self) -> None:
         """Raises InvalidArgumentError naming the first field outside its range."""
         check_int("num_streams", self.num_streams, 1, MAX_P2P_STREAMS)
         check_int("num_events", self.num_events, 1, MAX_P2P_EVENTS)
         check_int("op_timeout_ms", self.op_timeout_ms, 0, 2**40)
+        check_int("scatter_gather_threshold", self.scatter_gather_threshold, 0, 2**31 - 1)
 
     def apply(self, native: _C.Engine) -> None:
         self.validate()
         native.create_p2p_backend(
-            num_streams=self.num_streams, num_events=self.num_events, op_timeout_ms=self.op_timeout_ms
-        )
+            num_streams=self.num_streams, num_events=self.num_events, op_timeout_ms=self.op_timeout_ms,
+            kernel_min_segments=self.scatter_gather_threshold,
+        )  # fmt: skip
 
 
 @dataclass

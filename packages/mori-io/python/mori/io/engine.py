@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""IOEngine: MORI's point-to-point transfer engine over the native TCP and P2P backends.
+"""IOEngine: MORI's point-to-point transfer engine over the native TCP, P2P and RDMA backends.
 
 One-sided and asynchronous: ``read``/``write`` return a ``TransferStatus`` at once and IO threads
-(TCP) or the GPU's copy engines (P2P) move the bytes. The backend is chosen per memory pair: P2P
-(``BackendType.XGMI``) when both sides are GPU memory of engines on one host and that backend was
-created, else TCP, which stages GPU memory through pinned host buffers.
+(TCP), the GPU's copy engines (P2P) or UCX (RDMA) move the bytes. The backend is chosen per memory
+pair, in MORI's order: P2P (``BackendType.XGMI``) when both sides are GPU memory of engines on one
+host and that backend was created, then RDMA (``BackendType.RDMA``, through UCX) when created,
+then TCP, which stages GPU memory through pinned host buffers. A transfer that fails to start or
+fails on one backend is retried on the next (logged).
 
 Arguments are checked before anything is sent (typed exceptions naming the
 argument, value and limit); failures after that (peer unreachable, lost, silent past
@@ -114,6 +116,7 @@ class IOEngine:
             max_inbound_per_peer=settings.get_int("MORI_IO_MAX_INBOUND_STATUS"),
         )
         self._key = key
+        self._host = host
         self._desc = EngineDesc(
             key=key,
             node_id=_node_id(),
@@ -149,8 +152,10 @@ class IOEngine:
         return self._desc
 
     def create_backend(self, type: _C.BackendType, config: BackendConfig | None = None) -> None:
-        """Creates the backend of ``type``: ``BackendType.TCP``, or ``BackendType.XGMI`` (P2P between
-        GPUs of one host; raises UnsupportedError naming why when there is no CUDA driver or GPU)."""
+        """Creates the backend of ``type``: ``BackendType.TCP``; ``BackendType.XGMI`` (P2P between
+        GPUs of one host; raises UnsupportedError naming why when there is no CUDA driver or GPU);
+        ``BackendType.RDMA`` (through UCX; raises UnsupportedError naming why when UCX cannot be
+        loaded). Creating one that exists replaces it."""
         if type not in _DEFAULT_CONFIGS:
             raise UnsupportedError(f"type={type!r}: unknown backend type")
         cfg = config if config is not None else _DEFAULT_CONFIGS[type]()
@@ -164,16 +169,24 @@ class IOEngine:
                 cfg.apply(self._native)
             except UnsupportedError as exc:
                 raise UnsupportedError(f"type=XGMI (the P2P backend between GPUs of one host): {exc}") from None
+        elif type == BackendType.RDMA:
+            assert isinstance(cfg, RdmaBackendConfig)
+            try:
+                cfg.apply(self._native, self._host)
+            except UnsupportedError as exc:
+                raise UnsupportedError(f"type=RDMA (the UCX backend): {exc}") from None
         else:
-            raise UnsupportedError(f"type={type.name}: this build of mori.io has the TCP and XGMI (P2P) backends only")
+            raise UnsupportedError(f"type={type.name}: this build of mori.io has the TCP, XGMI (P2P) and RDMA backends")
         self._backends[type] = cfg
 
     def remove_backend(self, type: _C.BackendType) -> None:
-        """Removes a backend; TCP transfers still in flight fail, P2P ones finish first."""
+        """Removes a backend; TCP and RDMA transfers still in flight fail, P2P ones finish first."""
         if type == BackendType.TCP and type in self._backends:
             self._native.remove_tcp_backend()
         if type == BackendType.XGMI and type in self._backends:
             self._native.remove_p2p_backend()
+        if type == BackendType.RDMA and type in self._backends:
+            self._native.remove_rdma_backend()
         self._backends.pop(type, None)
 
     def register_remote_engine(self, desc: EngineDesc) -> None:
@@ -270,7 +283,7 @@ class IOEngine:
         """
         self._own_memory(local_mem, "local_mem")
         self._known_remote(remote_mem, "remote_mem")
-        if BackendType.TCP not in self._backends:
+        if BackendType.TCP not in self._backends and BackendType.RDMA not in self._backends:
             if self._p2p_peer(local_mem, remote_mem) is not None:
                 return IOEngineSession(self, local_mem, remote_mem)
             return None

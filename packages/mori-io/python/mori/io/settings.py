@@ -47,6 +47,23 @@ def _parse_str(text: str) -> str:
     return text
 
 
+def _parse_bool(text: str) -> int:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return 1
+    if value in ("0", "false", "no", "off"):
+        return 0
+    raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
+def _parse_poll_mode(text: str) -> str:
+    value = text.strip().lower()
+    mode = {"0": "polling", "1": "event"}.get(value, value)  # MORI accepts the enum's numbers too
+    if mode not in ("polling", "event"):
+        raise ValueError("expected polling or event (or 0/1)")
+    return mode
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One environment variable: its name, type name, default text and meaning."""
@@ -75,6 +92,23 @@ REGISTRY: tuple[Setting, ...] = (
             "Default TcpBackendConfig.num_data_conns: data connections (lanes) per peer, 1 to 16.", _parse_int),
     Setting("MORI_IO_TCP_CHUNK_BYTES", "size", "4M",
             "Default TcpBackendConfig.chunk_bytes: largest frame an initiator sends.", _parse_size),
+    Setting("MORI_IO_XGMI_SCATTER_GATHER_THRESHOLD", "int", "16",
+            "Default XgmiBackendConfig.scatter_gather_threshold: a P2P transfer of at least this many separate "
+            "runs is copied by one kernel launch (0: one copy-engine call per run, always).", _parse_int),
+    Setting("MORI_IO_UCX_LIB_DIR", "string", "",
+            "Directory holding libucp.so.0 (with libucs/libuct) for the RDMA backend; empty: the libucx wheel's "
+            "(pip install libucx-cu12) when installed, else the system's UCX.", _parse_str),
+    Setting("MORI_IO_QP_PER_TRANSFER", "int", "1",
+            "Default RdmaBackendConfig.qp_per_transfer: UCP endpoints per remote engine, 1 to 64.", _parse_int),
+    Setting("MORI_IO_POST_BATCH_SIZE", "int", "-1",
+            "Default RdmaBackendConfig.post_batch_size: UCX operations a transfer posts per progress pass "
+            "(-1: 256).", _parse_int),
+    Setting("MORI_IO_POLL_CQ_MODE", "choice", "polling",
+            "Default RdmaBackendConfig.poll_cq_mode: polling (progress briefly after the last event before "
+            "sleeping) or event (sleep on UCX's event fd at once).", _parse_poll_mode),
+    Setting("MORI_IO_ENABLE_NOTIFICATION", "bool", "1",
+            "Default RdmaBackendConfig.enable_notification: RDMA transfers announce themselves to the target "
+            "(pop_inbound_transfer_status) at the cost of one more round trip.", _parse_bool),
     Setting("MORI_IO_MAX_FRAME_BYTES", "size", "64M",
             "Largest frame payload this engine accepts as a target; bigger headers close the connection.",
             _parse_size),
@@ -119,6 +153,16 @@ def get_str(name: str) -> str:
     value = _get(name)
     assert isinstance(value, str)
     return value
+
+
+def get_bool(name: str) -> bool:
+    return bool(get_int(name))
+
+
+def foreign(name: str) -> str | None:
+    """Another library's variable that mori.io adapts to but never sets (``UCX_NET_DEVICES``);
+    None when unset. Not in the registry: mori.io neither owns nor documents its values."""
+    return os.environ.get(name)
 
 
 def entries() -> list[tuple[str, str, str, str, str]]:

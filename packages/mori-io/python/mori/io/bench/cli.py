@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Command line of ``mori-io-bench`` (flags named as nixlbench's where they mean the same).
 
-Host memory over TCP by default, against a plain-socket ceiling (and Mooncake when installed).
-``--backend p2p`` (or ``--initiator_seg_type VRAM --target_seg_type VRAM``) moves GPU memory
-between two processes and compares with a device-to-device copy ceiling (bench/gpu.py)."""
+Host memory over TCP by default, against a plain-socket ceiling (and Mooncake when installed);
+``--backend rdma`` measures the RDMA backend (UCX: verbs where there is RDMA hardware, else UCX's
+tcp transport) against the same ceiling. ``--backend p2p`` (or ``--initiator_seg_type VRAM
+--target_seg_type VRAM``) moves GPU memory between two processes and compares with a
+device-to-device copy ceiling (bench/gpu.py)."""
 
 from __future__ import annotations
 
@@ -48,8 +50,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--num_data_conns", type=int, default=8, help="mori-io TCP lanes per peer")
     p.add_argument("--gap", type=int, default=64, help="bytes between descriptors (0: contiguous, mergeable)")
     p.add_argument("--max_buffer_bytes", type=int, default=2 << 30, help="refuse sweeps needing more memory")
-    p.add_argument("--backend", choices=["tcp", "p2p"], type=str.lower, default="tcp",
-                   help="p2p: BackendType.XGMI between GPU segments of two processes on this host")  # fmt: skip
+    p.add_argument("--backend", choices=["tcp", "rdma", "p2p"], type=str.lower, default="tcp",
+                   help="rdma: BackendType.RDMA (UCX) on both sides; "
+                        "p2p: BackendType.XGMI between GPU segments of two processes on this host")  # fmt: skip
+    p.add_argument("--num_qp_per_transfer", type=int, default=1,
+                   help="--backend rdma: UCP endpoints per peer (RdmaBackendConfig.qp_per_transfer)")  # fmt: skip
+    p.add_argument("--enable_notification", action="store_true",
+                   help="--backend rdma: announce each transfer to the target (off, as in MORI's bench)")  # fmt: skip
     p.add_argument("--initiator_seg_type", choices=["DRAM", "VRAM"], type=str.upper,
                    help="DRAM: host, VRAM: GPU memory (default: VRAM with --backend p2p, else DRAM)")  # fmt: skip
     p.add_argument("--target_seg_type", choices=["DRAM", "VRAM"], type=str.upper)
@@ -78,11 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     seg_default = "VRAM" if args.backend == "p2p" else "DRAM"
     args.initiator_seg_type = args.initiator_seg_type or seg_default
     args.target_seg_type = args.target_seg_type or seg_default
+    if args.backend == "rdma" and "VRAM" in (args.initiator_seg_type, args.target_seg_type):
+        sys.stderr.write("--backend rdma measures host (DRAM) segments only\n")
+        return 2
     if args.backend == "p2p" or "VRAM" in (args.initiator_seg_type, args.target_seg_type):
         return _main_gpu(args, blocks, batches, size)
 
     notes: dict[str, str] = {}
-    transports: list = [MoriTransport(size, args.num_data_conns)]
+    rdma = (args.num_qp_per_transfer, args.enable_notification) if args.backend == "rdma" else None
+    transports: list = [MoriTransport(size, args.num_data_conns, rdma)]
     notes["mori-io validated"] = str(transports[0].validate())
     if not args.skip_ceiling:
         transports.append(SocketCeiling(size))
@@ -121,8 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         for t in transports:
             t.close()
 
-    sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), "
-                     f"{args.num_data_conns} mori-io lanes\n")  # fmt: skip
+    if args.backend == "rdma":
+        notes["rdma"] = (f"{transports[0].describe()}, {args.num_qp_per_transfer} endpoint(s) per peer, "
+                         f"notification {'on' if args.enable_notification else 'off'}")  # fmt: skip
+        sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), backend rdma\n")
+    else:
+        sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), "
+                         f"{args.num_data_conns} mori-io lanes\n")  # fmt: skip
     sys.stdout.write(report.table(points) + "\n")
     for key, value in notes.items():
         sys.stdout.write(f"{key}: {value}\n")
@@ -146,11 +162,12 @@ def _main_gpu(args: argparse.Namespace, blocks: list[int], batches: list[int], s
 
     notes: dict[str, str] = {
         "ceiling": "d2d-ceiling is cuMemcpyDtoDAsync of block x batch bytes on one GPU, timed with CUDA events "
-        "(median); GB/s counts bytes copied once, like the engine's columns",
+        "(median); d2d-host is the same copy timed on the host until cuStreamSynchronize returns; GB/s counts "
+        "bytes copied once, like the engine's columns",
     }
     engine = MoriGpuTransport(size, args.num_data_conns, args.backend == "p2p", args.initiator_seg_type,
                               args.target_seg_type, args.device, args.target_device)  # fmt: skip
-    ceiling = None if args.skip_ceiling else DeviceCopyCeiling(size, args.device)
+    ceilings = [] if args.skip_ceiling else [DeviceCopyCeiling(size, args.device, host_timed=h) for h in (False, True)]
     points: list[Point] = []
     try:
         notes[f"{engine.name} validated"] = str(engine.validate())
@@ -161,12 +178,11 @@ def _main_gpu(args: argparse.Namespace, blocks: list[int], batches: list[int], s
                 warmup = min(args.warmup_iter, max(1, iters // 10))
                 steps = [engine.iteration(args.op_type, layout, i) for i in range(args.num_threads)]
                 points.append(measure(engine.name, args.op_type, block, batch, steps, iters, warmup))
-                if ceiling is not None:
-                    points.append(ceiling.point(args.op_type, block, batch, iters, warmup))
+                points.extend(c.point(args.op_type, block, batch, iters, warmup) for c in ceilings)
     finally:
         engine.close()
-        if ceiling is not None:
-            ceiling.close()
+        for c in ceilings:
+            c.close()
     sys.stdout.write(f"mori-io-bench {args.op_type}, backend {args.backend}, {args.initiator_seg_type} -> "
                      f"{args.target_seg_type}, {args.num_threads} thread(s)\n")  # fmt: skip
     sys.stdout.write(report.table(points) + "\n")

@@ -11,6 +11,7 @@ import logging
 import multiprocessing as mp
 import socket
 import struct
+from multiprocessing.connection import Connection
 from typing import Any
 
 from mori.io.bench import peers
@@ -65,10 +66,27 @@ class _Peer:
             self.proc.join()
 
 
+def rdma_target(conn: Connection, size: int, qp_per_transfer: int) -> None:
+    """The target of ``--backend rdma``: a mori.io engine with only the RDMA backend, so nothing
+    can fall back to TCP unnoticed; answers ("digest", off, n) and ("exit",)."""
+    from mori.io import BackendType, IOEngine, IOEngineConfig, MemoryLocationType, RdmaBackendConfig
+
+    buf = Buffer(size, fill=0x5A)
+    engine = IOEngine("bench-target", IOEngineConfig())
+    engine.create_backend(BackendType.RDMA, RdmaBackendConfig(qp_per_transfer=qp_per_transfer))
+    mem = engine.register_memory(buf.address, size, -1, MemoryLocationType.CPU)
+    conn.send((engine.get_engine_desc().pack(), mem.pack()))
+    peers._serve(conn, buf)
+    engine.shutdown()
+
+
 class MoriTransport:
+    """mori-io on its TCP backend, or with ``rdma=(qp_per_transfer, enable_notification)`` on its
+    RDMA backend only (both sides)."""
+
     name = "mori-io"
 
-    def __init__(self, size: int, num_data_conns: int) -> None:
+    def __init__(self, size: int, num_data_conns: int, rdma: tuple[int, bool] | None = None) -> None:
         from mori.io import (
             BackendType,
             EngineDesc,
@@ -76,15 +94,28 @@ class MoriTransport:
             IOEngineConfig,
             MemoryDesc,
             MemoryLocationType,
+            RdmaBackendConfig,
             StatusCode,
             TcpBackendConfig,
         )
+        from mori.io._native import _C
+        from mori.io.config import ucx_library_dir
 
         self._success = StatusCode.SUCCESS
-        self.peer = _Peer(peers.mori_target, size, num_data_conns)
-        engine_desc, mem_desc = self.peer.hello
         self.engine = IOEngine("bench-initiator", IOEngineConfig())
-        self.engine.create_backend(BackendType.TCP, TcpBackendConfig(num_data_conns=num_data_conns))
+        if rdma is None:
+            self.peer = _Peer(peers.mori_target, size, num_data_conns)
+            self.engine.create_backend(BackendType.TCP, TcpBackendConfig(num_data_conns=num_data_conns))
+            self._describe = f"TCP backend, {num_data_conns} lanes"
+        else:
+            self.name = "mori-io-rdma"
+            qp_per_transfer, notification = rdma
+            config = RdmaBackendConfig(qp_per_transfer=qp_per_transfer, enable_notification=notification)
+            self.engine.create_backend(BackendType.RDMA, config)  # UnsupportedError names why, before spawning
+            self.peer = _Peer(rdma_target, size, qp_per_transfer)
+            lib_dir, source = ucx_library_dir()
+            self._describe = f"UCX {_C.ucx_version(lib_dir)} from {source}"
+        engine_desc, mem_desc = self.peer.hello
         self.engine.register_remote_engine(EngineDesc.unpack(engine_desc))
         self.buf = Buffer(size)
         self.local = self.engine.register_memory(self.buf.address, size, -1, MemoryLocationType.CPU)
@@ -117,6 +148,9 @@ class MoriTransport:
         status = self.engine.write(self.local, 0, self.remote, 0, len(pattern), self.engine.allocate_transfer_uid())
         ok = status.WaitFor(60000) == self._success
         return ok and self.peer.ask("digest", 0, len(pattern)) == hashlib.sha256(pattern).hexdigest()
+
+    def describe(self) -> str:
+        return self._describe
 
     def close(self) -> None:
         self.engine.shutdown()

@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: MIT
+"""The RDMA backend (UCX) between an initiator here and a target engine in a second process:
+transfers checked against the target's own bytes, inbound status, and a peer that dies or stalls
+mid-transfer gives a Failed status (ERR_RDMA_OP) in time, never a hang."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+import rdma_programs
+from conftest import random_bytes, register
+from rdma_programs import rdma_engine, ucx_unavailable
+
+from mori.io import EngineDesc, MemoryDesc, StatusCode
+
+MiB = 1 << 20
+TARGET_BYTES = 32 * MiB
+
+pytestmark = pytest.mark.timeout(60)
+
+_WHY = ucx_unavailable()
+if _WHY:
+    pytest.skip(f"UCX cannot be loaded here: {_WHY}", allow_module_level=True)
+
+
+class Target:
+    """A spawned process running rdma_programs.serve_rdma_target."""
+
+    def __init__(self, tls: str | None, with_tcp: bool = False, seed: int = 50) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.seed = seed
+        args = (child, TARGET_BYTES, seed, tls, with_tcp)
+        self.proc = ctx.Process(target=rdma_programs.serve_rdma_target, args=args, daemon=True)
+        self.proc.start()
+        if not self.conn.poll(60):
+            raise TimeoutError("the target process did not start")
+        engine_desc, mem_desc, self.pid = self.conn.recv()
+        self.desc, self.mem = EngineDesc.unpack(engine_desc), MemoryDesc.unpack(mem_desc)
+
+    def ask(self, *cmd):
+        self.conn.send(cmd)
+        assert self.conn.poll(30), f"the target did not answer {cmd[0]}"
+        return self.conn.recv()
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.join(10)
+
+
+@pytest.fixture(params=[None, "tcp"], ids=["ucx-default", "ucx-tcp"])
+def target(request, monkeypatch):
+    if request.param is None:
+        monkeypatch.delenv("UCX_TLS", raising=False)
+    else:
+        monkeypatch.setenv("UCX_TLS", request.param)
+    t = Target(request.param)
+    yield t
+    t.close()
+
+
+def test_two_processes_write_read_batch_and_inbound_status(target):
+    with rdma_engine("initiator", qp_per_transfer=2) as a:
+        a.register_remote_engine(target.desc)
+        assert target.ask("register", a.get_engine_desc().pack())
+        src = random_bytes(8 * MiB, 51)
+        local = register(a, src)
+        uid = a.allocate_transfer_uid()
+        status = a.write(local, 0, target.mem, 3 * MiB, 8 * MiB, uid)
+        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
+        assert target.ask("digest", 3 * MiB, 8 * MiB) == hashlib.sha256(src.tobytes()).hexdigest()
+        assert target.ask("pop", "initiator", uid) == StatusCode.SUCCESS
+        # A scattered batch read, compared with the target's own bytes.
+        back = np.zeros(MiB, np.uint8)
+        session = a.create_session(register(a, back), target.mem)
+        offsets = list(range(0, MiB, 64 * 1024))
+        remote = [TARGET_BYTES - 64 * 1024 - 3 * o for o in offsets]
+        uid = a.allocate_transfer_uid()
+        status = session.batch_read(offsets, remote, [64 * 1024] * len(offsets), uid)
+        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
+        for lo, ro in zip(offsets, remote, strict=True):
+            assert back[lo : lo + 64 * 1024].tobytes() == target.ask("bytes", ro, 64 * 1024)
+        assert target.ask("pop", "initiator", uid) == StatusCode.SUCCESS
+        # And a batch write of many small descriptors.
+        sizes = [1000 + i for i in range(500)]
+        local_offsets = [i * 4096 for i in range(500)]
+        remote_offsets = [TARGET_BYTES - (i + 1) * 4096 for i in range(500)]
+        writer = a.create_session(local, target.mem)
+        status = writer.batch_write(local_offsets, remote_offsets, sizes, a.allocate_transfer_uid())
+        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
+        for lo, ro, n in list(zip(local_offsets, remote_offsets, sizes, strict=True))[::50]:
+            assert target.ask("bytes", ro, n) == src[lo : lo + n].tobytes()
+        assert session.alive()
+        assert target.ask("exit")
+
+
+def test_peer_killed_mid_transfer_fails_within_the_timeout(target):
+    with rdma_engine("initiator", op_timeout_ms=4000) as a:
+        a.register_remote_engine(target.desc)
+        src = random_bytes(TARGET_BYTES, 52)
+        session = a.create_session(register(a, src), target.mem)  # connected while alive
+        os.kill(target.pid, signal.SIGSTOP)  # it can neither take the bytes nor acknowledge them
+        offsets = list(range(0, TARGET_BYTES, 64 * 1024))
+        status = session.batch_write(offsets, offsets, [64 * 1024] * len(offsets), 1)
+        time.sleep(0.2)
+        assert status.InProgress()
+        start = time.monotonic()
+        os.kill(target.pid, signal.SIGKILL)
+        assert status.WaitFor(10000) == StatusCode.ERR_RDMA_OP, status.Message()
+        assert time.monotonic() - start < 6
+        assert "engine 'target'" in status.Message()
+        assert not session.alive()
+        # New transfers to the dead peer fail fast instead of hanging.
+        start = time.monotonic()
+        again = session.write(0, 0, 16, 2)
+        assert again.WaitFor(10000) == StatusCode.ERR_RDMA_OP
+        assert time.monotonic() - start < 6
+
+
+def test_stalled_peer_fails_after_op_timeout_then_recovers(target):
+    with rdma_engine("initiator", op_timeout_ms=1000) as a:
+        a.register_remote_engine(target.desc)
+        src = random_bytes(8 * MiB, 53)
+        local = register(a, src)
+        a.create_session(local, target.mem)
+        os.kill(target.pid, signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            status = a.write(local, 0, target.mem, 0, 8 * MiB, 5)
+            assert status.WaitFor(10000) == StatusCode.ERR_RDMA_OP
+            assert 0.9 < time.monotonic() - start < 5
+            assert "op_timeout_ms=1000" in status.Message()
+        finally:
+            os.kill(target.pid, signal.SIGCONT)
+        # The peer answers again: the next transfer connects anew and lands.
+        status = a.write(local, 0, target.mem, 0, 8 * MiB, 6)
+        assert status.WaitFor(20000) == StatusCode.SUCCESS, status.Message()
+        assert target.ask("digest", 0, 8 * MiB) == hashlib.sha256(src.tobytes()).hexdigest()
