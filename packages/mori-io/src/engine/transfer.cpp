@@ -21,12 +21,10 @@ void TransferOp::frame_done(StatusCode code, const std::string& message) {
   }
 }
 
-namespace {
-
-std::vector<Segment> merge(const std::vector<Segment>& in) {
+std::vector<Segment> merge_runs(const std::vector<Segment>& segments) {
   std::vector<Segment> out;
-  out.reserve(in.size());
-  for (const Segment& s : in) {
+  out.reserve(segments.size());
+  for (const Segment& s : segments) {
     if (s.size == 0) continue;
     if (!out.empty()) {
       Segment& last = out.back();
@@ -39,6 +37,8 @@ std::vector<Segment> merge(const std::vector<Segment>& in) {
   }
   return out;
 }
+
+namespace {
 
 std::shared_ptr<Frame> new_frame(const std::shared_ptr<TransferOp>& op, bool is_read, uint64_t uid,
                                  uint32_t remote_mem_id, const std::shared_ptr<Region>& local) {
@@ -64,7 +64,7 @@ std::vector<std::shared_ptr<Frame>> build_frames(const std::shared_ptr<TransferO
     frames.push_back(frame);
     frame = new_frame(op, is_read, uid, remote_mem_id, local);
   };
-  for (Segment s : merge(segments)) {
+  for (Segment s : merge_runs(segments)) {
     while (s.size > 0) {
       if (frame->header.payload == plan.frame_bytes || frame->header.nseg == plan.max_segments) flush();
       uint64_t take = std::min(s.size, plan.frame_bytes - frame->header.payload);

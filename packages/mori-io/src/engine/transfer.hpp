@@ -60,6 +60,10 @@ struct Segment {
   uint64_t size;
 };
 
+// Drops empty segments and joins each segment that continues the previous one on both sides:
+// every backend moves these runs, not the caller's segments.
+std::vector<Segment> merge_runs(const std::vector<Segment>& segments);
+
 struct FramePlan {
   uint64_t frame_bytes;   // most payload bytes in one frame
   uint32_t max_segments;  // most segments in one frame

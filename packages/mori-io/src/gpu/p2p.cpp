@@ -22,23 +22,6 @@ constexpr auto kPollSleep = std::chrono::microseconds(50);
 // With nothing in flight, how long to keep polling for the next transfer before blocking.
 constexpr auto kIdleSpin = std::chrono::microseconds(200);
 
-std::vector<Segment> merge(std::vector<Segment> in) {
-  std::vector<Segment> out;
-  out.reserve(in.size());
-  for (const Segment& s : in) {
-    if (s.size == 0) continue;
-    if (!out.empty()) {
-      Segment& last = out.back();
-      if (last.local_offset + last.size == s.local_offset && last.remote_offset + last.size == s.remote_offset) {
-        last.size += s.size;
-        continue;
-      }
-    }
-    out.push_back(s);
-  }
-  return out;
-}
-
 // Never throws: destructors and the completion thread use it (CUDA may be going away at exit).
 bool try_bind(int device) {
   try {
@@ -193,7 +176,7 @@ bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote,
   }
   const uintptr_t peer = resolve(remote, device, why);
   if (peer == 0) return false;
-  const std::vector<Segment> runs = merge(segments);
+  const std::vector<Segment> runs = merge_runs(segments);
   const cuda::Driver& d = cuda::driver();
 
   Pending op;

@@ -6,19 +6,7 @@
 namespace mori::io::ucx {
 
 std::vector<Piece> plan_pieces(const std::vector<Segment>& segments, const PlanOptions& options) {
-  std::vector<Segment> runs;
-  runs.reserve(segments.size());
-  for (const Segment& s : segments) {
-    if (s.size == 0) continue;
-    if (!runs.empty()) {
-      Segment& last = runs.back();
-      if (last.local_offset + last.size == s.local_offset && last.remote_offset + last.size == s.remote_offset) {
-        last.size += s.size;
-        continue;
-      }
-    }
-    runs.push_back(s);
-  }
+  const std::vector<Segment> runs = merge_runs(segments);
   const uint32_t lanes = std::max<uint32_t>(1, options.lanes);
   uint32_t lane = options.first_lane % lanes;
   std::vector<Piece> pieces;

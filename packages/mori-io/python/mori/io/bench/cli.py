@@ -139,13 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), "
                          f"{args.num_data_conns} mori-io lanes\n")  # fmt: skip
-    sys.stdout.write(report.table(points) + "\n")
-    for key, value in notes.items():
-        sys.stdout.write(f"{key}: {value}\n")
-    if args.json:
-        config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        report.write_json(args.json, config, points, notes)
-    return 0
+    return _report(args, points, notes)
 
 
 def _main_gpu(args: argparse.Namespace, blocks: list[int], batches: list[int], size: int) -> int:
@@ -185,6 +179,15 @@ def _main_gpu(args: argparse.Namespace, blocks: list[int], batches: list[int], s
             c.close()
     sys.stdout.write(f"mori-io-bench {args.op_type}, backend {args.backend}, {args.initiator_seg_type} -> "
                      f"{args.target_seg_type}, {args.num_threads} thread(s)\n")  # fmt: skip
+    return _report(args, points, notes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def _report(args: argparse.Namespace, points: list[Point], notes: dict[str, str]) -> int:
+    """Prints the table and notes under the header already written, and writes the JSON."""
     sys.stdout.write(report.table(points) + "\n")
     for key, value in notes.items():
         sys.stdout.write(f"{key}: {value}\n")
@@ -192,7 +195,3 @@ def _main_gpu(args: argparse.Namespace, blocks: list[int], batches: list[int], s
         config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
         report.write_json(args.json, config, points, notes)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

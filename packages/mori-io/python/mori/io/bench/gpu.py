@@ -13,7 +13,7 @@ from typing import Any
 
 from mori.io.bench.memory import Buffer
 from mori.io.bench.runner import Iteration, Point
-from mori.io.bench.transports import Layout, _Peer
+from mori.io.bench.transports import Layout, _Peer, session_iteration
 
 
 class Segment:
@@ -99,20 +99,7 @@ class MoriGpuTransport:
         self.session = self.engine.create_session(self.local, self.remote)
 
     def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
-        session = self.session
-        assert session is not None
-        offsets = layout.offsets(thread)
-        sizes = [layout.block] * layout.batch
-        post = session.batch_read if op == "READ" else session.batch_write
-        uid = self.engine.allocate_transfer_uid
-        success = self._success
-
-        def step() -> None:
-            status = post(offsets, offsets, sizes, uid())
-            if status.WaitFor(60000) != success:
-                raise RuntimeError(f"mori-io transfer failed: {status.Message()}")
-
-        return step
+        return session_iteration(self.engine, self.session, op, layout, thread)
 
     def validate(self) -> bool:
         """Writes a known pattern and compares the target's digest with the local one."""

@@ -80,6 +80,25 @@ def rdma_target(conn: Connection, size: int, qp_per_transfer: int) -> None:
     engine.shutdown()
 
 
+def session_iteration(engine: Any, session: Any, op: str, layout: Layout, thread: int) -> Iteration:
+    """One mori-io iteration: post the thread's batch on ``session`` and wait for it."""
+    from mori.io import StatusCode
+
+    assert session is not None
+    offsets = layout.offsets(thread)
+    sizes = [layout.block] * layout.batch
+    post = session.batch_read if op == "READ" else session.batch_write
+    uid = engine.allocate_transfer_uid
+    success = StatusCode.SUCCESS
+
+    def step() -> None:
+        status = post(offsets, offsets, sizes, uid())
+        if status.WaitFor(60000) != success:
+            raise RuntimeError(f"mori-io transfer failed: {status.Message()}")
+
+    return step
+
+
 class MoriTransport:
     """mori-io on its TCP backend, or with ``rdma=(qp_per_transfer, enable_notification)`` on its
     RDMA backend only (both sides)."""
@@ -123,20 +142,7 @@ class MoriTransport:
         self.session = self.engine.create_session(self.local, self.remote)
 
     def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
-        session = self.session
-        assert session is not None
-        offsets = layout.offsets(thread)
-        sizes = [layout.block] * layout.batch
-        post = session.batch_read if op == "READ" else session.batch_write
-        uid = self.engine.allocate_transfer_uid
-        success = self._success
-
-        def step() -> None:
-            status = post(offsets, offsets, sizes, uid())
-            if status.WaitFor(60000) != success:
-                raise RuntimeError(f"mori-io transfer failed: {status.Message()}")
-
-        return step
+        return session_iteration(self.engine, self.session, op, layout, thread)
 
     def validate(self) -> bool:
         """Writes a known pattern and compares the target's digest with the local one."""
