@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: MIT
 """PE programs of the remote-transport tests (test_remote.py).
 
-The PEs run on the cpu backend with some peers forced onto the TCP remote transport
-(MORI_SHMEM_PES_PER_NODE, MORI_DISABLE_P2P, MORI_NODE_ID in network namespaces). Each program
-returns plain data for the parent to check against its own reference (Python integers, numpy
-patterns from seeds); checks that need the heap run here and come back as ``failures`` lists.
+The PEs run on the cpu backend with some peers forced onto the remote transport
+(MORI_SHMEM_PES_PER_NODE, MORI_DISABLE_P2P, MORI_NODE_ID in network namespaces), carried by the
+conduit MORI_SHMEM_REMOTE_CONDUIT names (tcp or ucx). Each program returns plain data for the
+parent to check against its own reference (Python integers, numpy patterns from seeds); checks
+that need the heap run here and come back as ``failures`` lists.
 
 Only the peers that are reached through the remote transport are exercised: those are the ones
-whose data crosses a TCP connection.
+whose data crosses the conduit.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ def layout(rank: int, nranks: int) -> dict[str, Any]:
         "ptrs": [shmem.shmem_ptr_p2p(probe, rank, pe) for pe in range(nranks)],
         "probe": probe,
         "endpoint": shmem.shmem_remote_endpoint(),
+        "conduit": shmem.shmem_remote_conduit(),
     }
     shmem.shmem_barrier_all()
     shmem.shmem_free(probe)
@@ -709,6 +711,45 @@ def late_answer(rank: int, nranks: int, uid: bytes, what: str) -> dict[str, Any]
     except Exception as exc:
         out["second"] = error_info(exc)
     os.kill(pids[1], signal.SIGKILL)
+    return out
+
+
+# ----------------------------------------------------------------------------- conduit selection
+
+
+def conduit_choice(rank: int, nranks: int, uid: bytes, log_dir: str) -> dict[str, Any]:
+    """Initializes with the native log (stderr) going to a file, then moves one word each way and
+    one fetch_add through the remote transport; returns the conduit, the log lines of init, or the
+    error init raised."""
+    log_path = Path(log_dir) / f"rank{rank}.log"
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 2)
+        error = catch(init_pe, rank, nranks, uid)
+    finally:
+        os.dup2(saved, 2)
+        os.close(fd)
+        os.close(saved)
+    out: dict[str, Any] = {"error": error, "log": log_path.read_text(errors="replace").splitlines()}
+    if error is not None:
+        return out
+    peer = 1 - rank
+    out["conduit"] = shmem.shmem_remote_conduit()
+    out["transport"] = shmem.shmem_pe_transport(peer)
+    word = shmem.shmem_malloc(8)
+    typed(word, 1, np.uint64)[0] = 0
+    shmem.shmem_barrier_all()
+    value = np.array([0x5EED_0000 + rank], dtype=np.uint64)
+    shmem.shmem_putmem(word, value.ctypes.data, 8, peer)
+    shmem.shmem_barrier_all()
+    out["received"] = int(typed(word, 1, np.uint64)[0])
+    shmem.shmem_barrier_all()  # both have read their word before either adds to the other's
+    out["fetched"] = int(shmem.shmem_atomic_fetch_add(word, 1, peer))
+    shmem.shmem_barrier_all()
+    shmem.shmem_free(word)
+    shmem.shmem_finalize()
     return out
 
 

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""The remote transport of the cpu backend: PEs on different "nodes" talk over TCP.
+"""The remote transport of the cpu backend: PEs on different "nodes" talk through a conduit.
 
 Nodes are made on one machine by MORI_SHMEM_PES_PER_NODE, MORI_DISABLE_P2P, and (where the machine
 allows it) network namespaces joined by a veth pair with MORI_NODE_ID. Every host call that
 crosses nodes is checked against references computed here: numpy patterns from seeds for data,
-Python integer arithmetic with explicit wraparound for atomics and signals.
+Python integer arithmetic with explicit wraparound for atomics and signals. The checks run for
+both conduits, tcp (mori's own) and ucx (the libucx wheel's UCX, which in error mode PEER runs its
+endpoints over tcp here: the endpoints' transports are printed and checked).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mori.shmem.settings import libucx_wheel_dir
 from mori.shmem.testing import RankError, run_pes
 
 import remote_programs
@@ -43,6 +46,25 @@ LAYOUTS: dict[str, tuple[int, dict[str, str], Callable[[int], int]]] = {
     "4pe-2-nodes": (4, {"MORI_SHMEM_PES_PER_NODE": "2"}, lambda r: r // 2),
     "8pe-2-nodes-3-streams": (8, {"MORI_SHMEM_PES_PER_NODE": "4", "MORI_SHMEM_REMOTE_STREAMS": "3"}, lambda r: r // 4),
 }
+
+
+def _ucx_findable() -> bool:
+    if libucx_wheel_dir() is not None or os.environ.get("MORI_SHMEM_UCX_DIR"):
+        return True
+    import ctypes.util
+
+    return ctypes.util.find_library("ucp") is not None
+
+
+# The conduits every crossing test runs over; ucx needs UCX (the libucx-cu12 test dependency).
+CONDUITS = [
+    "tcp",
+    pytest.param("ucx", marks=pytest.mark.skipif(not _ucx_findable(), reason="no UCX (pip install libucx-cu12)")),
+]
+
+
+def conduit_env(conduit: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    return {**(env or {}), "MORI_SHMEM_REMOTE_CONDUIT": conduit}
 
 
 # ----------------------------------------------------------------------------- references
@@ -84,11 +106,17 @@ def remote_of(rank: int, nranks: int, node_of: Callable[[int], int]) -> list[int
     return [pe for pe in range(nranks) if node_of(pe) != node_of(rank)]
 
 
-def check_layout(results: list[dict[str, Any]], node_of: Callable[[int], int], ip: str = r"127\.0\.0\.1") -> None:
-    """ip: a regular expression of the address every endpoint must have."""
+def check_layout(
+    results: list[dict[str, Any]], node_of: Callable[[int], int], conduit: str, ip: str = r"127\.0\.0\.1"
+) -> None:
+    """ip: a regular expression of the address every tcp endpoint must have; a ucx endpoint names
+    its worker and the UCX transports of its endpoints, which over the libucx wheel's UCX in error
+    mode PEER are tcp ones (on the interface MORI_SOCKET_IFNAME names, loopback by default)."""
     nranks = len(results)
+    endpoint_pattern = rf"{ip}:\d+" if conduit == "tcp" else r"ucx:[0-9a-f]+ (\w+/[\w.:-]+)(\+\w+/[\w.:-]+)*"
     for rank, r in enumerate(results):
         lay = r["layout"]
+        assert lay["conduit"] == conduit, f"rank {rank}: the remote transport runs over {lay['conduit']}"
         expect = ["self" if pe == rank else "p2p" if node_of(pe) == node_of(rank) else "remote" for pe in range(nranks)]
         assert lay["transports"] == expect, f"rank {rank}"
         for pe, ptr in enumerate(lay["ptrs"]):
@@ -98,8 +126,8 @@ def check_layout(results: list[dict[str, Any]], node_of: Callable[[int], int], i
                 assert ptr == lay["probe"]
             else:
                 assert ptr != 0, f"rank {rank}: shmem_ptr_p2p of node-mate {pe} is 0"
-        assert lay["endpoint"] is not None and re.fullmatch(rf"{ip}:\d+", lay["endpoint"]), lay["endpoint"]
-    assert len({r["layout"]["endpoint"] for r in results}) == nranks, "two PEs share an endpoint"
+        assert lay["endpoint"] is not None and re.fullmatch(endpoint_pattern, lay["endpoint"]), lay["endpoint"]
+    assert len({r["layout"]["endpoint"].split()[0] for r in results}) == nranks, "two PEs share an endpoint"
 
 
 def check_put_get(results: list[dict[str, Any]], node_of: Callable[[int], int], ncases: int) -> None:
@@ -111,10 +139,14 @@ def check_put_get(results: list[dict[str, Any]], node_of: Callable[[int], int], 
 
 
 def check_everything(
-    results: list[dict[str, Any]], node_of: Callable[[int], int], contended: int, ip: str = r"127\.0\.0\.1"
+    results: list[dict[str, Any]],
+    node_of: Callable[[int], int],
+    contended: int,
+    conduit: str,
+    ip: str = r"127\.0\.0\.1",
 ) -> None:
     nranks = len(results)
-    check_layout(results, node_of, ip)
+    check_layout(results, node_of, conduit, ip)
     check_put_get([r["put_get"] for r in results], node_of, len(FIXED_CASES))
     signals = expected_signals(MESSAGES, (1 << 64) - 5)
     plans = atomic_plans()
@@ -162,8 +194,9 @@ def check_everything(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("conduit", CONDUITS)
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_every_call_across_nodes(layout: str) -> None:
+def test_every_call_across_nodes(layout: str, conduit: str) -> None:
     nranks, env, node_of = LAYOUTS[layout]
     contended = 5
     t0 = time.monotonic()
@@ -174,11 +207,12 @@ def test_every_call_across_nodes(layout: str) -> None:
         MESSAGES,
         atomic_plans(),
         contended,
-        env=env,
+        env=conduit_env(conduit, env),
         timeout=100,
     )
-    check_everything(results, node_of, contended)
-    print(f"{layout}: {time.monotonic() - t0:.1f} s; in PE 0: {results[0]['seconds']}")
+    check_everything(results, node_of, contended, conduit)
+    endpoint = results[0]["layout"]["endpoint"]
+    print(f"{layout} over {conduit} ({endpoint}): {time.monotonic() - t0:.1f} s; in PE 0: {results[0]['seconds']}")
 
 
 size_strategy = st.one_of(
@@ -190,22 +224,87 @@ case_strategy = st.tuples(size_strategy, st.integers(0, 4095), st.integers(0, 40
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("conduit", CONDUITS)
 @settings(max_examples=3, deadline=None)
 @given(cases=st.lists(case_strategy, min_size=1, max_size=6))
-def test_put_get_hypothesis_sizes(cases: list[tuple[int, int, int]]) -> None:
+def test_put_get_hypothesis_sizes(conduit: str, cases: list[tuple[int, int, int]]) -> None:
     nranks, env, node_of = LAYOUTS["4pe-2-nodes"]
-    results = run_pes(remote_programs.put_get, nranks, cases, env=env, timeout=60)
-    check_layout([{"layout": r["layout"]} for r in results], node_of)
+    results = run_pes(remote_programs.put_get, nranks, cases, env=conduit_env(conduit, env), timeout=60)
+    check_layout([{"layout": r["layout"]} for r in results], node_of, conduit)
     check_put_get(results, node_of, len(cases))
+
+
+# ----------------------------------------------------------------------------- conduit selection
+
+
+@pytest.mark.parametrize("conduit", CONDUITS)
+def test_ucx_atomics_mode_needs_nic_atomics(conduit: str, tmp_path: Path) -> None:
+    """MORI_SHMEM_UCX_ATOMICS=ucx sends atomics through ucp_atomic_op_nbx, which UCX (error mode
+    PEER) can only do with NIC atomics; the libucx wheel's UCX has none (no verbs), so init must
+    refuse it on every PE with ConfigError rather than let the first atomic fail. The tcp conduit
+    ignores the setting."""
+    env = conduit_env(conduit, {**TWO_NODES, "MORI_SHMEM_UCX_ATOMICS": "ucx"})
+    results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60, return_exceptions=True)
+    for rank, r in enumerate(results):
+        assert not isinstance(r, RankError), f"rank {rank}: {r}"
+        if conduit == "tcp":
+            assert r["error"] is None and r["conduit"] == "tcp", r
+            continue
+        assert r["error"] is not None and r["error"]["type"] == "ConfigError", r["error"]
+        assert "NIC atomics" in r["error"]["message"] and "MORI_SHMEM_UCX_ATOMICS=am" in r["error"]["message"]
+
+
+TWO_NODES = {"MORI_DISABLE_P2P": "1"}
+# The tests of mori's own wire protocol and server threads.
+TCP_TWO_NODES = conduit_env("tcp", TWO_NODES)
+
+_FALLBACK = re.compile(r"mori\.shmem INFO: PE (\d+): remote transport: TCP, because UCX is not usable on PE 0: (.*)")
+
+
+@pytest.mark.parametrize("ucx", ["wheel", "empty-dir"])
+def test_auto_takes_ucx_when_it_loads_else_tcp_with_a_log_line(ucx: str, tmp_path: Path) -> None:
+    """MORI_SHMEM_REMOTE_CONDUIT=auto (the default): UCX when every PE opens it, else TCP and one
+    INFO line per PE saying why; data and atomics cross either way."""
+    if ucx == "wheel" and libucx_wheel_dir() is None:
+        pytest.skip("the libucx wheel (libucx-cu12) is not installed")
+    empty = tmp_path / "no-ucx-here"
+    empty.mkdir()
+    env: dict[str, str | None] = {**TWO_NODES, "MORI_SHMEM_REMOTE_CONDUIT": None, "MORI_LOG_LEVEL": "info"}
+    env["MORI_SHMEM_UCX_DIR"] = str(empty) if ucx == "empty-dir" else None
+    results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
+    for rank, r in enumerate(results):
+        assert r["error"] is None, f"rank {rank}: {r['error']}"
+        assert r["transport"] == "remote"
+        assert r["received"] == 0x5EED_0000 + (1 - rank), f"rank {rank}: {r['received']:#x}"
+        # Its fetch_add hit the peer's word, which holds what this PE put there.
+        assert r["fetched"] == 0x5EED_0000 + rank, f"rank {rank}: {r['fetched']:#x}"
+        fallbacks = [m for m in map(_FALLBACK.fullmatch, r["log"]) if m is not None]
+        if ucx == "wheel":
+            assert r["conduit"] == "ucx", r
+            assert fallbacks == [], r["log"]
+            assert any("remote transport: UCX 1.22" in line for line in r["log"]), r["log"]
+        else:
+            assert r["conduit"] == "tcp", r
+            assert len(fallbacks) == 1, r["log"]
+            assert fallbacks[0].group(1) == str(rank)
+            assert fallbacks[0].group(2) == f"no libucs.so or libucs.so.0 in {empty}", fallbacks[0].group(2)
+
+
+def test_ucx_asked_for_but_absent_fails_init_on_every_pe(tmp_path: Path) -> None:
+    env = {**conduit_env("ucx", TWO_NODES), "MORI_SHMEM_UCX_DIR": str(tmp_path)}
+    results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
+    for rank, r in enumerate(results):
+        err = r["error"]
+        assert err is not None and err["type"] == "UnsupportedError", f"rank {rank}: {err}"
+        assert "MORI_SHMEM_REMOTE_CONDUIT=ucx, but UCX is not usable on PE 0" in err["message"], err["message"]
+        assert str(tmp_path) in err["message"], err["message"]
 
 
 # ----------------------------------------------------------------------------- intruders
 
-TWO_NODES = {"MORI_DISABLE_P2P": "1"}
-
 
 def test_connections_without_the_secret_are_refused() -> None:
-    results = run_pes(remote_programs.intruders, 2, env=TWO_NODES, timeout=60)
+    results = run_pes(remote_programs.intruders, 2, env=TCP_TWO_NODES, timeout=60)
     r0, r1 = results
     assert r0["transport"] == r1["transport"] == "remote"
     for probe in ("wrong_mac", "wrong_secret", "wrong_target", "wrong_version", "garbage"):
@@ -229,7 +328,7 @@ def test_silent_client_does_not_delay_finalize() -> None:
     """A client that connects to a PE's server and never sends its Hello must not hold up that PE's
     finalize (the server waits up to 30 s for a Hello)."""
     hold_s = 6.0
-    results = run_pes(remote_programs.silent_client_at_finalize, 2, hold_s, env=TWO_NODES, timeout=60)
+    results = run_pes(remote_programs.silent_client_at_finalize, 2, hold_s, env=TCP_TWO_NODES, timeout=60)
     assert results[1]["finalize_s"] < hold_s / 2, f"PE 1's finalize took {results[1]['finalize_s']:.1f} s"
 
 
@@ -239,12 +338,13 @@ DEATH_TIMEOUT_S = 2
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.parametrize("conduit", CONDUITS)
 @pytest.mark.parametrize(
     ("op", "how"),
     [("put", "exit"), ("get", "exit"), ("put_signal", "exit"), ("atomic", "exit"), ("put", "stop")],
 )
-def test_peer_lost_mid_transfer(op: str, how: str) -> None:
-    env = {**TWO_NODES, "MORI_SHMEM_WAIT_TIMEOUT": str(DEATH_TIMEOUT_S)}
+def test_peer_lost_mid_transfer(op: str, how: str, conduit: str) -> None:
+    env = conduit_env(conduit, {**TWO_NODES, "MORI_SHMEM_WAIT_TIMEOUT": str(DEATH_TIMEOUT_S)})
     t0 = time.monotonic()
     survivor, victim = run_pes(remote_programs.peer_dies, 2, op, how, env=env, timeout=60, return_exceptions=True)
     total = time.monotonic() - t0
@@ -265,11 +365,12 @@ def test_peer_lost_mid_transfer(op: str, how: str) -> None:
     assert total < 30, f"the job took {total:.1f} s"
 
 
+@pytest.mark.parametrize("conduit", CONDUITS)
 @pytest.mark.parametrize("what", ["get", "fetch"])
-def test_late_answer_is_not_taken_for_the_next_call(what: str) -> None:
+def test_late_answer_is_not_taken_for_the_next_call(what: str, conduit: str) -> None:
     """After a get or a fetching atomic timed out (the peer is stopped), the peer's late answer must
     not be returned as the answer of the next call on that connection."""
-    env = {**TWO_NODES, "MORI_SHMEM_REMOTE_STREAMS": "1", "MORI_SHMEM_WAIT_TIMEOUT": "1"}
+    env = conduit_env(conduit, {**TWO_NODES, "MORI_SHMEM_REMOTE_STREAMS": "1", "MORI_SHMEM_WAIT_TIMEOUT": "1"})
     r0, _ = run_pes(remote_programs.late_answer, 2, what, env=env, timeout=60, return_exceptions=True)
     assert not isinstance(r0, RankError), r0
     assert r0["first"] is not None and "TimeoutError" in r0["first"]["mro"], r0["first"]
@@ -330,7 +431,8 @@ def two_namespaces() -> Iterator[list[tuple[str, str, str]]]:
 
 
 @pytest.mark.timeout(150)
-def test_two_network_namespaces(tmp_path: Path) -> None:
+@pytest.mark.parametrize("conduit", CONDUITS)
+def test_two_network_namespaces(tmp_path: Path, conduit: str) -> None:
     nranks, per_ns = 4, 2
     with two_namespaces() as nodes:
         ns_a, if_a, _ = nodes[0]
@@ -347,7 +449,7 @@ def test_two_network_namespaces(tmp_path: Path) -> None:
         try:
             for rank in range(nranks):
                 ns, ifname, _ = nodes[rank // per_ns]
-                env = {**base_env, "MORI_SOCKET_IFNAME": ifname, "MORI_NODE_ID": ns}
+                env = {**conduit_env(conduit, base_env), "MORI_SOCKET_IFNAME": ifname, "MORI_NODE_ID": ns}
                 argv = [sys.executable, "-c", LAUNCHER, str(TESTS_DIR), str(rank), str(nranks), str(uid_path)]
                 argv.append(str(tmp_path / f"rank{rank}.pkl"))
                 log = open(tmp_path / f"rank{rank}.log", "wb")  # noqa: SIM115 (closed below)
@@ -372,6 +474,8 @@ def test_two_network_namespaces(tmp_path: Path) -> None:
             assert status == "ok", f"rank {rank}: {value}\n{log}"
             outcomes.append(value)
     for rank, r in enumerate(outcomes):
-        addr = nodes[rank // per_ns][2]
-        assert r["layout"]["endpoint"].startswith(f"{addr}:"), (rank, r["layout"]["endpoint"])
-    check_everything(outcomes, lambda r: r // per_ns, remote_programs.netns_plan()[3], ip=r"10\.\d+\.\d+\.\d+")
+        _, ifname, addr = nodes[rank // per_ns]
+        endpoint = r["layout"]["endpoint"]
+        # UCX's tcp lanes run on the veth interface (UCX_NET_DEVICES follows MORI_SOCKET_IFNAME).
+        assert endpoint.startswith(f"{addr}:") if conduit == "tcp" else f"tcp/{ifname}" in endpoint, (rank, endpoint)
+    check_everything(outcomes, lambda r: r // per_ns, remote_programs.netns_plan()[3], conduit, r"10\.\d+\.\d+\.\d+")

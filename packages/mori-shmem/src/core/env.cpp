@@ -51,9 +51,24 @@ const std::vector<Var>& registry() {
       {"MORI_SOCKET_IFNAME", Type::String, "",
        "Network interface the bootstrap and the remote transport listen on; empty means loopback (127.0.0.1).",
        nullptr},
+      {"MORI_SHMEM_REMOTE_CONDUIT", Type::Choice, "auto",
+       "What carries the remote transport (PEs on other hosts): ucx (UCX's UCP, opened at run time: RDMA verbs where "
+       "that UCX has them, else tcp), tcp (mori's own authenticated TCP conduit), or auto (ucx when UCX loads and "
+       "initialises on every PE and the heap is host memory, else tcp, with an INFO line saying why).",
+       "auto,ucx,tcp"},
+      {"MORI_SHMEM_UCX_DIR", Type::String, "",
+       "Directory of the UCX libraries (libucp.so.0 beside libucs and libuct) for the ucx conduit; the Python layer "
+       "fills in the libucx wheel's (libucx-cu12) when it is installed and this is unset; empty means the system's "
+       "libucp.so.0.",
+       nullptr},
+      {"MORI_SHMEM_UCX_ATOMICS", Type::Choice, "auto",
+       "How the ucx conduit applies atomics and signals: am (an active message that the target applies to its heap "
+       "itself and answers; atomic with node-mates' load/store atomics, any transport, GPU heaps too), ucx "
+       "(ucp_atomic_op_nbx: needs NIC atomics, which are not atomic with node-mates' CPU atomics); auto means am.",
+       "auto,ucx,am"},
       {"MORI_SHMEM_REMOTE_STREAMS", Type::Int, "2",
-       "TCP connections per remote PE of the remote transport (PEs on other hosts); transfers above 1 MiB are "
-       "striped over them.",
+       "TCP connections per remote PE of the tcp conduit (PEs on other hosts); transfers above 1 MiB are striped "
+       "over them.",
        nullptr},
       {"MORI_SHMEM_PES_PER_NODE", Type::Int, "0",
        "Treat PEs rank/N as nodes (one host standing for several, like MORI's gpu_per_node): PEs of different "

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Host-initiated one-sided operations. A peer whose heap is mapped in this process (same host,
 // P2P) is reached with memcpy and CPU atomics on the shared pages (a driver copy on the cuda
-// backend); any other peer through the remote transport (remote/tcp_conduit.hpp). Ordering
+// backend); any other peer through the remote transport (remote/conduit.hpp). Ordering
 // follows OpenSHMEM: a signal is released after its data, waits acquire, quiet completes puts.
 #pragma once
 

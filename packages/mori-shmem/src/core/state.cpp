@@ -30,12 +30,20 @@ Backend choose_backend() {
   return cuda::available() ? Backend::Cuda : Backend::Cpu;
 }
 
-// The conduit (both backends) and, on the cuda backend, the staging and the device proxy.
-void start_remote_transport(PeState& state, const Topology& topology) {
+// Every setting of the remote transport, read before any network step (see initialize).
+remote::ConduitConfig read_conduit_config(double wait_timeout_s) {
   remote::ConduitConfig config;
+  config.choice = env::get_choice("MORI_SHMEM_REMOTE_CONDUIT");
   config.streams = static_cast<int>(env::get_int("MORI_SHMEM_REMOTE_STREAMS"));
-  config.timeout_s = state.wait_timeout_s;
+  config.timeout_s = wait_timeout_s;
   config.ifname = env::get_string("MORI_SOCKET_IFNAME");
+  config.ucx_dir = env::get_string("MORI_SHMEM_UCX_DIR");
+  config.ucx_atomics = env::get_choice("MORI_SHMEM_UCX_ATOMICS");
+  return config;
+}
+
+// The conduit (both backends) and, on the cuda backend, the staging and the device proxy.
+void start_remote_transport(PeState& state, const Topology& topology, const remote::ConduitConfig& config) {
   if (state.cuda_heap != nullptr) {
     auto io = std::make_unique<remote::GpuRemoteIo>(state.cuda_heap->context(), state.heap->local_base(),
                                                     state.heap->size());
@@ -44,9 +52,8 @@ void start_remote_transport(PeState& state, const Topology& topology) {
   } else {
     state.remote_heap = std::make_unique<remote::HostHeapAccess>(state.heap->local_base(), state.heap->size());
   }
-  // TCP is the one conduit this build has; an RDMA one (UCX, ibverbs) would be chosen before it.
-  log::emit(log::Level::Info, "PE ", state.rank(), ": some PEs are not load/store reachable; remote transport: TCP");
-  state.remote = std::make_unique<remote::TcpConduit>(*state.bootstrap, topology.remote, *state.remote_heap, config);
+  const remote::LocalHeap heap{*state.remote_heap, state.heap->local_base(), state.cuda_heap != nullptr};
+  state.remote = remote::make_conduit(*state.bootstrap, topology.remote, heap, config);
   if (state.cuda_heap != nullptr) {
     state.proxy = std::make_unique<remote::DeviceProxy>(state.cuda_heap->context(), *state.remote, *state.gpu_remote,
                                                         state.heap->local_base(), state.rank(), state.wait_timeout_s);
@@ -95,6 +102,7 @@ void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
   state->check_symmetry = env::get_bool("MORI_SHMEM_CHECK_SYMMETRY");
   state->wait_timeout_s = env::get_seconds("MORI_SHMEM_WAIT_TIMEOUT");
   state->device_spin_timeout_s = env::get_seconds("MORI_SHMEM_DEVICE_SPIN_TIMEOUT");
+  const remote::ConduitConfig conduit = read_conduit_config(state->wait_timeout_s);
   if (heap_size <= kReservedHeapBytes) {
     throw_error(MORI_SHMEM_ERR_CONFIG, "MORI_SHMEM_HEAP_SIZE=", env::effective("MORI_SHMEM_HEAP_SIZE"),
                 " is too small: the heap must exceed the ", kReservedHeapBytes, " bytes the library reserves");
@@ -120,7 +128,7 @@ void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
   } else {
     state->heap = std::make_unique<SharedMemoryHeap>(*state->bootstrap, heap_size, topology);
   }
-  if (topology.any_remote) start_remote_transport(*state, topology);
+  if (topology.any_remote) start_remote_transport(*state, topology, conduit);
   state->allocator = std::make_unique<HeapAllocator>(state->heap->size(), kReservedHeapBytes);
   log::emit(log::Level::Info, "PE ", rank, " of ", nranks, " initialized: ", state->heap->backend(), " heap of ",
             state->heap->size(), " bytes at ", static_cast<void*>(state->heap->local_base()));

@@ -13,9 +13,9 @@
 #include "heap/cuda_heap.hpp"
 #include "heap/symmetric_heap.hpp"
 #include "mori_shmem/device_state.h"
+#include "remote/conduit.hpp"
 #include "remote/device_proxy.hpp"
 #include "remote/gpu_remote_io.hpp"
-#include "remote/tcp_conduit.hpp"
 
 namespace mori::shmem {
 
@@ -30,7 +30,7 @@ struct PeState {
   // Set when some PE is not load/store reachable (NOTE [remote transport]); the cuda backend then
   // also stages through pinned memory and runs the device proxy (NOTE [device proxy]).
   std::unique_ptr<remote::HeapAccess> remote_heap;
-  std::unique_ptr<remote::TcpConduit> remote;
+  std::unique_ptr<remote::Conduit> remote;  // TCP or UCX (remote/conduit.hpp)
   std::unique_ptr<remote::DeviceProxy> proxy;
   remote::GpuRemoteIo* gpu_remote = nullptr;  // = remote_heap on the cuda backend
   std::map<uintptr_t, size_t> registered_buffers;  // base -> size, non-overlapping

@@ -32,7 +32,7 @@ void back_off(uint64_t idle_rounds) {
 
 }  // namespace
 
-DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, TcpConduit& conduit, GpuRemoteIo& io,
+DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, GpuRemoteIo& io,
                          uint8_t* heap_base, int rank, double timeout_s)
     : context_(context),
       conduit_(conduit),

@@ -9,15 +9,15 @@
 
 #include "cuda/context.hpp"
 #include "mori_shmem/proxy_ring.h"
+#include "remote/conduit.hpp"
 #include "remote/gpu_remote_io.hpp"
-#include "remote/tcp_conduit.hpp"
 
 namespace mori::shmem::remote {
 
 class DeviceProxy {
  public:
   // heap_base: this PE's GPU heap (its sync words hold the ring's tail and the error word).
-  DeviceProxy(const cuda::DeviceContext& context, TcpConduit& conduit, GpuRemoteIo& io, uint8_t* heap_base,
+  DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, GpuRemoteIo& io, uint8_t* heap_base,
               int rank, double timeout_s);
   ~DeviceProxy();
   DeviceProxy(const DeviceProxy&) = delete;
@@ -34,7 +34,7 @@ class DeviceProxy {
   void record_device_error(uint32_t code);
 
   const cuda::DeviceContext& context_;
-  TcpConduit& conduit_;
+  Conduit& conduit_;
   GpuRemoteIo& io_;
   uint8_t* heap_base_;
   int rank_;

@@ -158,7 +158,7 @@ uint64_t GpuRemoteIo::amo(uint64_t offset, int amo_code, int type, uint64_t valu
   return *reinterpret_cast<volatile uint64_t*>(answer_.host());
 }
 
-void GpuRemoteIo::put(TcpConduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes) {
+void GpuRemoteIo::put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes) {
   std::lock_guard<std::mutex> lock(outbound_mutex_);
   for (size_t done = 0; done < nbytes;) {
     const size_t chunk = std::min(outbound_.size(), nbytes - done);
@@ -168,7 +168,7 @@ void GpuRemoteIo::put(TcpConduit& conduit, int pe, uint64_t offset, const void* 
   }
 }
 
-void GpuRemoteIo::get(TcpConduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes) {
+void GpuRemoteIo::get(Conduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes) {
   std::lock_guard<std::mutex> lock(outbound_mutex_);
   for (size_t done = 0; done < nbytes;) {
     const size_t chunk = std::min(outbound_.size(), nbytes - done);
@@ -178,7 +178,7 @@ void GpuRemoteIo::get(TcpConduit& conduit, int pe, uint64_t offset, void* local,
   }
 }
 
-void GpuRemoteIo::put_signal(TcpConduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
+void GpuRemoteIo::put_signal(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
                              uint64_t signal_offset, uint64_t signal, int sig_op) {
   // All but the last chunk go as plain puts, which quiet completes before the last chunk travels
   // with the signal: the signal may not overtake data on another stream.

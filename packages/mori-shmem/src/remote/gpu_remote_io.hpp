@@ -11,8 +11,8 @@
 #include <mutex>
 
 #include "cuda/context.hpp"
+#include "remote/conduit.hpp"
 #include "remote/heap_access.hpp"
-#include "remote/tcp_conduit.hpp"
 
 namespace mori::shmem::remote {
 
@@ -48,9 +48,9 @@ class GpuRemoteIo final : public HeapAccess {
   uint64_t amo(uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) override;
 
   // Outbound: `local` is any memory the driver can copy (device or host).
-  void put(TcpConduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes);
-  void get(TcpConduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes);
-  void put_signal(TcpConduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
+  void put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes);
+  void get(Conduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes);
+  void put_signal(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
                   uint64_t signal_offset, uint64_t signal, int sig_op);
 
  private:

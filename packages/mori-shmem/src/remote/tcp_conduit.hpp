@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// NOTE [remote transport]
-// How a PE reaches the heap of a PE it cannot load/store (another host, or P2P disabled): over
-// TCP, to a server thread in the target's process that applies each request to its own heap.
+// NOTE [tcp conduit]
+// The TCP conduit of NOTE [remote transport] (conduit.hpp): over TCP, to a server thread in the
+// target's process that applies each request to its own heap.
 //   - Each PE listens on MORI_SOCKET_IFNAME (loopback by default); the endpoints travel through
 //     the bootstrap, so no port needs configuring.
 //   - Each PE opens MORI_SHMEM_REMOTE_STREAMS connections to every remote PE; large puts and gets
@@ -11,6 +11,7 @@
 //   - Completion: puts pipeline; quiet sends FLUSH on every stream that carried puts since the last
 //     quiet and waits for the answers, so after quiet every earlier put is in the target's heap.
 //     A put-with-signal travels on one stream as one request, so its signal lands after its data.
+//     Atomics wait for the server's answer, so they are applied when atomic() returns.
 //   - Every blocking step has a deadline (MORI_SHMEM_WAIT_TIMEOUT); a dead or stuck peer gives
 //     PEER_LOST or TIMEOUT naming it, never a hang.
 #pragma once
@@ -26,38 +27,33 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/socket.hpp"
+#include "remote/conduit.hpp"
 #include "remote/heap_access.hpp"
 
 namespace mori::shmem::remote {
 
-struct ConduitConfig {
-  int streams = 2;               // connections per remote PE
-  size_t stripe_bytes = 1 << 20;  // transfers above this are split over the streams
-  double timeout_s = 300;         // deadline of each blocking step
-  std::string ifname;            // "" = loopback
-};
-
-class TcpConduit {
+class TcpConduit final : public Conduit {
  public:
   // COLLECTIVE over bootstrap. remote[pe] says which PEs this PE reaches through the conduit; the
   // vector must be the transpose-consistent view every PE computed (pe is remote to me iff I am
   // remote to pe). heap: this PE's heap, which the server writes and reads (kept, not owned).
   TcpConduit(Bootstrap& bootstrap, const std::vector<uint8_t>& remote, HeapAccess& heap, const ConduitConfig& config);
-  ~TcpConduit();
+  ~TcpConduit() override;
   TcpConduit(const TcpConduit&) = delete;
   TcpConduit& operator=(const TcpConduit&) = delete;
 
   // Offsets are heap offsets of the target PE; callers have checked them against the heap size.
-  void put(int pe, uint64_t offset, const void* src, size_t nbytes);
-  void get(int pe, uint64_t offset, void* dest, size_t nbytes);
+  void put(int pe, uint64_t offset, const void* src, size_t nbytes) override;
+  void get(int pe, uint64_t offset, void* dest, size_t nbytes) override;
   void put_signal(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset, uint64_t signal,
-                  int sig_op);
-  void signal(int pe, uint64_t signal_offset, uint64_t signal, int sig_op);
-  uint64_t atomic(int pe, uint64_t offset, int amo, int type, uint64_t value, uint64_t compare);
+                  int sig_op) override;
+  void signal(int pe, uint64_t signal_offset, uint64_t signal, int sig_op) override;
+  uint64_t atomic(int pe, uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) override;
   // Waits until every put issued before it (by any thread of this PE) is applied at its target.
-  void quiet();
-  // "ip:port" this PE's server listens on (for diagnostics and tests).
-  std::string endpoint() const;
+  void quiet() override;
+  // "ip:port" this PE's server listens on.
+  std::string endpoint() const override;
+  const char* name() const override { return "tcp"; }
 
  private:
   struct Stream;

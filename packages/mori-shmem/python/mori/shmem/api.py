@@ -18,6 +18,7 @@ import numpy as np
 from mori.shmem._native import _C
 from mori.shmem.dtypes import from_bits, int_type_code, to_bits
 from mori.shmem.errors import InvalidArgumentError
+from mori.shmem.settings import provide_ucx_dir
 
 logger = logging.getLogger("mori.shmem")
 
@@ -117,6 +118,7 @@ def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
         )
     if not isinstance(unique_id, (bytes, bytearray)):
         raise InvalidArgumentError(f"unique_id must be bytes from shmem_get_unique_id, got {type(unique_id).__name__}")
+    provide_ucx_dir()
     _C.init_uniqueid(rank, nranks, bytes(unique_id))
     logger.debug("PE %d of %d initialized", rank, nranks)
     return 0
@@ -229,15 +231,26 @@ _TRANSPORTS = ("self", "p2p", "remote")
 
 def shmem_pe_transport(pe: int) -> str:
     """How this PE reaches ``pe``: ``"self"``, ``"p2p"`` (load/store through a mapping of its heap)
-    or ``"remote"`` (the TCP remote transport: another host, MORI_SHMEM_PES_PER_NODE, MORI_NODE_ID
-    or MORI_DISABLE_P2P)."""
+    or ``"remote"`` (the remote transport: another host, MORI_SHMEM_PES_PER_NODE, MORI_NODE_ID or
+    MORI_DISABLE_P2P; :func:`shmem_remote_conduit` says which conduit carries it)."""
     return _TRANSPORTS[_C.pe_transport(pe)]
 
 
 def shmem_remote_endpoint() -> str | None:
-    """``"ip:port"`` of this PE's remote-transport server, or None when no PE of the job is remote."""
+    """How this PE is reached through the remote transport, or None when no PE of the job is remote:
+    ``"ip:port"`` of its server with the tcp conduit, ``"ucx:<worker id> <transport/device>+..."``
+    with the ucx conduit (the UCX transports of its endpoints)."""
     endpoint: str = _C.remote_endpoint()
     return endpoint or None
+
+
+def shmem_remote_conduit() -> str | None:
+    """Which conduit carries the remote transport (MORI_SHMEM_REMOTE_CONDUIT decides): ``"tcp"`` or
+    ``"ucx"``; None when no PE of the job is remote."""
+    endpoint = shmem_remote_endpoint()
+    if endpoint is None:
+        return None
+    return "ucx" if endpoint.startswith("ucx:") else "tcp"
 
 
 # ---- host RMA ----------------------------------------------------------------------------------
@@ -473,6 +486,7 @@ __all__ = [
     "shmem_putmem",
     "shmem_putmem_signal",
     "shmem_quiet",
+    "shmem_remote_conduit",
     "shmem_remote_endpoint",
     "shmem_signal_fetch",
     "shmem_signal_op",

@@ -2,10 +2,15 @@
 """Python's view of mori-shmem's one environment registry (declared in src/core/env.cpp).
 
 Python code reads settings here rather than from os.environ, so a variable has one name, one
-default and one doc wherever it is read, and ``python -m mori.shmem env`` lists it.
+default and one doc wherever it is read, and ``python -m mori.shmem env`` lists it. The one value
+Python supplies is MORI_SHMEM_UCX_DIR: where the libucx wheel keeps UCX, which only Python can find.
 """
 
 from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
 
 from mori.shmem._native import _C
 
@@ -16,3 +21,26 @@ def setting(name: str) -> str:
         if entry_name == name:
             return value
     raise KeyError(f"{name} is not a registered mori-shmem environment variable")
+
+
+UCX_DIR = "MORI_SHMEM_UCX_DIR"
+
+
+def libucx_wheel_dir() -> str | None:
+    """The library directory of the ``libucx`` package (the libucx-cu12 wheel), found without
+    importing it, or None when it is not installed."""
+    spec = importlib.util.find_spec("libucx")
+    if spec is None or spec.origin is None:
+        return None
+    lib = Path(spec.origin).parent / "lib"
+    return str(lib) if any((lib / name).exists() for name in ("libucp.so", "libucp.so.0")) else None
+
+
+def provide_ucx_dir() -> None:
+    """Points MORI_SHMEM_UCX_DIR at the libucx wheel's libraries when it is unset, so that init's
+    native code (which has no Python to ask) opens that UCX; a value set by the user stands."""
+    if setting(UCX_DIR):
+        return
+    found = libucx_wheel_dir()
+    if found is not None:
+        os.environ[UCX_DIR] = found
