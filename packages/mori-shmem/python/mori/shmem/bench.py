@@ -8,6 +8,8 @@ between PE 0 and PE 1.
 
 ``--remote`` measures the remote transport instead (bench_remote.py): 2 PEs on the cpu backend
 with ``MORI_DISABLE_P2P=1`` and the conduit ``--conduit`` names, beside a plain TCP socket copy.
+``--device-proxy`` (bench_proxy.py) measures kernels reaching a PE of another node through the
+device proxy, on the GPU.
 Through nox, arguments go after ``--``::
 
     nox -s bench-shmem -- --remote                       # 4 KiB .. 256 MiB, the auto conduit
@@ -34,6 +36,7 @@ from mori.shmem import api
 
 logger = logging.getLogger("mori.shmem.bench")
 
+DEFAULT_SCOPES = "thread,warp,block"
 _TARGET_BYTES_PER_SIZE = 256 << 20  # bytes moved per measured size (bounds the time per size)
 
 
@@ -149,10 +152,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the remote transport: 2 cpu PEs with MORI_DISABLE_P2P=1, beside a plain TCP socket copy",
     )
     parser.add_argument(
+        "--device-proxy",
+        action="store_true",
+        help="kernels putting to a PE on another node through the device proxy (2 cuda PEs, "
+        "MORI_SHMEM_PES_PER_NODE=1), beside a plain TCP socket copy",
+    )
+    parser.add_argument(
         "--conduit",
         choices=["auto", "tcp", "ucx"],
         default="auto",
-        help="--remote: MORI_SHMEM_REMOTE_CONDUIT, what carries the remote transport",
+        help="--remote, --device-proxy: MORI_SHMEM_REMOTE_CONDUIT, what carries the remote transport",
     )
     parser.add_argument(
         "--streams", type=int, default=None, help="--remote: MORI_SHMEM_REMOTE_STREAMS (tcp; default: the transport's)"
@@ -164,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         "--max-size", type=api.parse_size, default=None, help="default 64M (cpu), 256M (cuda, --remote)"
     )
     parser.add_argument("--pingpongs", type=int, default=None, help="default 2000 (cpu), 10000 (cuda)")
-    parser.add_argument("--scopes", default="thread,warp,block", help="cuda: scopes of the device put")
+    parser.add_argument("--scopes", default=DEFAULT_SCOPES, help="cuda: scopes of the device put")
     parser.add_argument("--no-peer", action="store_true", help="cuda: skip the NVSHMEM comparison")
     parser.add_argument("--output", type=Path, default=Path("mori-shmem-bench.json"))
     parser.add_argument("--timeout", type=float, default=1200.0)
@@ -176,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         from mori.shmem.bench_remote import main_remote
 
         return main_remote(args)
+    if args.device_proxy:
+        from mori.shmem.bench_proxy import main_device_proxy
+
+        return main_device_proxy(args)
     if args.min_size is None:
         args.min_size = 8
     backend = args.backend

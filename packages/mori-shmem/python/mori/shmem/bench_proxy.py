@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""``mori-shmem-bench --device-proxy``: kernels putting to a PE they cannot load/store.
+
+2 PEs on the cuda backend with ``MORI_SHMEM_PES_PER_NODE=1``, so each PE's peer is on another
+"node": the same put kernels as the cuda benchmark (bench_gpu.pe_program) hand every put to the
+PE's device proxy, whose host thread moves it over the remote conduit (``--conduit``, tcp by
+default) and completes the kernel's quiet. Both PEs put at once; the table gives the mean per PE
+beside a plain loopback socket copy of the same sizes in one direction (bench_remote), and the
+8-byte put-with-signal ping-pong through both proxies beside a socket ping-pong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+
+from mori.shmem.bench import DEFAULT_SCOPES, _sizes
+from mori.shmem.bench_remote import _remote_iterations, _socket_copy
+
+STREAMS = 2
+
+
+def main_device_proxy(args: argparse.Namespace) -> int:
+    from mori.shmem import bench_gpu
+    from mori.shmem.testing import run_pes
+
+    from mori.shmem.device import shmem_cuda_available
+
+    if args.pes != 2:
+        raise SystemExit("--device-proxy measures 2 PEs; leave --pes at 2")
+    if not shmem_cuda_available():
+        raise SystemExit("--device-proxy needs a GPU: the device proxy serves kernels, and no CUDA device is visible")
+    sizes = _sizes(args.min_size or 4 << 10, args.max_size or 16 << 20)
+    # Block scope unless asked: a thread-scope put of a large buffer becomes thousands of proxy
+    # requests, which measures the ring rather than the transfer.
+    scope_text = "block" if args.scopes == DEFAULT_SCOPES else args.scopes
+    scopes = [s.strip() for s in scope_text.split(",") if s.strip()]
+    pingpongs = args.pingpongs or 2000
+    conduit = "tcp" if args.conduit == "auto" else args.conduit
+    env = {
+        "MORI_SHMEM_BACKEND": "cuda",
+        "MORI_SHMEM_MODE": "static_heap",  # the remote transport serves the static heap
+        "MORI_SHMEM_HEAP_SIZE": str(2 * max(sizes) + (64 << 20)),
+        "MORI_SHMEM_PES_PER_NODE": "1",
+        "MORI_SHMEM_REMOTE_CONDUIT": conduit,
+        "MORI_SHMEM_REMOTE_STREAMS": str(STREAMS),
+    }
+    per_pe = run_pes(bench_gpu.pe_program, 2, sizes, scopes, pingpongs, timeout=args.timeout, env=env)
+    ceiling = _socket_copy(sizes, STREAMS, pingpongs, args.repeats)
+    socket_gbps = {
+        size: size * _remote_iterations(size) / seconds / 1e9
+        for size, seconds in zip(sizes, ceiling["seconds"], strict=True)
+    }
+    socket_us = statistics.median(ceiling["latency_s"]) * 1e6
+    rows = []
+    lines = [
+        f"mori-shmem-bench --device-proxy: 2 PEs on one GPU, each a node of its own, {conduit} conduit on "
+        f"loopback ({STREAMS} streams); GB/s per PE (both put at once); ceiling = socket copy, one direction",
+        f"{'scope':>6} {'size':>10} {'proxy GB/s':>11} {'socket GB/s':>12} {'proxy/socket':>13} {'put us':>9}",
+    ]
+    for row in bench_gpu.summarize(per_pe):
+        if row["scope"] == "copy":
+            continue
+        per_pe_gbps = row["GBps"] / len(per_pe)
+        sock = socket_gbps[row["size_bytes"]]
+        rows.append({**row, "per_pe_GBps": per_pe_gbps, "socket_GBps": sock})
+        lines.append(
+            f"{row['scope']:>6} {row['size_bytes']:>10} {per_pe_gbps:>11.2f} {sock:>12.2f} "
+            f"{per_pe_gbps / sock:>12.0%} {row['us']:>9.1f}"
+        )
+    latency_us = per_pe[0]["latency_s"] * 1e6
+    lines.append(
+        f"8-byte put-with-signal latency, kernel to kernel through both proxies (half round trip): "
+        f"{latency_us:.1f} us; socket ping-pong: {socket_us:.1f} us"
+    )
+    sys.stdout.write("\n".join(lines) + "\n")
+    document = {
+        "benchmark": "mori-shmem-bench --device-proxy",
+        "conduit": conduit,
+        "streams": STREAMS,
+        "host": platform.node(),
+        "rows": rows,
+        "latency_us": latency_us,
+        "socket_latency_us": socket_us,
+    }
+    args.output.write_text(json.dumps(document, indent=2))
+    return 0
