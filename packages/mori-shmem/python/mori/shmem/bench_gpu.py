@@ -82,9 +82,10 @@ def _load(scope: str) -> Any:
 
 
 def pe_program(
-    rank: int, nranks: int, uid: bytes, sizes: list[int], scopes: list[str], pingpongs: int
+    rank: int, nranks: int, uid: bytes, sizes: list[int], scopes: list[str], pingpongs: int, bytes_per_size: int = 0
 ) -> dict[str, Any]:
-    """One PE of the benchmark (spawned by run_pes); returns its timings."""
+    """One PE of the benchmark (spawned by run_pes); returns its timings. ``bytes_per_size`` > 0
+    caps what each size moves (one put per launch), for transports far slower than the GPU."""
     import torch
 
     import mori.shmem as shmem
@@ -109,13 +110,14 @@ def pe_program(
         kernel = _load(scope).function("mori_bench_put")
         for size in sizes:
             geo = geometry(scope, size, sm_count)
+            per_launch = 1 if bytes_per_size else reps(size)
+            count = max(3, min(iterations(size), bytes_per_size // size)) if bytes_per_size else iterations(size)
             args = [state, ctypes.c_uint64(dest), ctypes.c_uint64(src), ctypes.c_uint64(size),
                     ctypes.c_uint64(geo.slice), ctypes.c_int32(geo.workers), ctypes.c_int32(peer),
-                    ctypes.c_int32(reps(size))]  # fmt: skip
-            count = iterations(size)
+                    ctypes.c_int32(per_launch)]  # fmt: skip
             launch = functools.partial(kernel.launch, geo.blocks, geo.threads, args, stream=stream)
-            put_s = timed(launch, count) / reps(size)
-            rows.append({"scope": scope, "size": size, "iterations": count, "reps": reps(size), "put_s": put_s,
+            put_s = timed(launch, count) / per_launch
+            rows.append({"scope": scope, "size": size, "iterations": count, "reps": per_launch, "put_s": put_s,
                          **geo.__dict__})  # fmt: skip
     for size in sizes:
         a, b = copy_src[:size], copy_dst[:size]

@@ -21,13 +21,15 @@ from mori.shmem.bench import DEFAULT_SCOPES, _sizes
 from mori.shmem.bench_remote import _remote_iterations, _socket_copy
 
 STREAMS = 2
+# The GPU benchmark moves 16 GiB per size, minutes over a socket; this bounds each size to
+# about a second at loopback rates.
+BYTES_PER_SIZE = 256 << 20
 
 
 def main_device_proxy(args: argparse.Namespace) -> int:
     from mori.shmem import bench_gpu
-    from mori.shmem.testing import run_pes
-
     from mori.shmem.device import shmem_cuda_available
+    from mori.shmem.testing import run_pes
 
     if args.pes != 2:
         raise SystemExit("--device-proxy measures 2 PEs; leave --pes at 2")
@@ -38,7 +40,7 @@ def main_device_proxy(args: argparse.Namespace) -> int:
     # requests, which measures the ring rather than the transfer.
     scope_text = "block" if args.scopes == DEFAULT_SCOPES else args.scopes
     scopes = [s.strip() for s in scope_text.split(",") if s.strip()]
-    pingpongs = args.pingpongs or 2000
+    pingpongs = args.pingpongs or 500
     conduit = "tcp" if args.conduit == "auto" else args.conduit
     env = {
         "MORI_SHMEM_BACKEND": "cuda",
@@ -48,7 +50,7 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         "MORI_SHMEM_REMOTE_CONDUIT": conduit,
         "MORI_SHMEM_REMOTE_STREAMS": str(STREAMS),
     }
-    per_pe = run_pes(bench_gpu.pe_program, 2, sizes, scopes, pingpongs, timeout=args.timeout, env=env)
+    per_pe = run_pes(bench_gpu.pe_program, 2, sizes, scopes, pingpongs, BYTES_PER_SIZE, timeout=args.timeout, env=env)
     ceiling = _socket_copy(sizes, STREAMS, pingpongs, args.repeats)
     socket_gbps = {
         size: size * _remote_iterations(size) / seconds / 1e9
