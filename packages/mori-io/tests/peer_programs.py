@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from multiprocessing.connection import Connection
+from typing import Any
 
 import numpy as np
 
@@ -14,13 +15,20 @@ def serve_target(conn: Connection, nbytes: int, seed: int) -> None:
     ("desc",) -> (engine desc bytes, memory desc bytes); ("digest", off, n) -> sha256 hex;
     ("bytes", off, n) -> bytes; ("register", desc bytes); ("pop", key, uid) -> code or None;
     ("exit",)."""
-    from mori.io import BackendType, EngineDesc, IOEngine, IOEngineConfig, MemoryLocationType
+    from mori.io import BackendType, IOEngine, IOEngineConfig, MemoryLocationType
 
     buf = np.random.default_rng(seed).integers(0, 256, size=nbytes, dtype=np.uint8)
     engine = IOEngine("target", IOEngineConfig())
     engine.create_backend(BackendType.TCP)
     mem = engine.register_memory(buf.ctypes.data, buf.nbytes, -1, MemoryLocationType.CPU)
     conn.send((engine.get_engine_desc().pack(), mem.pack()))
+    answer_commands(conn, engine, buf)
+
+
+def answer_commands(conn: Connection, engine: Any, buf: np.ndarray) -> None:
+    """The target side of the commands above, for an engine owning buf; returns after ("exit",)."""
+    from mori.io import EngineDesc
+
     while True:
         cmd = conn.recv()
         if cmd[0] == "digest":

@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
+from peer_programs import answer_commands
 
 
 def ucx_unavailable() -> str:
@@ -44,7 +44,7 @@ def serve_rdma_target(conn: Connection, nbytes: int, seed: int, tls: str | None,
         os.environ.pop("UCX_TLS", None)
     else:
         os.environ["UCX_TLS"] = tls
-    from mori.io import BackendType, EngineDesc, IOEngine, IOEngineConfig, MemoryLocationType
+    from mori.io import BackendType, IOEngine, IOEngineConfig, MemoryLocationType
 
     buf = np.random.default_rng(seed).integers(0, 256, size=nbytes, dtype=np.uint8)
     engine = IOEngine("target", IOEngineConfig())
@@ -53,19 +53,4 @@ def serve_rdma_target(conn: Connection, nbytes: int, seed: int, tls: str | None,
         engine.create_backend(BackendType.TCP)
     mem = engine.register_memory(buf.ctypes.data, buf.nbytes, -1, MemoryLocationType.CPU)
     conn.send((engine.get_engine_desc().pack(), mem.pack(), os.getpid()))
-    while True:
-        cmd = conn.recv()
-        if cmd[0] == "digest":
-            conn.send(hashlib.sha256(buf[cmd[1] : cmd[1] + cmd[2]].tobytes()).hexdigest())
-        elif cmd[0] == "bytes":
-            conn.send(buf[cmd[1] : cmd[1] + cmd[2]].tobytes())
-        elif cmd[0] == "register":
-            engine.register_remote_engine(EngineDesc.unpack(cmd[1]))
-            conn.send(True)
-        elif cmd[0] == "pop":
-            status = engine.pop_inbound_transfer_status(cmd[1], cmd[2])
-            conn.send(None if status is None else int(status.Code()))
-        elif cmd[0] == "exit":
-            engine.shutdown()
-            conn.send(True)
-            return
+    answer_commands(conn, engine, buf)
