@@ -8,6 +8,8 @@ level so multiprocessing's spawn can import them).
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,3 +95,21 @@ def register(engine, array: np.ndarray):
 
 def random_bytes(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size=n, dtype=np.uint8)
+
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def compile_declaration_check(source: str, include: Path, *flags: str) -> None:
+    """Compiles tests/native/<source> (never run) against the real headers in `include` and this
+    package's src/: its static_asserts compare the hand-written declarations the library builds
+    with (it opens those libraries with dlopen) with the originals."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    result = subprocess.run(
+        [compiler, "-std=c++17", "-fsyntax-only", *flags, f"-I{include}", f"-I{PACKAGE_ROOT / 'src'}",
+         str(PACKAGE_ROOT / "tests" / "native" / source)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr

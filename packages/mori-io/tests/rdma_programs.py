@@ -52,5 +52,5 @@ def serve_rdma_target(conn: Connection, nbytes: int, seed: int, tls: str | None,
     if with_tcp:
         engine.create_backend(BackendType.TCP)
     mem = engine.register_memory(buf.ctypes.data, buf.nbytes, -1, MemoryLocationType.CPU)
-    conn.send((engine.get_engine_desc().pack(), mem.pack(), os.getpid()))
+    conn.send((engine.get_engine_desc().pack(), mem.pack()))
     answer_commands(conn, engine, buf)

@@ -5,7 +5,6 @@ transfers checked by digest, and a peer that dies or stalls mid-batch gives Fail
 from __future__ import annotations
 
 import hashlib
-import multiprocessing as mp
 import os
 import signal
 import time
@@ -15,7 +14,7 @@ import peer_programs
 import pytest
 from conftest import new_engine, random_bytes, register
 
-from mori.io import EngineDesc, IOEngine, MemoryDesc, StatusCode
+from mori.io import IOEngine, StatusCode
 
 MiB = 1 << 20
 TARGET_BYTES = 32 * MiB
@@ -23,29 +22,12 @@ TARGET_BYTES = 32 * MiB
 pytestmark = pytest.mark.timeout(60)
 
 
-class Target:
+class Target(peer_programs.TargetProcess):
     """A spawned process running peer_programs.serve_target."""
 
     def __init__(self, seed: int = 40) -> None:
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
         self.seed = seed
-        self.proc = ctx.Process(target=peer_programs.serve_target, args=(child, TARGET_BYTES, seed), daemon=True)
-        self.proc.start()
-        if not self.conn.poll(60):
-            raise TimeoutError("the target process did not start")
-        engine_desc, mem_desc = self.conn.recv()
-        self.desc, self.mem = EngineDesc.unpack(engine_desc), MemoryDesc.unpack(mem_desc)
-
-    def ask(self, *cmd):
-        self.conn.send(cmd)
-        assert self.conn.poll(30), f"the target did not answer {cmd[0]}"
-        return self.conn.recv()
-
-    def close(self) -> None:
-        if self.proc.is_alive():
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.join(10)
+        super().__init__(peer_programs.serve_target, TARGET_BYTES, seed)
 
 
 @pytest.fixture

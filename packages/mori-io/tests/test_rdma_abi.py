@@ -5,13 +5,10 @@ opens libucp with dlopen); check those declarations against the ucp.h shipped in
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-
-PACKAGE = Path(__file__).resolve().parent.parent
+from conftest import compile_declaration_check
 
 
 def _ucx_include() -> Path | None:
@@ -27,12 +24,4 @@ def test_ucp_declarations_match_ucp_h():
     include = _ucx_include()
     if include is None:
         pytest.skip("the libucx wheel (pip install libucx-cu12) and its ucp.h are not installed")
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    result = subprocess.run(
-        [compiler, "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", f"-I{include}",
-         f"-I{PACKAGE / 'src'}", str(PACKAGE / "tests" / "native" / "check_ucx_abi.cpp")],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    compile_declaration_check("check_ucx_abi.cpp", include, "-Wall", "-Wextra", "-Werror")

@@ -6,7 +6,6 @@ mid-transfer gives a Failed status (ERR_RDMA_OP) in time, never a hang."""
 from __future__ import annotations
 
 import hashlib
-import multiprocessing as mp
 import os
 import signal
 import time
@@ -15,9 +14,10 @@ import numpy as np
 import pytest
 import rdma_programs
 from conftest import random_bytes, register
+from peer_programs import TargetProcess
 from rdma_programs import rdma_engine, ucx_unavailable
 
-from mori.io import EngineDesc, MemoryDesc, StatusCode
+from mori.io import StatusCode
 
 MiB = 1 << 20
 TARGET_BYTES = 32 * MiB
@@ -29,30 +29,12 @@ if _WHY:
     pytest.skip(f"UCX cannot be loaded here: {_WHY}", allow_module_level=True)
 
 
-class Target:
+class Target(TargetProcess):
     """A spawned process running rdma_programs.serve_rdma_target."""
 
     def __init__(self, tls: str | None, with_tcp: bool = False, seed: int = 50) -> None:
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
         self.seed = seed
-        args = (child, TARGET_BYTES, seed, tls, with_tcp)
-        self.proc = ctx.Process(target=rdma_programs.serve_rdma_target, args=args, daemon=True)
-        self.proc.start()
-        if not self.conn.poll(60):
-            raise TimeoutError("the target process did not start")
-        engine_desc, mem_desc, self.pid = self.conn.recv()
-        self.desc, self.mem = EngineDesc.unpack(engine_desc), MemoryDesc.unpack(mem_desc)
-
-    def ask(self, *cmd):
-        self.conn.send(cmd)
-        assert self.conn.poll(30), f"the target did not answer {cmd[0]}"
-        return self.conn.recv()
-
-    def close(self) -> None:
-        if self.proc.is_alive():
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.join(10)
+        super().__init__(rdma_programs.serve_rdma_target, TARGET_BYTES, seed, tls, with_tcp)
 
 
 @pytest.fixture(params=[None, "tcp"], ids=["ucx-default", "ucx-tcp"])
@@ -106,13 +88,13 @@ def test_peer_killed_mid_transfer_fails_within_the_timeout(target):
         a.register_remote_engine(target.desc)
         src = random_bytes(TARGET_BYTES, 52)
         session = a.create_session(register(a, src), target.mem)  # connected while alive
-        os.kill(target.pid, signal.SIGSTOP)  # it can neither take the bytes nor acknowledge them
+        os.kill(target.proc.pid, signal.SIGSTOP)  # it can neither take the bytes nor acknowledge them
         offsets = list(range(0, TARGET_BYTES, 64 * 1024))
         status = session.batch_write(offsets, offsets, [64 * 1024] * len(offsets), 1)
         time.sleep(0.2)
         assert status.InProgress()
         start = time.monotonic()
-        os.kill(target.pid, signal.SIGKILL)
+        os.kill(target.proc.pid, signal.SIGKILL)
         assert status.WaitFor(10000) == StatusCode.ERR_RDMA_OP, status.Message()
         assert time.monotonic() - start < 6
         assert "engine 'target'" in status.Message()
@@ -130,7 +112,7 @@ def test_stalled_peer_fails_after_op_timeout_then_recovers(target):
         src = random_bytes(8 * MiB, 53)
         local = register(a, src)
         a.create_session(local, target.mem)
-        os.kill(target.pid, signal.SIGSTOP)
+        os.kill(target.proc.pid, signal.SIGSTOP)
         try:
             start = time.monotonic()
             status = a.write(local, 0, target.mem, 0, 8 * MiB, 5)
@@ -138,7 +120,7 @@ def test_stalled_peer_fails_after_op_timeout_then_recovers(target):
             assert 0.9 < time.monotonic() - start < 5
             assert "op_timeout_ms=1000" in status.Message()
         finally:
-            os.kill(target.pid, signal.SIGCONT)
+            os.kill(target.proc.pid, signal.SIGCONT)
         # The peer answers again: the next transfer connects anew and lands.
         status = a.write(local, 0, target.mem, 0, 8 * MiB, 6)
         assert status.WaitFor(20000) == StatusCode.SUCCESS, status.Message()

@@ -9,6 +9,8 @@ importing only numpy + mori.shmem so that spawning is cheap).
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,3 +81,21 @@ def gpu_available() -> bool:
     import mori.shmem
 
     return mori.shmem.shmem_cuda_available()
+
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def compile_declaration_check(source: str, include: Path, *flags: str) -> None:
+    """Compiles tests/native/<source> (never run) against the real headers in `include` and this
+    package's src/: its static_asserts compare the hand-written declarations the library builds
+    with (it opens those libraries with dlopen) with the originals."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    result = subprocess.run(
+        [compiler, "-std=c++17", "-fsyntax-only", *flags, f"-I{include}", f"-I{PACKAGE_ROOT / 'src'}",
+         str(PACKAGE_ROOT / "tests" / "native" / source)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr

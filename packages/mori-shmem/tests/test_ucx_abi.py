@@ -4,15 +4,12 @@ libucp with dlopen); check those declarations against the ucp.h of the libucx-cu
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import compile_declaration_check
 
 from mori.shmem.settings import libucx_wheel_dir
-
-PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def test_ucp_declarations_match_ucp_h() -> None:
@@ -21,12 +18,4 @@ def test_ucp_declarations_match_ucp_h() -> None:
         pytest.skip("the libucx wheel (libucx-cu12, a test dependency) is not installed")
     include = Path(lib).parent / "include"
     assert (include / "ucp" / "api" / "ucp.h").is_file(), f"the libucx wheel at {lib} ships no ucp/api/ucp.h"
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    result = subprocess.run(
-        [compiler, "-std=c++17", "-fsyntax-only", f"-I{include}", f"-I{PACKAGE / 'src'}",
-         str(PACKAGE / "tests" / "native" / "check_ucx_abi.cpp")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    compile_declaration_check("check_ucx_abi.cpp", include)
