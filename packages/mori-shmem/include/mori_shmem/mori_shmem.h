@@ -146,6 +146,30 @@ MORI_SHMEM_API int mori_shmem_barrier_all(void);
 MORI_SHMEM_API int mori_shmem_bootstrap_allgather(const void* send, void* recv, size_t bytes_per_pe);
 MORI_SHMEM_API int mori_shmem_bootstrap_broadcast(void* buf, size_t bytes, int root);
 
+/* ---- bootstrap groups ----
+ * A group is a bootstrap network of its own, independent of mori_shmem_init: packages that run
+ * their own communicators (mori-cco) join one per communicator, so a process may hold several,
+ * each used by one thread at a time. uid comes from mori_shmem_get_unique_id; the rendezvous,
+ * the secret check and the timeouts are those of the shmem job's bootstrap. */
+typedef struct mori_shmem_bootstrap_group* mori_shmem_bootstrap_group_t;
+/* COLLECTIVE over the nranks processes joining uid. timeout_s <= 0 uses MORI_BOOTSTRAP_TIMEOUT. */
+MORI_SHMEM_API int mori_shmem_bootstrap_group_create(const mori_shmem_uniqueid_t* uid, int rank, int nranks,
+                                                     double timeout_s, mori_shmem_bootstrap_group_t* out);
+/* Not collective: closes this rank's connections (peers see it as a lost peer). NULL is a no-op. */
+MORI_SHMEM_API int mori_shmem_bootstrap_group_destroy(mori_shmem_bootstrap_group_t group);
+/* COLLECTIVE. recv receives nranks * bytes_per_rank bytes, rank r's block at r * bytes_per_rank. */
+MORI_SHMEM_API int mori_shmem_bootstrap_group_allgather(mori_shmem_bootstrap_group_t group, const void* send,
+                                                        void* recv, size_t bytes_per_rank);
+MORI_SHMEM_API int mori_shmem_bootstrap_group_barrier(mori_shmem_bootstrap_group_t group);
+/* COLLECTIVE, one host only. Sends `count` of this process's file descriptors to every other rank;
+ * received[r * count + i] is rank r's i-th descriptor, new in this process and owned by the
+ * caller (-1 for the caller's own rank). */
+MORI_SHMEM_API int mori_shmem_bootstrap_group_exchange_fds(mori_shmem_bootstrap_group_t group, const int* fds,
+                                                           int count, int* received);
+/* 16 hex digits (+ NUL) unique to the group's uid, for naming per-group resources such as
+ * shared-memory segments; len must be at least 17. */
+MORI_SHMEM_API int mori_shmem_bootstrap_group_tag(mori_shmem_bootstrap_group_t group, char* buf, size_t len);
+
 /* ---- symmetric heap ---- */
 /* COLLECTIVE. size 0 yields *out = NULL. Every allocation is at least 256-byte aligned. */
 MORI_SHMEM_API int mori_shmem_malloc(size_t size, void** out);

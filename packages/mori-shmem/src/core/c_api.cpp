@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The exported C functions: each one runs its body under `guarded`, which turns a C++ exception
 // into a status code and the thread-local message that mori_shmem_last_error() returns.
+#include <cstdio>
 #include <cstring>
+#include <memory>
+#include <vector>
 #include <new>
 #include <string>
 
@@ -12,6 +15,7 @@
 #include "core/state.hpp"
 #include "core/symmetric_alloc.hpp"
 #include "cuda/cuda_driver.hpp"
+#include "cuda/fd_exchange.hpp"
 #include "mori_shmem/mori_shmem.h"
 
 using namespace mori::shmem;
@@ -142,6 +146,91 @@ int mori_shmem_bootstrap_broadcast(void* buf, size_t bytes, int root) {
     check_pe(state, root, "root");
     if (bytes > 0) require_out(buf, "buf");
     state.bootstrap->broadcast(buf, bytes, root, "mori_shmem_bootstrap_broadcast");
+  });
+}
+
+}  // extern "C"
+
+struct mori_shmem_bootstrap_group {
+  std::unique_ptr<Bootstrap> bootstrap;
+};
+
+namespace {
+
+Bootstrap& require_group(mori_shmem_bootstrap_group_t group) {
+  if (group == nullptr || group->bootstrap == nullptr) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "group is NULL or destroyed");
+  }
+  return *group->bootstrap;
+}
+
+}  // namespace
+
+extern "C" {
+
+int mori_shmem_bootstrap_group_create(const mori_shmem_uniqueid_t* uid, int rank, int nranks, double timeout_s,
+                                      mori_shmem_bootstrap_group_t* out) {
+  return guarded([&] {
+    require_out(uid, "uid");
+    require_out(out, "out");
+    *out = nullptr;
+    if (nranks < 1) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "nranks=", nranks, " must be at least 1");
+    if (rank < 0 || rank >= nranks) {
+      throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "rank=", rank, " is outside [0, nranks=", nranks, ")");
+    }
+    const double timeout = timeout_s > 0 ? timeout_s : env::get_seconds("MORI_BOOTSTRAP_TIMEOUT");
+    auto group = std::make_unique<mori_shmem_bootstrap_group>();
+    group->bootstrap = connect_tcp_bootstrap(*uid, rank, nranks, timeout);
+    *out = group.release();
+  });
+}
+
+int mori_shmem_bootstrap_group_destroy(mori_shmem_bootstrap_group_t group) {
+  return guarded([&] { delete group; });
+}
+
+int mori_shmem_bootstrap_group_allgather(mori_shmem_bootstrap_group_t group, const void* send, void* recv,
+                                         size_t bytes_per_rank) {
+  return guarded([&] {
+    Bootstrap& bootstrap = require_group(group);
+    if (bytes_per_rank > 0) {
+      require_out(send, "send");
+      require_out(recv, "recv");
+    }
+    bootstrap.allgather(send, recv, bytes_per_rank, "bootstrap group allgather");
+  });
+}
+
+int mori_shmem_bootstrap_group_barrier(mori_shmem_bootstrap_group_t group) {
+  return guarded([&] { require_group(group).barrier("bootstrap group barrier"); });
+}
+
+int mori_shmem_bootstrap_group_exchange_fds(mori_shmem_bootstrap_group_t group, const int* fds, int count,
+                                            int* received) {
+  return guarded([&] {
+    Bootstrap& bootstrap = require_group(group);
+    if (count < 0) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "count=", count, " must not be negative");
+    if (count > 0) {
+      require_out(fds, "fds");
+      require_out(received, "received");
+    }
+    const std::vector<int> own(fds, fds + count);
+    const auto by_rank =
+        cuda::exchange_fds(bootstrap, own, env::get_seconds("MORI_BOOTSTRAP_TIMEOUT"));
+    for (int r = 0; r < bootstrap.nranks(); ++r) {
+      for (int i = 0; i < count; ++i) {
+        received[static_cast<size_t>(r) * count + i] = r == bootstrap.rank() ? -1 : by_rank[r][i];
+      }
+    }
+  });
+}
+
+int mori_shmem_bootstrap_group_tag(mori_shmem_bootstrap_group_t group, char* buf, size_t len) {
+  return guarded([&] {
+    const Secret& secret = require_group(group).secret();
+    require_out(buf, "buf");
+    if (len < 17) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "len=", len, " is below the 17 bytes of a tag");
+    for (int i = 0; i < 8; ++i) std::snprintf(buf + 2 * i, 3, "%02x", secret[i]);
   });
 }
 

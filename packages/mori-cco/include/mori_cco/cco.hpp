@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+// The C++ host API of mori-cco (libmori_cco.so), shaped as MORI's cco.hpp: every call returns an
+// int status (ccoSuccess = 0) and ccoGetLastError() gives the message of the calling thread's
+// last failure. Calls marked COLLECTIVE are made by every rank of the communicator, in the same
+// order. A communicator may be used from several threads; its calls are serialised internally.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mori_cco/dev_comm.h"
+
+#define MORI_CCO_API __attribute__((visibility("default")))
+
+enum ccoResult : int {
+  ccoSuccess = 0,
+  ccoInvalidArgument = 1,
+  ccoSymmetryError = 2,  // ranks made a collective call with different arguments
+  ccoOutOfMemory = 3,    // the slot or its backing store is exhausted
+  ccoTimeout = 4,        // a peer did not answer within the timeout
+  ccoPeerLost = 5,
+  ccoUnsupported = 6,    // not possible on this backend or machine (the message says why)
+  ccoSystemError = 7,
+  ccoInternalError = 8,
+};
+
+constexpr size_t CCO_UNIQUE_ID_BYTES = 128;
+struct ccoUniqueId {
+  char internal[CCO_UNIQUE_ID_BYTES];
+};
+
+enum ccoBackend : int { ccoBackendAuto = 0, ccoBackendCpu = 1, ccoBackendCuda = 2 };
+
+// What a device communicator reserves in its resource window (MORI's field names). GDA fields are
+// accepted for source compatibility; only the LSA, signal, counter and copy-engine resources are
+// allocated by this release.
+struct ccoDevCommRequirements {
+  uint32_t size;     // sizeof(ccoDevCommRequirements), for forward compatibility
+  uint32_t magic;    // MORI_CCO_DEV_COMM_MAGIC
+  uint32_t version;  // MORI_CCO_DEV_COMM_VERSION
+  int gdaConnectionType;
+  int gdaContextCount;
+  int gdaSignalCount;
+  int gdaCounterCount;
+  int gdaQueueDepth;
+  int gdaTrafficClass;
+  int lsaBarrierCount;
+  int railGdaBarrierCount;
+  int sdmaQueueCount;  // copy-engine queues per LSA peer (0: MORI_CCO_CE_QUEUES)
+  int barrierCount;
+};
+
+#define CCO_DEV_COMM_REQUIREMENTS_INITIALIZER                                                                 \
+  {                                                                                                          \
+    sizeof(ccoDevCommRequirements), MORI_CCO_DEV_COMM_MAGIC, MORI_CCO_DEV_COMM_VERSION,                       \
+        MORI_CCO_GDA_CONNECTION_CROSSNODE, 4, 16, 16, 0, -1, 0, 0, 0, 0                                      \
+  }
+
+typedef struct ccoComm* ccoComm_t;
+typedef mori_cco_dev_comm_t ccoDevComm;
+typedef mori_cco_window_t ccoWindow_t;
+
+extern "C++" {
+MORI_CCO_API const char* ccoGetLastError();
+MORI_CCO_API int ccoGetUniqueId(ccoUniqueId* id);
+// COLLECTIVE. perRankVmmSize: bytes of each rank's slot (0: MORI_CCO_PER_RANK_VMM); backend:
+// ccoBackendAuto follows MORI_CCO_BACKEND (whose auto picks cuda when a GPU is visible); device: the
+// CUDA ordinal (-1: device 0).
+MORI_CCO_API int ccoCommCreate(const ccoUniqueId& id, int nRanks, int rank, size_t perRankVmmSize, ccoComm_t* comm,
+                               ccoBackend backend = ccoBackendAuto, int device = -1);
+// COLLECTIVE. Frees every window, dev comm and allocation of comm.
+MORI_CCO_API int ccoCommDestroy(ccoComm_t comm);
+// COLLECTIVE. Symmetric allocation: the same offset in every rank's slot. 256-byte aligned.
+MORI_CCO_API int ccoMemAlloc(ccoComm_t comm, size_t size, void** ptr);
+MORI_CCO_API int ccoMemFree(ccoComm_t comm, void* ptr);
+// COLLECTIVE. Registers [ptr, ptr + size) of an allocation as a window (same offsets everywhere).
+MORI_CCO_API int ccoWindowRegister(ccoComm_t comm, void* ptr, size_t size, ccoWindow_t* window);
+// COLLECTIVE. Allocates size bytes and registers them; *ptr receives the local address.
+MORI_CCO_API int ccoWindowRegister(ccoComm_t comm, size_t size, ccoWindow_t* window, void** ptr);
+MORI_CCO_API int ccoWindowDeregister(ccoComm_t comm, ccoWindow_t window);
+// The address through which this rank reaches rank pe's copy of localPtr (pe in this node).
+MORI_CCO_API int ccoGetPeerPtr(ccoComm_t comm, const void* localPtr, int pe, void** peerPtr);
+// COLLECTIVE. Allocates the resource window that reqs asks for and fills *devComm.
+MORI_CCO_API int ccoDevCommCreate(ccoComm_t comm, const ccoDevCommRequirements* reqs, ccoDevComm* devComm);
+MORI_CCO_API int ccoDevCommDestroy(ccoComm_t comm, const ccoDevComm* devComm);
+// COLLECTIVE. Host barrier over the communicator's bootstrap network.
+MORI_CCO_API int ccoBarrierAll(ccoComm_t comm);
+// Reads (and with clear, resets) the error word of devComm (MORI_CCO_ERR_*); synchronise first.
+MORI_CCO_API int ccoDevCommError(ccoComm_t comm, const ccoDevComm* devComm, int clear, uint32_t* code);
+}

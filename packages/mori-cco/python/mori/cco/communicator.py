@@ -1,0 +1,375 @@
+# SPDX-License-Identifier: MIT
+"""The communicator (MORI's ``mori.cco.Communicator``) and its handles."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mori.cco import _C
+from mori.cco.errors import CcoDeviceError, CcoInvalidArgumentError
+from mori.cco.layout import ERROR_NAMES, GDA_CONNECTION_CROSSNODE, DevComm, Window
+from mori.cco.tensors import tensor_at
+
+logger = logging.getLogger("mori.cco")
+
+UNIQUE_ID_BYTES = 128
+_BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2}
+
+
+class UniqueId:
+    """The 128-byte rendezvous token of one communicator: make it on one rank, hand it to all.
+    Pickles as its bytes (mpi4py bcast, multiprocessing)."""
+
+    def __init__(self, raw: bytes) -> None:
+        if len(raw) != UNIQUE_ID_BYTES:
+            raise CcoInvalidArgumentError(f"unique_id has {len(raw)} bytes, expected {UNIQUE_ID_BYTES}")
+        self._raw = bytes(raw)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> UniqueId:
+        return cls(raw)
+
+    def __bytes__(self) -> bytes:
+        return self._raw
+
+    def __getstate__(self) -> bytes:
+        return self._raw
+
+    def __setstate__(self, state: bytes) -> None:
+        self._raw = state
+
+    def __repr__(self) -> str:
+        return f"UniqueId({self._raw[:8].hex()}...)"
+
+
+def get_unique_id() -> UniqueId:
+    """A fresh unique id (a free port on the bootstrap interface, ``MORI_SOCKET_IFNAME``, and a new
+    job secret); rank 0 listens on that port when it joins."""
+    return UniqueId(_C.get_unique_id())
+
+
+@dataclass(frozen=True)
+class AllocatedMemory:
+    """Symmetric memory: ``ptr`` is this rank's address; every rank's copy is at the same offset."""
+
+    ptr: int
+    size: int
+
+
+@dataclass(frozen=True)
+class RegisteredWindow:
+    """A registered range; ``handle`` (offset and size inside every slot) is what kernels take."""
+
+    handle: Window
+    local_ptr: int
+    size: int
+
+
+@dataclass
+class CCODevCommRequirements:
+    """What a device communicator reserves (MORI's names and defaults). GDA fields other than the
+    signal and counter counts are accepted for compatibility; this release has no GDA transport."""
+
+    gda_connection_type: int = GDA_CONNECTION_CROSSNODE
+    gda_context_count: int = 4
+    gda_signal_count: int = 16
+    gda_counter_count: int = 16
+    gda_queue_depth: int = 0
+    gda_traffic_class: int = -1
+    lsa_barrier_count: int = 0
+    rail_gda_barrier_count: int = 0
+    sdma_queue_count: int = 0
+    barrier_count: int = 0
+
+
+@dataclass(frozen=True)
+class DevCommHandle:
+    """A device communicator. Pass ``struct`` (a ``mori_cco_dev_comm_t``) by value to kernels."""
+
+    raw: bytes
+    rank: int
+    world_size: int
+    lsa_size: int
+    lsa_rank: int
+    flat_base: int
+    per_rank_size: int
+
+    @property
+    def struct(self) -> DevComm:
+        return DevComm.from_buffer_copy(self.raw)
+
+    def resource_address(self, lsa_rank: int, offset: int) -> int:
+        """Address of a word of ``lsa_rank``'s resource window (offset as in dev_comm.h)."""
+        resource_offset = int(self.struct.resource.offset)
+        return self.flat_base + lsa_rank * self.per_rank_size + resource_offset + offset
+
+
+class Communicator:
+    """A communicator over a flat address range (see dev_comm.h): each rank owns a slot of
+    ``per_rank_size`` bytes, mapped by every rank of the node. Create it with :meth:`init`; use it
+    as a context manager or call :meth:`destroy`. Methods may be called from several threads."""
+
+    get_unique_id = staticmethod(get_unique_id)
+
+    def __init__(self, native: Any) -> None:
+        self._native: Any = native
+        self._lock = threading.Lock()
+        self._collectives: Any = None
+        self._allocations: list[AllocatedMemory] = []
+
+    @classmethod
+    def init(
+        cls,
+        nranks: int,
+        rank: int,
+        unique_id: UniqueId | bytes,
+        per_rank_vmm: int = 0,
+        *,
+        backend: str = "auto",
+        device: int | None = None,
+    ) -> Communicator:
+        """COLLECTIVE: joins the communicator of ``unique_id`` as ``rank`` of ``nranks``.
+
+        ``per_rank_vmm``: bytes of each rank's slot (0: ``MORI_CCO_PER_RANK_VMM``, 4 GiB); only
+        what is allocated is backed. ``backend``: "auto" (``MORI_CCO_BACKEND``), "cpu" or "cuda";
+        ``device``: the CUDA device (default: torch's current one)."""
+        if backend not in _BACKENDS:
+            raise CcoInvalidArgumentError(f"backend={backend!r} is not one of {sorted(_BACKENDS)}")
+        for name, value in (("nranks", nranks), ("rank", rank), ("per_rank_vmm", per_rank_vmm)):
+            if not isinstance(value, int) or value < 0:
+                raise CcoInvalidArgumentError(f"{name}={value!r} must be a non-negative int")
+        if not 0 <= rank < nranks:
+            raise CcoInvalidArgumentError(f"rank={rank} is outside [0, nranks={nranks})")
+        if device is None:
+            device = _current_cuda_device() if backend != "cpu" else -1
+        raw = bytes(unique_id)
+        native = _C.Communicator(raw, nranks, rank, per_rank_vmm, _BACKENDS[backend], device)
+        comm = cls(native)
+        logger.debug("rank %d/%d joined a %s communicator", rank, nranks, comm.backend)
+        return comm
+
+    # ---- properties ----
+    @property
+    def is_valid(self) -> bool:
+        return self._native is not None
+
+    def _live(self) -> Any:
+        if self._native is None:
+            raise CcoInvalidArgumentError("the communicator was destroyed")
+        return self._native
+
+    rank = property(lambda self: self._live().rank)
+    nranks = property(lambda self: self._live().nranks)
+    lsa_rank = property(lambda self: self._live().lsa_rank)
+    lsa_size = property(lambda self: self._live().lsa_size)
+    node = property(lambda self: self._live().node)
+    num_nodes = property(lambda self: self._live().num_nodes)
+    backend = property(lambda self: self._live().backend)
+    device = property(lambda self: self._live().device)
+    flat_base = property(lambda self: self._live().flat_base)
+    per_rank_size = property(lambda self: self._live().per_rank_size)
+
+    @property
+    def ptr(self) -> int:
+        """This rank's slot address (MORI's handle of the native communicator)."""
+        return int(self._live().own_slot)
+
+    def __repr__(self) -> str:
+        if self._native is None:
+            return "Communicator(destroyed)"
+        return f"Communicator(rank={self.rank}, nranks={self.nranks}, backend={self.backend!r})"
+
+    # ---- memory and windows ----
+    def alloc_mem(self, size: int, alignment: int = 256) -> AllocatedMemory:
+        """COLLECTIVE: ``size`` bytes at the same offset of every rank's slot."""
+        if size < 0:
+            raise CcoInvalidArgumentError(f"size={size} must not be negative")
+        mem = AllocatedMemory(self._live().alloc(size, alignment), size)
+        self._allocations.append(mem)
+        return mem
+
+    def free_mem(self, mem: AllocatedMemory | int) -> None:
+        """COLLECTIVE: frees an allocation (and the windows registered in it)."""
+        ptr = mem.ptr if isinstance(mem, AllocatedMemory) else int(mem)
+        self._live().free(ptr)
+        self._allocations = [m for m in self._allocations if m.ptr != ptr]
+
+    def register_window(self, ptr: int | None = None, size: int | None = None) -> RegisteredWindow:
+        """COLLECTIVE: registers ``[ptr, ptr + size)`` of an allocation; with ``ptr=None``
+        allocates ``size`` bytes first (MORI's size-only overload)."""
+        if size is None:
+            raise CcoInvalidArgumentError("size is required")
+        if ptr is None:
+            ptr = self.alloc_mem(size).ptr
+        offset, length = self._live().register_window(ptr, size)
+        return RegisteredWindow(Window(offset, length), ptr, length)
+
+    def deregister_window(self, window: RegisteredWindow) -> None:
+        self._live().deregister_window(window.handle.offset, window.handle.size)
+
+    def get_peer_ptr(self, local_ptr: int, pe: int) -> int:
+        """The address through which this rank loads and stores rank ``pe``'s copy of ``local_ptr``."""
+        return int(self._live().peer_ptr(local_ptr, pe))
+
+    def tensor(self, shape: Sequence[int], dtype: Any) -> Any:
+        """COLLECTIVE: a torch tensor over new symmetric memory of this communicator."""
+        import torch
+
+        torch_dtype = getattr(torch, str(dtype).removeprefix("torch."))
+        nbytes = max(1, int(torch.Size(shape).numel()) * torch.empty((), dtype=torch_dtype).element_size())
+        mem = self.alloc_mem(nbytes)
+        return tensor_at(mem.ptr, shape, torch_dtype, self.device)
+
+    def peer_tensor(self, tensor: Any, pe: int) -> Any:
+        """Rank ``pe``'s copy of a tensor made by :meth:`tensor`, as a tensor this rank can use."""
+        return tensor_at(self.get_peer_ptr(tensor.data_ptr(), pe), tensor.shape, tensor.dtype, self.device)
+
+    # ---- device communicators ----
+    def create_dev_comm(self, reqs: CCODevCommRequirements | None = None) -> DevCommHandle:
+        """COLLECTIVE: a device communicator with the resources ``reqs`` asks for."""
+        fields = asdict(reqs or CCODevCommRequirements())
+        raw = self._live().create_dev_comm(fields)
+        dc = DevComm.from_buffer_copy(raw)
+        return DevCommHandle(raw, dc.rank, dc.world_size, dc.lsa_size, dc.lsa_rank, dc.flat_base, dc.per_rank_size)
+
+    def destroy_dev_comm(self, handle: DevCommHandle) -> None:
+        """COLLECTIVE."""
+        self._live().destroy_dev_comm(handle.raw)
+
+    def check_device_error(self, handle: DevCommHandle, *, clear: bool = True) -> None:
+        """Raises CcoDeviceError when a kernel reported an error through ``handle`` (synchronise
+        the kernels first)."""
+        code = self._live().dev_comm_error(handle.raw, clear)
+        if code:
+            raise CcoDeviceError(f"a kernel of rank {self.rank} reported: {ERROR_NAMES.get(code, f'code {code}')}")
+
+    def barrier(self) -> None:
+        """COLLECTIVE: a host barrier over the communicator's bootstrap network."""
+        self._live().barrier()
+
+    # ---- copy engine ----
+    def copy_engine_put(
+        self,
+        handle: DevCommHandle,
+        peer: int,
+        dst: RegisteredWindow,
+        dst_offset: int,
+        src: RegisteredWindow,
+        src_offset: int,
+        nbytes: int,
+        queue: int = 0,
+    ) -> int:
+        """Copies ``nbytes`` of this rank's ``src`` window into LSA rank ``peer``'s ``dst`` window
+        on a copy-engine queue (no compute units on the GPU), then bumps the peer's copy-engine
+        signal for (this rank, queue). Returns the value that signal reaches; the peer waits with
+        :meth:`copy_engine_wait` or the device call ``ce_wait_signal``."""
+        return int(
+            self._live().ce_put(
+                handle.raw,
+                peer,
+                queue,
+                (dst.handle.offset, dst.handle.size),
+                dst_offset,
+                (src.handle.offset, src.handle.size),
+                src_offset,
+                nbytes,
+            )
+        )
+
+    def copy_engine_quiet(self, peer: int = -1, queue: int = -1) -> None:
+        """Waits until this rank's copy-engine puts (to ``peer`` on ``queue``; -1: all) completed."""
+        self._live().ce_quiet(peer, queue)
+
+    def copy_engine_wait(self, handle: DevCommHandle, src_peer: int, queue: int, expected: int) -> None:
+        """Waits until LSA rank ``src_peer``'s puts on ``queue`` reached ``expected``: on the cpu
+        backend the calling thread waits; on cuda torch's current stream does (cuStreamWaitValue64),
+        so later work on it sees the bytes without blocking the host."""
+        dc = handle.struct
+        if not 0 <= src_peer < dc.lsa_size or not 0 <= queue < dc.ce_queue_count:
+            raise CcoInvalidArgumentError(
+                f"(src_peer={src_peer}, queue={queue}) is outside [0, {dc.lsa_size}) x [0, {dc.ce_queue_count})"
+            )
+        offset = dc.ce_signal_offset + 8 * (src_peer * dc.ce_queue_count + queue)
+        address = handle.resource_address(dc.lsa_rank, offset)
+        if self.backend == "cpu":
+            _C.wait_at_least(address, expected, dc.spin_timeout_ns)
+            return
+        import torch
+
+        from mori.shmem.jit import driver
+
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        wait_geq = 0  # CU_STREAM_WAIT_VALUE_GEQ
+        driver.driver().call(
+            "cuStreamWaitValue64_v2",
+            ctypes.c_void_p(stream),
+            ctypes.c_uint64(address),
+            ctypes.c_uint64(expected),
+            ctypes.c_uint(wait_geq),
+        )
+
+    # ---- collectives ----
+    def _engine(self) -> Any:
+        with self._lock:
+            if self._collectives is None:
+                from mori.cco.collectives import CollectiveEngine
+
+                self._collectives = CollectiveEngine(self)
+            return self._collectives
+
+    def all_reduce(
+        self,
+        tensor: Any,
+        op: str = "sum",
+        *,
+        out: Any = None,
+        algorithm: str = "auto",
+        wire_dtype: Any = None,
+    ) -> Any:
+        """COLLECTIVE: ``out`` (default: ``tensor``, in place) = the reduction of every rank's
+        ``tensor``. ``algorithm``: "one_shot" (every rank reads every peer), "two_shot"
+        (reduce-scatter then all-gather) or "auto" (one-shot up to ``MORI_CCO_ONE_SHOT_MAX``).
+        ``wire_dtype="fp8"`` (or torch.float8_e4m3fn) sends e4m3 with a float32 scale per 128
+        elements and sums in float32 (sum only)."""
+        return self._engine().all_reduce(tensor, op, out=out, algorithm=algorithm, wire_dtype=wire_dtype)
+
+    def all_gather(self, output: Any, input: Any) -> Any:
+        """COLLECTIVE: ``output`` (world * input.numel() elements) = every rank's ``input``, in rank order."""
+        return self._engine().all_gather(output, input)
+
+    def all_to_all(self, output: Any, input: Any) -> Any:
+        """COLLECTIVE: chunk j of ``input`` goes to rank j; chunk i of ``output`` comes from rank i."""
+        return self._engine().all_to_all(output, input)
+
+    # ---- lifetime ----
+    def destroy(self) -> None:
+        """COLLECTIVE: frees every allocation, window and dev comm, then leaves the communicator."""
+        if self._native is None:
+            return
+        try:
+            if self._collectives is not None:
+                self._collectives.close()
+        finally:
+            self._collectives = None
+            native, self._native = self._native, None
+            native.barrier()
+            del native  # the last reference: unmaps the slots and leaves the bootstrap group
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+
+def _current_cuda_device() -> int:
+    try:
+        import torch
+    except ImportError:
+        return -1
+    return int(torch.cuda.current_device()) if torch.cuda.is_available() else -1

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: MIT
+#include "core/settings.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "mori_shmem/mori_shmem.h"
+
+namespace mori::cco::settings {
+
+const std::vector<Var>& registry() {
+  static const std::vector<Var> vars = {
+      {"MORI_CCO_BACKEND", "choice", "auto",
+       "Where communicators live: cuda (GPU memory, kernels), cpu (shared memory, host threads), or auto "
+       "(cuda when a GPU is visible).",
+       "auto,cpu,cuda"},
+      {"MORI_CCO_PER_RANK_VMM", "size", "4G",
+       "Bytes of each rank's slot of the flat address range when init() is given 0; only what is allocated is "
+       "backed by memory.",
+       nullptr},
+      {"MORI_CCO_TIMEOUT", "seconds", "60",
+       "Bound of every wait on a peer (barriers, signals, collectives); past it the wait fails instead of hanging.",
+       nullptr},
+      {"MORI_CCO_CE_QUEUES", "int", "2",
+       "Copy-engine queues per LSA peer when a dev comm asks for 0 (MORI's MORI_SDMA_NUM_CHANNELS).", nullptr},
+      {"MORI_CCO_BLOCKS", "int", "0",
+       "Thread blocks of every collective kernel of a communicator (fixed per communicator); 0 picks the "
+       "default of mori.cco.kernels.",
+       nullptr},
+      {"MORI_CCO_ONE_SHOT_MAX", "size", "1M",
+       "all_reduce(algorithm='auto') uses the one-shot algorithm up to this many bytes, two-shot above.", nullptr},
+  };
+  return vars;
+}
+
+namespace {
+
+const Var& lookup(const char* name) {
+  for (const Var& var : registry()) {
+    if (std::string(var.name) == name) return var;
+  }
+  fail(ccoInternalError, name, " is not a registered mori-cco setting");
+}
+
+[[noreturn]] void bad_value(const Var& var, const std::string& value, const char* expected) {
+  fail(ccoInvalidArgument, var.name, "=", value, " is not ", expected);
+}
+
+}  // namespace
+
+std::string effective(const char* name) {
+  const Var& var = lookup(name);
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::string(value) : std::string(var.default_value);
+}
+
+std::string get_choice(const char* name) {
+  const Var& var = lookup(name);
+  std::string value = effective(name);
+  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::stringstream choices(var.choices);
+  for (std::string choice; std::getline(choices, choice, ',');) {
+    if (choice == value) return value;
+  }
+  fail(ccoInvalidArgument, name, "=", value, " is not one of ", var.choices);
+}
+
+uint64_t get_size(const char* name) {
+  const std::string value = effective(name);
+  uint64_t bytes = 0;
+  if (mori_shmem_parse_size(value.c_str(), &bytes) != MORI_SHMEM_SUCCESS) {
+    bad_value(lookup(name), value, "a size (4096, 512M, 4G)");
+  }
+  return bytes;
+}
+
+double get_seconds(const char* name) {
+  const std::string value = effective(name);
+  char* end = nullptr;
+  const double number = std::strtod(value.c_str(), &end);
+  const std::string unit = end == nullptr ? "" : std::string(end);
+  const double scale = unit.empty() || unit == "s" ? 1.0 : unit == "ms" ? 1e-3 : unit == "m" ? 60.0 : -1.0;
+  if (end == value.c_str() || scale < 0 || number < 0) bad_value(lookup(name), value, "a duration (30, 2.5, 500ms, 1m)");
+  return number * scale;
+}
+
+int64_t get_int(const char* name) {
+  const std::string value = effective(name);
+  char* end = nullptr;
+  const long long number = std::strtoll(value.c_str(), &end, 10);
+  if (end == value.c_str() || *end != '\0' || number < 0) bad_value(lookup(name), value, "a non-negative integer");
+  return number;
+}
+
+}  // namespace mori::cco::settings

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+#include "host/collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/error.hpp"
+#include "host/lsa_sync.hpp"
+#include "host/numeric.hpp"
+
+namespace mori::cco::host {
+
+namespace {
+
+constexpr uint64_t kChunk = 4096;  // elements reduced at a time: the accumulator stays in L1
+
+// How a reduction reads and writes one dtype; Acc is the accumulator type (float for the
+// floating types, the type itself for integers, so integer sums are exact).
+template <int Dtype>
+struct Elem;
+template <>
+struct Elem<MORI_CCO_DTYPE_FLOAT32> {
+  using Storage = float;
+  using Acc = float;
+  static Acc load(Storage v) { return v; }
+  static Storage store(Acc v) { return v; }
+};
+template <>
+struct Elem<MORI_CCO_DTYPE_BFLOAT16> {
+  using Storage = uint16_t;
+  using Acc = float;
+  static Acc load(Storage v) { return bf16_to_float(v); }
+  static Storage store(Acc v) { return float_to_bf16(v); }
+};
+template <>
+struct Elem<MORI_CCO_DTYPE_FLOAT16> {
+  using Storage = uint16_t;
+  using Acc = float;
+  static Acc load(Storage v) { return half_to_float(v); }
+  static Storage store(Acc v) { return float_to_half(v); }
+};
+template <>
+struct Elem<MORI_CCO_DTYPE_INT32> {
+  using Storage = int32_t;
+  using Acc = int32_t;
+  static Acc load(Storage v) { return v; }
+  static Storage store(Acc v) { return v; }
+};
+template <>
+struct Elem<MORI_CCO_DTYPE_INT64> {
+  using Storage = int64_t;
+  using Acc = int64_t;
+  static Acc load(Storage v) { return v; }
+  static Storage store(Acc v) { return v; }
+};
+
+template <typename Acc>
+Acc combine(int op, Acc a, Acc b) {
+  switch (op) {
+    case MORI_CCO_OP_MAX:
+      return std::max(a, b);
+    case MORI_CCO_OP_MIN:
+      return std::min(a, b);
+    default:
+      // Integer sums wrap like the GPU's (and torch's): do them in unsigned arithmetic.
+      if constexpr (std::is_integral_v<Acc>) {
+        return static_cast<Acc>(static_cast<std::make_unsigned_t<Acc>>(a) + static_cast<std::make_unsigned_t<Acc>>(b));
+      } else {
+        return a + b;
+      }
+  }
+}
+
+struct Buffers {
+  const mori_cco_collective_args_t& args;
+  uint8_t* of(int lsa_rank) const {
+    return reinterpret_cast<uint8_t*>(args.comm.flat_base + static_cast<uint64_t>(lsa_rank) * args.comm.per_rank_size +
+                                      args.scratch_offset + args.parity * args.scratch_half);
+  }
+};
+
+// Quantises n floats (read through load) into e4m3 codes + one scale per block at dst.
+template <typename Load>
+void quantize_fp8(uint64_t n, Load&& load, uint8_t* dst) {
+  float* scales = reinterpret_cast<float*>(dst + mori_cco_fp8_scales_offset(n));
+  for (uint64_t block = 0; block * MORI_CCO_FP8_BLOCK < n; ++block) {
+    const uint64_t begin = block * MORI_CCO_FP8_BLOCK;
+    const uint64_t end = std::min(n, begin + MORI_CCO_FP8_BLOCK);
+    float amax = 0.0f;
+    for (uint64_t i = begin; i < end; ++i) amax = std::max(amax, std::fabs(load(i)));
+    const float scale = amax > 0.0f ? amax / kFp8Max : 1.0f;
+    scales[block] = scale;
+    for (uint64_t i = begin; i < end; ++i) dst[i] = float_to_fp8(load(i) / scale);
+  }
+}
+
+// Reduces elements [begin, end) of every LSA rank's staged buffer into out (output storage).
+template <int Dtype>
+void reduce_range(const mori_cco_collective_args_t& args, const Buffers& buffers, uint64_t begin, uint64_t end,
+                  typename Elem<Dtype>::Storage* out) {
+  using E = Elem<Dtype>;
+  using Acc = typename E::Acc;
+  const int world = args.comm.lsa_size;
+  std::vector<Acc> acc(kChunk);
+  for (uint64_t chunk = begin; chunk < end; chunk += kChunk) {
+    const uint64_t len = std::min(kChunk, end - chunk);
+    for (int peer = 0; peer < world; ++peer) {
+      const uint8_t* staged = buffers.of(peer);
+      for (uint64_t i = 0; i < len; ++i) {
+        const uint64_t e = chunk + i;
+        Acc value;
+        if (args.wire == MORI_CCO_WIRE_FP8) {
+          const float* scales = reinterpret_cast<const float*>(staged + mori_cco_fp8_scales_offset(args.count));
+          value = static_cast<Acc>(fp8_to_float(staged[e]) * scales[e / MORI_CCO_FP8_BLOCK]);
+        } else {
+          value = E::load(reinterpret_cast<const typename E::Storage*>(staged)[e]);
+        }
+        acc[i] = peer == 0 ? value : combine<Acc>(args.op, acc[i], value);
+      }
+    }
+    for (uint64_t i = 0; i < len; ++i) out[chunk - begin + i] = E::store(acc[i]);
+  }
+}
+
+template <int Dtype>
+void all_reduce(const mori_cco_collective_args_t& args) {
+  using E = Elem<Dtype>;
+  using Storage = typename E::Storage;
+  const Buffers buffers{args};
+  const uint64_t n = args.count;
+  const auto* input = reinterpret_cast<const Storage*>(args.input);
+  auto* output = reinterpret_cast<Storage*>(args.output);
+  uint8_t* own = buffers.of(args.comm.lsa_rank);
+  if (args.wire == MORI_CCO_WIRE_FP8) {
+    quantize_fp8(n, [&](uint64_t i) { return static_cast<float>(E::load(input[i])); }, own);
+  } else {
+    std::memcpy(own, input, n * sizeof(Storage));
+  }
+  lsa_barrier(args.comm, args.barrier_base);
+  if (args.kind == MORI_CCO_ALL_REDUCE_ONE_SHOT) {
+    reduce_range<Dtype>(args, buffers, 0, n, output);
+    return;
+  }
+  const int world = args.comm.lsa_size;
+  const uint64_t slice = mori_cco_slice_len(n, world);
+  const uint64_t reduced = mori_cco_staged_bytes(n, sizeof(Storage), args.wire);
+  const uint64_t mine = std::min(n, slice * args.comm.lsa_rank);
+  reduce_range<Dtype>(args, buffers, mine, std::min(n, mine + slice),
+                      reinterpret_cast<Storage*>(own + reduced) + mine);
+  lsa_barrier(args.comm, args.barrier_base + 1);
+  for (int peer = 0; peer < world; ++peer) {
+    const uint64_t begin = std::min(n, slice * peer);
+    const uint64_t end = std::min(n, begin + slice);
+    std::memcpy(output + begin, reinterpret_cast<const Storage*>(buffers.of(peer) + reduced) + begin,
+                (end - begin) * sizeof(Storage));
+  }
+}
+
+void gather_bytes(const mori_cco_collective_args_t& args) {
+  const Buffers buffers{args};
+  const int world = args.comm.lsa_size;
+  const uint64_t staged = args.kind == MORI_CCO_ALL_TO_ALL ? args.count * world : args.count;
+  std::memcpy(buffers.of(args.comm.lsa_rank), reinterpret_cast<const void*>(args.input), staged);
+  lsa_barrier(args.comm, args.barrier_base);
+  auto* out = reinterpret_cast<uint8_t*>(args.output);
+  for (int peer = 0; peer < world; ++peer) {
+    const uint64_t from = args.kind == MORI_CCO_ALL_TO_ALL ? args.count * args.comm.lsa_rank : 0;
+    std::memcpy(out + args.count * peer, buffers.of(peer) + from, args.count);
+  }
+}
+
+}  // namespace
+
+void run_collective(const mori_cco_collective_args_t& args) {
+  if (args.kind == MORI_CCO_ALL_GATHER || args.kind == MORI_CCO_ALL_TO_ALL) {
+    gather_bytes(args);
+    return;
+  }
+  switch (args.dtype) {
+    case MORI_CCO_DTYPE_FLOAT32:
+      return all_reduce<MORI_CCO_DTYPE_FLOAT32>(args);
+    case MORI_CCO_DTYPE_BFLOAT16:
+      return all_reduce<MORI_CCO_DTYPE_BFLOAT16>(args);
+    case MORI_CCO_DTYPE_FLOAT16:
+      return all_reduce<MORI_CCO_DTYPE_FLOAT16>(args);
+    case MORI_CCO_DTYPE_INT32:
+      return all_reduce<MORI_CCO_DTYPE_INT32>(args);
+    case MORI_CCO_DTYPE_INT64:
+      return all_reduce<MORI_CCO_DTYPE_INT64>(args);
+    default:
+      fail(ccoInvalidArgument, "dtype code ", args.dtype, " is not a reduction type");
+  }
+}
+
+}  // namespace mori::cco::host

@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: MIT
+"""All-reduce (one-shot, two-shot, fp8 wire), all-gather and all-to-all against torch.distributed
+(gloo) on the same inputs, in 2, 4 and 8 processes."""
+
+from __future__ import annotations
+
+import cco_programs
+import pytest
+from conftest import backend_env
+
+from mori.shmem.testing import find_free_port, run_pes
+
+
+@pytest.mark.parametrize("nranks", [2, 4, 8])
+def test_collectives_match_gloo(backend: str, nranks: int) -> None:
+    failures = run_pes(
+        cco_programs.collectives, nranks, backend, find_free_port(), env=backend_env(backend), timeout=280
+    )
+    assert failures == [[]] * nranks, failures
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_gemm_all_reduce_matches_matmul_then_all_reduce(backend: str, nranks: int) -> None:
+    results = run_pes(
+        cco_programs.gemm_all_reduce, nranks, backend, find_free_port(), env=backend_env(backend), timeout=120
+    )
+    for errors in results:
+        for name in ("chunks1", "chunks2", "chunks4"):
+            assert errors[name] < 1e-3, errors
+        # Quantised: not exact, but within e4m3's few-percent envelope.
+        assert 0 < errors["fp8_rel"] < 0.06, errors
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_copy_engine_puts_signal_their_peer(backend: str, nranks: int) -> None:
+    assert run_pes(cco_programs.copy_engine, nranks, backend, env=backend_env(backend), timeout=120) == [True] * nranks
