@@ -57,20 +57,17 @@ struct Elem<MORI_CCO_DTYPE_INT64> {
   static Storage store(Acc v) { return v; }
 };
 
-template <typename Acc>
-Acc combine(int op, Acc a, Acc b) {
-  switch (op) {
-    case MORI_CCO_OP_MAX:
-      return std::max(a, b);
-    case MORI_CCO_OP_MIN:
-      return std::min(a, b);
-    default:
-      // Integer sums wrap like the GPU's (and torch's): do them in unsigned arithmetic.
-      if constexpr (std::is_integral_v<Acc>) {
-        return static_cast<Acc>(static_cast<std::make_unsigned_t<Acc>>(a) + static_cast<std::make_unsigned_t<Acc>>(b));
-      } else {
-        return a + b;
-      }
+template <int Op, typename Acc>
+Acc combine(Acc a, Acc b) {
+  if constexpr (Op == MORI_CCO_OP_MAX) {
+    return std::max(a, b);
+  } else if constexpr (Op == MORI_CCO_OP_MIN) {
+    return std::min(a, b);
+  } else if constexpr (std::is_integral_v<Acc>) {
+    // Integer sums wrap like the GPU's (and torch's): do them in unsigned arithmetic.
+    return static_cast<Acc>(static_cast<std::make_unsigned_t<Acc>>(a) + static_cast<std::make_unsigned_t<Acc>>(b));
+  } else {
+    return a + b;
   }
 }
 
@@ -97,8 +94,9 @@ void quantize_fp8(uint64_t n, Load&& load, uint8_t* dst) {
   }
 }
 
-// Reduces elements [begin, end) of every LSA rank's staged buffer into out (output storage).
-template <int Dtype>
+// Reduces elements [begin, end) of every LSA rank's staged buffer into out (output storage). The
+// op and the wire are template parameters so that the inner loops have no branches and vectorise.
+template <int Dtype, int Op, bool Fp8>
 void reduce_range(const mori_cco_collective_args_t& args, const Buffers& buffers, uint64_t begin, uint64_t end,
                   typename Elem<Dtype>::Storage* out) {
   using E = Elem<Dtype>;
@@ -109,19 +107,42 @@ void reduce_range(const mori_cco_collective_args_t& args, const Buffers& buffers
     const uint64_t len = std::min(kChunk, end - chunk);
     for (int peer = 0; peer < world; ++peer) {
       const uint8_t* staged = buffers.of(peer);
-      for (uint64_t i = 0; i < len; ++i) {
-        const uint64_t e = chunk + i;
-        Acc value;
-        if (args.wire == MORI_CCO_WIRE_FP8) {
+      auto value = [&](uint64_t e) -> Acc {
+        if constexpr (Fp8) {
           const float* scales = reinterpret_cast<const float*>(staged + mori_cco_fp8_scales_offset(args.count));
-          value = static_cast<Acc>(fp8_to_float(staged[e]) * scales[e / MORI_CCO_FP8_BLOCK]);
+          return static_cast<Acc>(fp8_to_float(staged[e]) * scales[e / MORI_CCO_FP8_BLOCK]);
         } else {
-          value = E::load(reinterpret_cast<const typename E::Storage*>(staged)[e]);
+          return E::load(reinterpret_cast<const typename E::Storage*>(staged)[e]);
         }
-        acc[i] = peer == 0 ? value : combine<Acc>(args.op, acc[i], value);
+      };
+      if (peer == 0) {
+        for (uint64_t i = 0; i < len; ++i) acc[i] = value(chunk + i);
+      } else {
+        for (uint64_t i = 0; i < len; ++i) acc[i] = combine<Op, Acc>(acc[i], value(chunk + i));
       }
     }
     for (uint64_t i = 0; i < len; ++i) out[chunk - begin + i] = E::store(acc[i]);
+  }
+}
+
+// reduce_range for the call's op and wire.
+template <int Dtype>
+void reduce(const mori_cco_collective_args_t& args, const Buffers& buffers, uint64_t begin, uint64_t end,
+            typename Elem<Dtype>::Storage* out) {
+  const bool fp8 = args.wire == MORI_CCO_WIRE_FP8;
+  if constexpr (std::is_integral_v<typename Elem<Dtype>::Acc>) {
+    if (fp8) fail(ccoInvalidArgument, "the fp8 wire needs a floating dtype, got dtype code ", Dtype);
+  }
+  switch (args.op) {
+    case MORI_CCO_OP_MAX:
+      return fp8 ? reduce_range<Dtype, MORI_CCO_OP_MAX, true>(args, buffers, begin, end, out)
+                 : reduce_range<Dtype, MORI_CCO_OP_MAX, false>(args, buffers, begin, end, out);
+    case MORI_CCO_OP_MIN:
+      return fp8 ? reduce_range<Dtype, MORI_CCO_OP_MIN, true>(args, buffers, begin, end, out)
+                 : reduce_range<Dtype, MORI_CCO_OP_MIN, false>(args, buffers, begin, end, out);
+    default:
+      return fp8 ? reduce_range<Dtype, MORI_CCO_OP_SUM, true>(args, buffers, begin, end, out)
+                 : reduce_range<Dtype, MORI_CCO_OP_SUM, false>(args, buffers, begin, end, out);
   }
 }
 
@@ -141,15 +162,14 @@ void all_reduce(const mori_cco_collective_args_t& args) {
   }
   lsa_barrier(args.comm, args.barrier_base);
   if (args.kind == MORI_CCO_ALL_REDUCE_ONE_SHOT) {
-    reduce_range<Dtype>(args, buffers, 0, n, output);
+    reduce<Dtype>(args, buffers, 0, n, output);
     return;
   }
   const int world = args.comm.lsa_size;
   const uint64_t slice = mori_cco_slice_len(n, world);
   const uint64_t reduced = mori_cco_staged_bytes(n, sizeof(Storage), args.wire);
   const uint64_t mine = std::min(n, slice * args.comm.lsa_rank);
-  reduce_range<Dtype>(args, buffers, mine, std::min(n, mine + slice),
-                      reinterpret_cast<Storage*>(own + reduced) + mine);
+  reduce<Dtype>(args, buffers, mine, std::min(n, mine + slice), reinterpret_cast<Storage*>(own + reduced) + mine);
   lsa_barrier(args.comm, args.barrier_base + 1);
   for (int peer = 0; peer < world; ++peer) {
     const uint64_t begin = std::min(n, slice * peer);
