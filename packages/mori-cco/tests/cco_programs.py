@@ -275,3 +275,28 @@ def dead_peer(rank: int, nranks: int, uid: bytes, backend: str) -> str:
     except (mori.cco.CcoTimeoutError, mori.cco.CcoDeviceError) as exc:
         return f"{type(exc).__name__}: {exc}"
     return "no error"
+
+
+def graph_replay(rank: int, nranks: int, uid: bytes, backend: str) -> list[float]:
+    """One all-reduce captured in a CUDA graph and replayed: the scratch buffers still alternate
+    (their parity comes from the barrier epoch), so every replay is right."""
+    import torch
+
+    device = _device(backend)
+    with _init(rank, nranks, uid, backend) as comm:
+        x = torch.ones(1 << 16, device=device)
+        for algorithm in ("one_shot", "two_shot"):
+            comm.all_reduce(x, algorithm=algorithm)  # grows the scratch area and loads the kernels
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            comm.all_reduce(x, algorithm="one_shot")
+            comm.all_reduce(x, algorithm="two_shot")
+        seen = []
+        for replay in range(8):
+            x.fill_(float(rank + replay))
+            graph.replay()
+            torch.cuda.synchronize()
+            seen.append(float(x[-1].item()))
+        comm.check_device_error(comm._engine().dev_comm)
+        return seen

@@ -34,3 +34,16 @@ def test_gemm_all_reduce_matches_matmul_then_all_reduce(backend: str, nranks: in
 @pytest.mark.parametrize("nranks", [2, 4])
 def test_copy_engine_puts_signal_their_peer(backend: str, nranks: int) -> None:
     assert run_pes(cco_programs.copy_engine, nranks, backend, env=backend_env(backend), timeout=120) == [True] * nranks
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nranks", [2, 8])
+def test_collectives_replay_in_a_cuda_graph(nranks: int) -> None:
+    from conftest import gpu_available
+
+    if not gpu_available():
+        pytest.skip("CUDA graphs need the cuda backend: no NVIDIA GPU here")
+    results = run_pes(cco_programs.graph_replay, nranks, "cuda", env=backend_env("cuda"), timeout=120)
+    # Two all-reduces per replay: the sum of the ranks' values, times nranks.
+    expect = [float(nranks * sum(r + replay for r in range(nranks))) for replay in range(8)]
+    assert results == [expect] * nranks

@@ -4,15 +4,18 @@
  * (collectives.cu), which follow the same protocol (docs/user-guide/cco.md, "Collectives"):
  *
  *  1. stage:  each rank copies its input (or, with the fp8 wire, quantises it) into its own
- *             scratch buffer `scratch_offset + parity * scratch_half` of the communicator's slot;
+ *             scratch buffer `scratch_offset + parity * scratch_half` of the communicator's slot,
+ *             where parity = (epoch of LSA barrier `barrier_base + b`, before this call) & 1;
  *  2. arrive/wait on LSA barrier `barrier_base + b` (b = block index on the GPU, 0 on the cpu),
  *             so every peer's staged data is visible;
  *  3. read the peers' staged data through the flat VA and produce the output
  *             (two-shot all-reduce: reduce my slice into the second half of my scratch buffer,
  *             barrier again, then gather the reduced slices).
  *
- * There is no closing barrier: calls alternate between two scratch buffers (`parity`), and a rank
- * that passed call k+1's barrier knows every peer finished reading call k's buffer. On the GPU
+ * There is no closing barrier: calls alternate between two scratch buffers, and a rank that passed
+ * call k+1's barrier knows every peer finished reading call k's buffer. The parity comes from the
+ * barrier's epoch, which every call advances by one, rather than from the host, so a CUDA graph
+ * replaying one captured call still alternates. On the GPU
  * block b of every rank handles the same elements in every call (a fixed grid per communicator),
  * which keeps that argument true per block.
  */
@@ -60,7 +63,7 @@ typedef struct {
   int32_t dtype;         /* MORI_CCO_DTYPE_* */
   int32_t op;            /* MORI_CCO_OP_* */
   int32_t wire;          /* MORI_CCO_WIRE_* */
-  uint32_t parity;       /* which scratch buffer this call uses: 0 or 1 */
+  uint32_t reserved;     /* 0 */
   uint32_t barrier_base; /* first LSA barrier of this call's blocks */
 } mori_cco_collective_args_t;
 

@@ -269,7 +269,10 @@ struct Scratch {
 
 __device__ __forceinline__ Scratch MakeScratch(const mori_cco_collective_args_t& a) {
   Scratch s;
-  s.staged = a.comm.flat_base + a.scratch_offset + static_cast<unsigned long long>(a.parity) * a.scratch_half;
+  // Read before this call's first barrier advances the epoch (collective_args.h: why the epoch).
+  const unsigned long long epoch =
+      *reinterpret_cast<volatile unsigned long long*>(mori::cco::device::barrier_epoch_word(a.comm, a.barrier_base + blockIdx.x));
+  s.staged = a.comm.flat_base + a.scratch_offset + (epoch & 1ull) * a.scratch_half;
   s.stride = a.comm.per_rank_size;
   s.scales = mori_cco_fp8_scales_offset(a.count);
   s.reduced = mori_cco_staged_bytes(a.count, kElemSize, kWire);

@@ -72,11 +72,16 @@ Acc combine(Acc a, Acc b) {
 }
 
 struct Buffers {
-  const mori_cco_collective_args_t& args;
+  explicit Buffers(const mori_cco_collective_args_t& call)
+      : args(call),
+        parity(*resource_word(call.comm, call.comm.lsa_rank, call.comm.barrier_epoch_offset + 8ull * call.barrier_base) &
+               1u) {}
   uint8_t* of(int lsa_rank) const {
     return reinterpret_cast<uint8_t*>(args.comm.flat_base + static_cast<uint64_t>(lsa_rank) * args.comm.per_rank_size +
-                                      args.scratch_offset + args.parity * args.scratch_half);
+                                      args.scratch_offset + parity * args.scratch_half);
   }
+  const mori_cco_collective_args_t& args;
+  const uint64_t parity;  // read before the call's barrier advances the epoch
 };
 
 // Quantises n floats (read through load) into e4m3 codes + one scale per block at dst.
@@ -150,7 +155,7 @@ template <int Dtype>
 void all_reduce(const mori_cco_collective_args_t& args) {
   using E = Elem<Dtype>;
   using Storage = typename E::Storage;
-  const Buffers buffers{args};
+  const Buffers buffers(args);
   const uint64_t n = args.count;
   const auto* input = reinterpret_cast<const Storage*>(args.input);
   auto* output = reinterpret_cast<Storage*>(args.output);
@@ -180,7 +185,7 @@ void all_reduce(const mori_cco_collective_args_t& args) {
 }
 
 void gather_bytes(const mori_cco_collective_args_t& args) {
-  const Buffers buffers{args};
+  const Buffers buffers(args);
   const int world = args.comm.lsa_size;
   const uint64_t staged = args.kind == MORI_CCO_ALL_TO_ALL ? args.count * world : args.count;
   std::memcpy(buffers.of(args.comm.lsa_rank), reinterpret_cast<const void*>(args.input), staged);

@@ -69,7 +69,6 @@ class CollectiveEngine:
         self._dev_struct = DevComm.from_buffer_copy(self.dev_comm.raw)
         self._scratch: Any = None
         self._half = 0
-        self._parity = 0
         self.one_shot_max = int(_C.setting_size("MORI_CCO_ONE_SHOT_MAX"))
 
     def close(self) -> None:
@@ -127,10 +126,8 @@ class CollectiveEngine:
             dtype=DTYPE_CODES[dtype],
             op=op,
             wire=wire,
-            parity=self._parity,
             barrier_base=0,
         )
-        self._parity ^= 1
         if self.cuda:
             import torch
 

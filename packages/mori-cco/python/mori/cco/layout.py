@@ -86,6 +86,6 @@ class CollectiveArgs(ctypes.Structure):
         ("dtype", ctypes.c_int32),
         ("op", ctypes.c_int32),
         ("wire", ctypes.c_int32),
-        ("parity", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
         ("barrier_base", ctypes.c_uint32),
     ]
