@@ -27,6 +27,14 @@ def _init(rank: int, nranks: int, uid: bytes, backend: str, per_rank_vmm: int = 
     return mori.cco.Communicator.init(nranks, rank, uid, per_rank_vmm, backend=backend)
 
 
+def _on_stream(stream: Any) -> Any:
+    import contextlib
+
+    import torch
+
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
 def _gloo(rank: int, nranks: int, port: int) -> None:
     import torch.distributed as dist
 
@@ -195,7 +203,10 @@ def two_communicators_two_threads(rank: int, nranks: int, uid: bytes, backend: s
 
     def work(index: int, comm_uid: bytes) -> None:
         try:
-            with _init(rank, nranks, comm_uid, backend) as comm:
+            # Each communicator on its own stream: on one stream the two kernels would queue in
+            # different orders on different ranks and wait for each other forever (as with NCCL).
+            stream = torch.cuda.Stream() if backend == "cuda" else None
+            with _init(rank, nranks, comm_uid, backend) as comm, _on_stream(stream):
                 x = torch.full((1000,), float(rank + 1 + 10 * index), device=device)
                 for _ in range(20):
                     y = comm.all_reduce(x.clone())
@@ -235,19 +246,26 @@ def bad_arguments(rank: int, nranks: int, uid: bytes, backend: str) -> list[str]
     import torch
 
     messages = []
+    device = _device(backend)
+    other = "cpu" if backend == "cuda" else "meta"
+
+    def zeros(n: int, dtype: Any = None, on: str = device) -> Any:
+        return torch.zeros(n, dtype=dtype or torch.float32, device=on)
+
     with _init(rank, nranks, uid, backend) as comm:
         mem = comm.alloc_mem(256)
         checks = [
             lambda: comm.get_peer_ptr(mem.ptr, nranks),
             lambda: comm.register_window(comm.ptr + comm.per_rank_size + 64, 16),
             lambda: comm.register_window(mem.ptr, 10_000),
-            lambda: comm.all_reduce(torch.zeros(4, dtype=torch.uint8)),
-            lambda: comm.all_reduce(torch.zeros(4), op="prod"),
-            lambda: comm.all_reduce(torch.zeros(4, dtype=torch.int32), wire_dtype="fp8"),
-            lambda: comm.all_reduce(torch.zeros(4), algorithm="ring"),
-            lambda: comm.all_gather(torch.zeros(3), torch.zeros(2)),
-            lambda: comm.all_to_all(torch.zeros(nranks * 2 + 1), torch.zeros(nranks * 2 + 1)),
-            lambda: comm.all_reduce(torch.zeros(8)[::2]),
+            lambda: comm.all_reduce(zeros(4, torch.uint8)),
+            lambda: comm.all_reduce(zeros(4), op="prod"),
+            lambda: comm.all_reduce(zeros(4, torch.int32), wire_dtype="fp8"),
+            lambda: comm.all_reduce(zeros(4), algorithm="ring"),
+            lambda: comm.all_gather(zeros(3), zeros(2)),
+            lambda: comm.all_to_all(zeros(nranks * 2 + 1), zeros(nranks * 2 + 1)),
+            lambda: comm.all_reduce(zeros(8)[::2]),
+            lambda: comm.all_reduce(zeros(4, on=other)),
         ]
         for check in checks:
             try:

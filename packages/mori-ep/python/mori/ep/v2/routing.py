@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: MIT
+"""v2's ``EpDispatchRoutingHandle``: MORI's v2 fields and encodings over a v1 routing handle.
+
+The two APIs encode the same layout differently (R = receive rows of the op,
+``effective_max_recv``; M = ``max_num_inp_token_per_rank``; W = world size):
+
+==========================================  ============================  ==========================
+field                                       v1                            v2 (MORI)
+==========================================  ============================  ==========================
+``disp_dest_tok_id_map`` [N, K]             ``pe * R + slot``, -1 unsent  ``pe * R + slot``, W * R
+``disp_tok_id_to_src_tok_id_local`` [R]     ``src_rank * W * M + token``  ``src_rank * M + token``
+==========================================  ============================  ==========================
+
+A v2 handle holds the v2 encodings (the caller may read them, or rebuild a handle from them with
+``from_tensors``); the op turns them back into a v1 handle on each use with elementwise torch
+operations on the device (no host sync, so replay and combine stay graph-capturable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mori.ep.routing import EpDispatchRoutingHandle as V1Handle
+
+
+@dataclass(eq=False)
+class EpDispatchRoutingHandle:
+    """The slot layout of one dispatch; ``combine`` needs it, ``dispatch(routing=h)`` replays it.
+
+    Its tensors are the caller's (on the op's device); the handle stays valid after later
+    dispatches and until its op is closed.
+    """
+
+    #: int32 [N, K]: ``dest_pe * R + slot`` of each pick; ``world_size * R`` = not sent.
+    disp_dest_tok_id_map: Any
+    #: Empty int32: v2 is intra-node only (kept so MORI's 5-tensor unpacking works).
+    inter_node_disp_dest_tok_id_map: Any
+    inter_node_disp_send_map: Any
+    #: int32 [1]: rows this PE received in that dispatch.
+    total_recv_token_num: Any
+    #: int32 [R]: ``src_rank * M + src_token`` of each received row (valid up to the total).
+    disp_tok_id_to_src_tok_id_local: Any = None
+    #: N, the tokens this PE dispatched.
+    cur_rank_num_token: int = 0
+
+    def __post_init__(self) -> None:
+        # Which op made the handle (None: rebuilt with from_tensors); the op rejects others' handles.
+        self.owner: int | None = None
+
+    def tensors(self) -> tuple[Any, Any, Any, Any, Any]:
+        return (
+            self.disp_dest_tok_id_map,
+            self.inter_node_disp_dest_tok_id_map,
+            self.inter_node_disp_send_map,
+            self.total_recv_token_num,
+            self.disp_tok_id_to_src_tok_id_local,
+        )
+
+    @classmethod
+    def from_tensors(cls, tensors: Any, cur_rank_num_token: int = 0) -> EpDispatchRoutingHandle:
+        dest, inter_dest, inter_send, total, src = tensors
+        return cls(dest, inter_dest, inter_send, total, src, cur_rank_num_token)
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """The sizes both encodings depend on."""
+
+    world_size: int
+    max_tokens: int  # M
+    max_recv: int  # R
+
+    def from_v1(self, handle: V1Handle, owner: int) -> EpDispatchRoutingHandle:
+        import torch
+
+        dest, src = handle.disp_dest_tok_id_map, handle.disp_tok_id_to_src_tok_id_local
+        sentinel = self.world_size * self.max_recv
+        stride = self.world_size * self.max_tokens
+        empty = torch.empty(0, dtype=torch.int32, device=dest.device)
+        v2 = EpDispatchRoutingHandle(
+            disp_dest_tok_id_map=torch.where(dest < 0, sentinel, dest).to(torch.int32),
+            inter_node_disp_dest_tok_id_map=empty,
+            inter_node_disp_send_map=empty.clone(),
+            total_recv_token_num=handle.total_recv_token_num,
+            disp_tok_id_to_src_tok_id_local=((src // stride) * self.max_tokens + src % stride).to(torch.int32),
+            cur_rank_num_token=handle.cur_rank_num_token,
+        )
+        v2.owner = owner
+        return v2
+
+    def to_v1(self, handle: EpDispatchRoutingHandle) -> V1Handle:
+        import torch
+
+        dest, src = handle.disp_dest_tok_id_map, handle.disp_tok_id_to_src_tok_id_local
+        sentinel = self.world_size * self.max_recv
+        unsent = (dest < 0) | (dest >= sentinel)
+        v1_dest = torch.where(unsent, -1, dest).to(torch.int32).contiguous()
+        if src is None:
+            v1_src = torch.empty(0, dtype=torch.int32, device=dest.device)
+        else:
+            v1_src = ((src // self.max_tokens) * self.world_size * self.max_tokens + src % self.max_tokens).to(
+                torch.int32
+            )
+        return V1Handle(v1_dest, handle.total_recv_token_num, v1_src, handle.cur_rank_num_token)
