@@ -209,6 +209,11 @@ mori_cco_dev_comm_t Communicator::create_dev_comm(const ccoDevCommRequirements& 
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  // The resource windows of all ranks must have one layout: kernels address peers' words by it.
+  check_symmetric("create_dev_comm (lsa_barrier_count, gda_signal_count)",
+                  static_cast<uint64_t>(reqs.lsaBarrierCount), static_cast<uint64_t>(reqs.gdaSignalCount));
+  check_symmetric("create_dev_comm (gda_counter_count, sdma_queue_count)",
+                  static_cast<uint64_t>(reqs.gdaCounterCount), static_cast<uint64_t>(reqs.sdmaQueueCount));
   mori_cco_dev_comm_t dc{};
   dc.magic = MORI_CCO_DEV_COMM_MAGIC;
   dc.version = MORI_CCO_DEV_COMM_VERSION;

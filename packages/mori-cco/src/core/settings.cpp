@@ -27,8 +27,8 @@ const std::vector<Var>& registry() {
       {"MORI_CCO_CE_QUEUES", "int", "2",
        "Copy-engine queues per LSA peer when a dev comm asks for 0 (MORI's MORI_SDMA_NUM_CHANNELS).", nullptr},
       {"MORI_CCO_BLOCKS", "int", "0",
-       "Thread blocks of every collective kernel of a communicator (fixed per communicator); 0 picks the "
-       "default of mori.cco.kernels.",
+       "Thread blocks of every collective kernel of a communicator (fixed per communicator); 0: the SMs the "
+       "rank may use (its share when ranks share one GPU), between 8 and 64.",
        nullptr},
       {"MORI_CCO_ONE_SHOT_MAX", "size", "1M",
        "all_reduce(algorithm='auto') uses the one-shot algorithm up to this many bytes, two-shot above.", nullptr},

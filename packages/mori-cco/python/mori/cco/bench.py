@@ -139,7 +139,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     group.add_argument("--m", type=int, default=None, help="rows (tokens); default 4096 cuda, 512 cpu")
     group.add_argument("--n", type=int, default=None, help="output features; default 8192 cuda, 1024 cpu")
     group.add_argument("--k", type=int, default=None, help="input features in total; default 8192 cuda, 1024 cpu")
-    group.add_argument("--chunks", type=int, default=None, help="gemm_all_reduce's chunks (default: its own)")
+    group.add_argument(
+        "--chunks", type=int, default=4, help="gemm_all_reduce's chunks (default 4: the pipeline; 1 = sequential)"
+    )
     args = parser.parse_args(argv)
     if args.world < 1:
         parser.error(f"--world={args.world} must be at least 1")

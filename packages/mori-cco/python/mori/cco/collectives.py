@@ -57,7 +57,7 @@ class CollectiveEngine:
         if self.cuda:
             from mori.cco import kernels
 
-            self.blocks = blocks or kernels.DEFAULT_BLOCKS
+            self.blocks = blocks or kernels.default_blocks(comm.device, self.world)
             self.threads = kernels.THREADS
             self._kernels = kernels.CudaCollectives(comm.device, self.world)
         else:

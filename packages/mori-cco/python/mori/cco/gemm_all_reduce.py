@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
 """GEMM + all-reduce for tensor-parallel (row-parallel) linear layers: ``out = sum_r a_r @ b_r``.
 
-The rows of the output are cut into chunks. Each chunk's GEMM writes straight into ``out``, and
-the chunk is all-reduced in place while the next chunk's GEMM runs: on cuda the reductions go
-on a side stream that waits for each chunk's GEMM with an event, so communication hides behind
-compute (a depth-one pipeline: chunk i's reduction overlaps chunk i+1's GEMM). The host never
+With ``chunks > 1`` the rows of the output are cut into chunks. Each chunk's GEMM writes straight
+into ``out``, and the chunk is all-reduced in place while the next chunk's GEMM runs: on cuda the
+reductions go on a side stream that waits for each chunk's GEMM with an event (a depth-one
+pipeline: chunk i's reduction overlaps chunk i+1's GEMM). That pays where the all-reduce does not
+compete with the GEMM for the same SMs; see ``default_chunks``. The host never
 synchronises, so the call can be captured in a CUDA graph once the scratch area has its size.
 ``wire_dtype="fp8"`` halves (bf16) or quarters (fp32) the bytes each rank reads from its peers,
 at the numerical cost docs/benchmarks/cco.md measures.
@@ -28,9 +29,20 @@ def _side_stream(device: int) -> Any:
     return stream
 
 
-def default_chunks(rows: int) -> int:
-    """4 chunks when every chunk keeps at least 128 rows (a GEMM tile), fewer below that."""
-    return max(1, min(4, rows // 128))
+def default_chunks(rows: int, *, shared_gpu: bool = False) -> int:
+    """1 when the ranks share one GPU (or run on the cpu backend): there the all-reduce competes
+    with the GEMM for the same SMs and the pipeline only adds smaller GEMMs (measured on the H200,
+    docs/benchmarks/cco.md). Otherwise 4 chunks when every chunk keeps at least 128 rows (a GEMM
+    tile), fewer below that."""
+    return 1 if shared_gpu else max(1, min(4, rows // 128))
+
+
+def _shares_gpu(comm: Any) -> bool:
+    if comm.backend != "cuda":
+        return True
+    import torch
+
+    return bool(comm.nranks > 1 and torch.cuda.device_count() == 1)
 
 
 def gemm_all_reduce(
@@ -45,7 +57,8 @@ def gemm_all_reduce(
 ) -> Any:
     """COLLECTIVE: ``out [M, N]`` = the sum over ranks of ``a [M, K] @ b [K, N]`` (each rank's
     shard of K). ``chunks``: pieces of M pipelined against each other (default: :func:`default_chunks`;
-    1 = GEMM then all-reduce). ``wire_dtype`` and ``algorithm`` are those of ``Communicator.all_reduce``."""
+    1 = GEMM then all-reduce on the caller's stream). ``wire_dtype`` and ``algorithm`` are those of
+    ``Communicator.all_reduce``."""
     import torch
 
     for name, t in (("a", a), ("b", b)):
@@ -64,7 +77,7 @@ def gemm_all_reduce(
         raise CcoInvalidArgumentError(
             f"out must be a contiguous {a.dtype} tensor of shape ({rows}, {cols}), got {out.dtype} {tuple(out.shape)}"
         )
-    chunks = default_chunks(rows) if chunks is None else chunks
+    chunks = default_chunks(rows, shared_gpu=_shares_gpu(comm)) if chunks is None else chunks
     if not 1 <= chunks <= max(1, rows):
         raise CcoInvalidArgumentError(f"chunks={chunks} is outside [1, M={rows}]")
     step = -(-rows // chunks)

@@ -21,14 +21,26 @@ from mori.shmem import jit
 SOURCE_DIR = Path(__file__).resolve().parent / "device_src"
 KERNEL = "mori_cco_collective"
 
-#: Blocks of every collective launch. Block b of a rank synchronises only with block b of its peers
-#: (LSA barrier ``barrier_base + b``) and handles the same elements in every call, so the grid must be
-#: the same on every rank and in every call of a communicator. 16 blocks keep the per-call barrier
-#: cost (each block stores to and spins on every peer) small, keep the grids of 8 ranks sharing one
-#: GPU under MPS resident together (8 x 16 blocks of 512 threads fit an H200's 132 SMs), and still
-#: put 8192 threads x up to 8 peers x 16 bytes of loads in flight: enough for NVLink at the message
-#: sizes where a one- or two-shot all-reduce beats a ring.
-DEFAULT_BLOCKS = 16
+#: Bounds of the default number of blocks of every collective launch. Block b of a rank
+#: synchronises only with block b of its peers (LSA barrier ``barrier_base + b``) and handles the
+#: same elements in every call, so the grid must be the same on every rank and in every call of a
+#: communicator (the dev comm's creation checks that the ranks agree).
+MIN_BLOCKS = 8
+MAX_BLOCKS = 64
+
+
+def default_blocks(device: int, world: int) -> int:
+    """The SMs this rank may use, within [MIN_BLOCKS, MAX_BLOCKS] and a multiple of 8: all of
+    them when it has the GPU to itself, its share when the team shares one GPU under MPS (every
+    rank sees one device). Measured on the H200 with 2 ranks sharing it: 16 blocks reach 197 GB/s
+    at 64 MiB, 64 blocks 387 GB/s (docs/benchmarks/cco.md)."""
+    import torch
+
+    sms = int(torch.cuda.get_device_properties(device).multi_processor_count)
+    sharing = world if torch.cuda.device_count() == 1 else 1
+    return max(MIN_BLOCKS, min(MAX_BLOCKS, sms // sharing // 8 * 8))
+
+
 #: Threads per block: the kernel's __launch_bounds__ (128 registers a thread, which the 8-peer
 #: reduction needs without spilling) and 16 warps to quantise 16 fp8 blocks at a time. Smaller
 #: blocks (whole warps) work too.
