@@ -40,9 +40,9 @@ def default_chunks(rows: int, *, shared_gpu: bool = False) -> int:
 def _shares_gpu(comm: Any) -> bool:
     if comm.backend != "cuda":
         return True
-    import torch
+    from mori.cco.kernels import shares_one_gpu
 
-    return bool(comm.nranks > 1 and torch.cuda.device_count() == 1)
+    return shares_one_gpu(comm.nranks)
 
 
 def gemm_all_reduce(

@@ -37,8 +37,15 @@ def default_blocks(device: int, world: int) -> int:
     import torch
 
     sms = int(torch.cuda.get_device_properties(device).multi_processor_count)
-    sharing = world if torch.cuda.device_count() == 1 else 1
+    sharing = world if shares_one_gpu(world) else 1
     return max(MIN_BLOCKS, min(MAX_BLOCKS, sms // sharing // 8 * 8))
+
+
+def shares_one_gpu(world: int) -> bool:
+    """Whether the team's ranks share this process's one visible GPU (several ranks under MPS)."""
+    import torch
+
+    return bool(world > 1 and torch.cuda.device_count() == 1)
 
 
 #: Threads per block: the kernel's __launch_bounds__ (128 registers a thread, which the 8-peer
