@@ -65,6 +65,15 @@ REGISTRY: tuple[Setting, ...] = (
         56,
         "Scale blocks per row of the fp8_blockwise combine format (56 blocks of 128 at hidden 7168).",
     ),
+    Setting(
+        "MORI_V2_KERNEL_BACKEND",
+        str,
+        "",
+        "Kernel backend of EP v2 ops whose config leaves kernel_backend=None. This build has one, 'v1' "
+        "(mori.ep's kernels, on the cpu or cuda backend of mori.shmem); MORI's 'flydsl' and 'hip' "
+        "raise EpUnsupportedError when an op is created. MORI's other v2 variables steer its AMD "
+        "kernel builds and are not read.",
+    ),
 )
 
 _BY_NAME = {entry.name: entry for entry in REGISTRY}

@@ -17,7 +17,7 @@ from mori.ep import inputs
 from mori.ep.config import MAX_EXPERTS_PER_TOKEN
 from mori.ep.config import EpDispatchCombineConfig as V1Config
 from mori.ep.errors import EpConfigError
-from mori.ep.v2.settings import kernel_backend_from_env
+from mori.ep.settings import setting
 
 #: MORI's v2 is intranode only, up to 64 PEs.
 MAX_WORLD_SIZE = 64
@@ -241,7 +241,7 @@ class EpDispatchCombineConfig:
     @property
     def resolved_kernel_backend(self) -> str:
         """``kernel_backend``, else ``MORI_V2_KERNEL_BACKEND``, else "v1"."""
-        return self.kernel_backend or kernel_backend_from_env() or NATIVE_BACKEND
+        return self.kernel_backend or str(setting("MORI_V2_KERNEL_BACKEND")).strip().lower() or NATIVE_BACKEND
 
     @classmethod
     def tuned(cls, **kwargs: Any) -> EpDispatchCombineConfig:
