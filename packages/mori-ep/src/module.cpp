@@ -44,6 +44,8 @@ std::map<std::string, long long> Constants() {
       {"CTRL_BYTES", MORI_EP_CTRL_BYTES},
       {"CTRL_ERROR", MORI_EP_CTRL_ERROR},
       {"CTRL_TOTAL_RECV", MORI_EP_CTRL_TOTAL_RECV},
+      {"CTRL_NET_HOP_SIGNAL", MORI_EP_CTRL_NET_HOP_SIGNAL},
+      {"CTRL_NET_REPLY_SIGNAL", MORI_EP_CTRL_NET_REPLY_SIGNAL},
       {"MAX_WORLD_SIZE", MORI_EP_MAX_WORLD_SIZE},
       {"MAX_TOPK", MORI_EP_MAX_TOPK},
   };
@@ -60,6 +62,20 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "combine", [](uintptr_t args, int dtype, int quant) { mori::ep::cpu::Combine(ArgsAt(args), dtype, quant); },
       pybind11::call_guard<pybind11::gil_scoped_release>(), "Combine on the cpu backend; args = address of a mori_ep_args_t.");
+  pybind11::register_exception<mori::ep::cpu::PeerFailure>(m, "PeerFailure", PyExc_RuntimeError);
+  m.def(
+      "net_dispatch_send", [](uintptr_t args) { mori::ep::cpu::NetDispatchSend(ArgsAt(args)); },
+      pybind11::call_guard<pybind11::gil_scoped_release>(), "Inter-node dispatch, send half (pack, send).");
+  m.def(
+      "net_dispatch_recv", [](uintptr_t args) { mori::ep::cpu::NetDispatchRecv(ArgsAt(args)); },
+      pybind11::call_guard<pybind11::gil_scoped_release>(), "Inter-node dispatch, receive half (forward).");
+  m.def(
+      "net_combine_send",
+      [](uintptr_t args, int dtype, int quant) { mori::ep::cpu::NetCombineSend(ArgsAt(args), dtype, quant); },
+      pybind11::call_guard<pybind11::gil_scoped_release>(), "Inter-node combine, send half (stage, reduce, send).");
+  m.def(
+      "net_combine_recv", [](uintptr_t args, int dtype) { mori::ep::cpu::NetCombineRecv(ArgsAt(args), dtype); },
+      pybind11::call_guard<pybind11::gil_scoped_release>(), "Inter-node combine, receive half (sum).");
   m.def("constants", &Constants, "The layout constants of ep_args.h.");
   m.def("built_abi_version", &built_abi_version,
         "MORI_SHMEM_ABI_VERSION from <mori_shmem/mori_shmem.h> at the time mori-ep was compiled.");

@@ -105,25 +105,32 @@ def dispatch_combine(
         combine_dtype = getattr(torch, options.get("combine_dtype", "bfloat16"))
         quant = options.get("quant_type", "none")
         zero_copy = options.get("zero_copy", False)
+        kernel_type = options.get("kernel_type", 0)
         op = make_op(
             w,
             rank,
-            kernel_type=options.get("kernel_type", 0),
+            kernel_type=kernel_type,
+            gpu_per_node=options.get("gpu_per_node", 8),
             quant_type=quant,
             use_external_inp_buf=not zero_copy,
             max_total_recv_tokens=options.get("max_total_recv_tokens", 0),
         )
+        split = kernel_type == 4  # AsyncLL: the send and receive halves are separate calls
+        # The rail-proxy types sum a node's rows before the network hop: a second rounding.
+        rounded_twice = kernel_type in (2, 3) and combine_dtype != torch.float32
         totals = []
         for iteration in range(options.get("iterations", 2)):
             x, weights, scales = wl.tokens(w, rank, iteration)
             indices = wl.routing(w, rank, iteration)
-            outputs = op.dispatch(
+            outputs = (op.dispatch_send if split else op.dispatch)(
                 x.to(device),
                 weights.to(device),
                 None if scales is None else scales.to(device),
                 indices.to(device),
                 call_local_expert_count=True,
             )
+            if split:
+                op.dispatch_recv()
             total = check_dispatch(w, rank, iteration, op, outputs)
             out, out_weights, _, out_indices, _ = outputs
             local = out_indices[:total].cpu() - rank * w.experts_per_rank
@@ -132,11 +139,14 @@ def dispatch_combine(
             expert_out = out[:total].to(combine_dtype)
             if zero_copy:
                 op.get_registered_combine_input_buffer(combine_dtype, expert_out.shape[1])[:total].copy_(expert_out)
-            combined, combined_weights = op.combine(expert_out, out_weights[:total].clone(), indices.to(device))
+            combine = op.combine_send if split else op.combine
+            combined, combined_weights = combine(expert_out, out_weights[:total].clone(), indices.to(device))
+            if split:
+                op.combine_recv()
             op.check_error()
             want, want_weights = expected_combine(w, rank, iteration, combine_dtype, quant)
             n = x.shape[0]
-            tolerance = {"none": 0.0, "fp8_direct_cast": 1e-2, "fp8_blockwise": 1e-2}[quant]
+            tolerance = {"none": 1e-2 if rounded_twice else 0.0, "fp8_direct_cast": 1e-2, "fp8_blockwise": 1e-2}[quant]
             torch.testing.assert_close(combined[:n].cpu(), want, rtol=tolerance, atol=tolerance)
             torch.testing.assert_close(combined_weights[:n].cpu(), want_weights, rtol=1e-6, atol=1e-6)
             totals.append(total)
@@ -188,14 +198,16 @@ def call_and_report(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Work
         shmem.shmem_finalize()
 
 
-def stall_one_rank(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> str:
+def stall_one_rank(
+    rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any] | None = None
+) -> str:
     """Rank 1 makes the op and then never dispatches: rank 0's dispatch must fail with a timeout."""
     import time
 
     init_pe(rank, nranks, uid)
     try:
         device = _device(backend)
-        op = make_op(w, rank)
+        op = make_op(w, rank, **(fields or {}))
         if rank == 1:
             time.sleep(8)
             return "stalled"
@@ -289,13 +301,16 @@ def graph_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workloa
         shmem.shmem_finalize()
 
 
-def heap_too_small(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> str:
-    """An op whose buffers exceed the heap: the error says how many bytes it needs."""
+def make_op_error(
+    rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any] | None = None
+) -> str:
+    """The error of creating an op (an op whose buffers exceed the heap, a kernel type the PEs'
+    topology does not allow, ...), or "no error"."""
     init_pe(rank, nranks, uid)
     try:
         _device(backend)
         try:
-            make_op(w, rank)
+            make_op(w, rank, **(fields or {}))
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
         return "no error"
@@ -395,5 +410,44 @@ def standard_moe(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workloa
         torch.testing.assert_close(out[: x.shape[0]].cpu(), want_out, rtol=2e-2, atol=2e-2)
         op.close()
         return count.tolist()
+    finally:
+        shmem.shmem_finalize()
+
+
+def split_misuse(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[str]:
+    """AsyncLL's halves out of order, and routing handles on an inter-node type: each raises
+    before launching anything, and the op still works afterwards."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        op = make_op(w, rank, kernel_type=4, gpu_per_node=1)
+        x, weights, _ = wl.tokens(w, rank)
+        indices = wl.routing(w, rank)
+        x, weights, indices = x.to(device), weights.to(device), indices.to(device)
+        messages = []
+        for call in (
+            op.dispatch_recv,
+            op.combine_recv,
+            lambda: op.dispatch(x, weights, None, indices, return_routing=True),
+        ):
+            try:
+                call()
+                messages.append("no error")
+            except Exception as exc:  # the test inspects the type and message
+                messages.append(f"{type(exc).__name__}: {exc}")
+        outputs = op.dispatch_send(x, weights, None, indices)
+        for call in (
+            lambda: op.dispatch_send(x, weights, None, indices),
+            lambda: op.combine(x, weights, indices),
+        ):
+            try:
+                call()
+                messages.append("no error")
+            except Exception as exc:
+                messages.append(f"{type(exc).__name__}: {exc}")
+        op.dispatch_recv()
+        check_dispatch(w, rank, 0, op, outputs)
+        op.close()
+        return messages
     finally:
         shmem.shmem_finalize()

@@ -114,7 +114,7 @@ def test_receive_overflow_is_reported(backend: str) -> None:
 
 def test_heap_too_small_names_the_bytes_needed(backend: str) -> None:
     big = Workload(world_size=2, max_tokens=65536, hidden=1024, topk=2, experts_per_rank=2, tokens=8)
-    results = run_pes(ep_programs.heap_too_small, 2, backend, big, env={"MORI_SHMEM_BACKEND": backend})
+    results = run_pes(ep_programs.make_op_error, 2, backend, big, env={"MORI_SHMEM_BACKEND": backend})
     for message in results:
         assert message.startswith("HeapExhaustedError"), message
         assert "raise MORI_SHMEM_HEAP_SIZE" in message and "the op needs" in message

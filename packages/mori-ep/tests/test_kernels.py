@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mori.ep.kernels import combine_spec, dispatch_spec, jit_kernels
+from mori.ep.kernels import combine_spec, dispatch_spec, jit_kernels, net_spec
 
 
 def _compiler_or_skip() -> None:
@@ -36,6 +36,9 @@ def test_odd_topk_and_world_sizes_compile(tmp_path, monkeypatch, topk: int) -> N
     for world_size in (1, 3, 16):
         dispatch_spec(world_size, topk, False).compile(arch="sm_90")
         combine_spec(world_size, topk, "float16", 0).compile(arch="sm_90")
+        dispatch_spec(world_size, topk, True, net=True).compile(arch="sm_90")
+        combine_spec(world_size, topk, "bfloat16", 2 if topk == 3 else 0, net=True).compile(arch="sm_90")
+        net_spec(world_size, topk).compile(arch="sm_90")
 
 
 def test_warmup_jit_kernels_builds_one_kernel_type(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -45,7 +48,10 @@ def test_warmup_jit_kernels_builds_one_kernel_type(tmp_path, monkeypatch) -> Non
 
     built = warmup_jit_kernels(5, arch="sm_90")
     assert "ep_dispatch_w8_k8_ll" in built and "ep_dispatch_w8_k8" not in built
-    assert "ep_combine_w8_k8_bfloat16_q0" in built
+    assert "ep_combine_w8_k8_bfloat16_q0" in built and not any("net" in name for name in built)
+    inter = warmup_jit_kernels(2, arch="sm_90")  # InterNodeV1
+    assert {"ep_net_w16_k8", "ep_dispatch_w16_k8_net", "ep_combine_w16_k8_bfloat16_q0_net"} <= set(inter)
+    assert "ep_dispatch_w16_k8_ll_net" not in inter and "ep_dispatch_w8_k8" not in inter
     assert len(list(tmp_path.rglob("*.cubin"))) >= len(built)
 
 

@@ -14,3 +14,5 @@ def test_args_struct_matches_the_header() -> None:
     assert constants["CTRL_BYTES"] == layout.CTRL_BYTES
     assert constants["CTRL_ERROR"] == layout.CTRL_ERROR
     assert constants["CTRL_TOTAL_RECV"] == layout.CTRL_TOTAL_RECV
+    assert constants["CTRL_NET_HOP_SIGNAL"] == layout.CTRL_NET_HOP_SIGNAL
+    assert constants["CTRL_NET_REPLY_SIGNAL"] == layout.CTRL_NET_REPLY_SIGNAL

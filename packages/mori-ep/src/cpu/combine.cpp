@@ -6,6 +6,8 @@
 //      every PE has done so for this call (the per-PE count of completed combines is the epoch);
 //   3. pull: each local token sums, in fp32 and in top-k order, the rows its destinations hold
 //      for it, and the weights likewise.
+// The barrier spans the PEs [local_first, +local_count); the inter-node types (net.cpp) pull their
+// node's rows the same way into replies, then move the replies across nodes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -89,16 +91,22 @@ void Stage(const mori_ep_args_t& a, int dtype, int quant) {
   }
 }
 
-void Barrier(const mori_ep_args_t& a) {
+}  // namespace
+
+void CombineStageAndBarrier(const mori_ep_args_t& a, int dtype, int quant) {
+  Stage(a, dtype, quant);
   const Region local = Local(a);
   const uint64_t epoch = *local.CombineCalls() + 1;
-  for (int pe = 0; pe < a.world_size; ++pe) FetchAdd(Peer(a, pe).Barrier(a.rank), uint64_t{1});
-  for (int pe = 0; pe < a.world_size; ++pe) {
+  const int first = a.local_first, end = a.local_first + a.local_count;
+  for (int pe = first; pe < end; ++pe) FetchAdd(Peer(a, pe).Barrier(a.rank), uint64_t{1});
+  for (int pe = first; pe < end; ++pe) {
     WaitFor(local.Barrier(pe), [epoch](uint64_t v) { return v >= epoch; }, a.spin_timeout_ns,
             "combine: PE " + std::to_string(pe) + " did not reach the combine barrier");
   }
   *local.CombineCalls() = epoch;
 }
+
+namespace {
 
 float Decode(const mori_ep_args_t& a, const Region& peer, int slot, int i, int dtype, int quant) {
   const char* row = peer.At<char>(a.off_comb_tokens) + static_cast<size_t>(slot) * a.wire_row_bytes;
@@ -109,16 +117,17 @@ float Decode(const mori_ep_args_t& a, const Region& peer, int slot, int i, int d
   return v * peer.At<float>(a.off_comb_scales)[static_cast<size_t>(slot) * a.quant_blocks + i / block];
 }
 
-void Pull(const mori_ep_args_t& a, int dtype, int quant) {
-  const Region local = Local(a);
+}  // namespace
+
+void Pull(const mori_ep_args_t& a, int dtype, int quant, const PullTarget& target) {
   const int K = a.topk;
-  const int* dest_map = local.At<int>(a.off_dest_map);
   std::vector<float> acc(a.hidden), weights(K);
-  for (int t = 0; t < a.num_tokens; ++t) {
+  for (int t = 0; t < target.rows; ++t) {
+    if (target.valid && !target.valid(t)) continue;
     std::fill(acc.begin(), acc.end(), 0.0f);
     std::fill(weights.begin(), weights.end(), 0.0f);
     for (int k = 0; k < K; ++k) {
-      const int flat = dest_map[t * K + k];
+      const int flat = target.dest_map[t * K + k];
       if (flat < 0) continue;
       const Region peer = Peer(a, flat / a.max_recv);
       const int slot = flat % a.max_recv;
@@ -128,21 +137,28 @@ void Pull(const mori_ep_args_t& a, int dtype, int quant) {
         for (int j = 0; j < K; ++j) weights[j] += w[j];
       }
     }
-    char* out = local.At<char>(a.off_comb_out) + static_cast<size_t>(t) * a.row_bytes;
+    char* out = target.out + static_cast<size_t>(t) * target.out_stride;
     for (int i = 0; i < a.hidden; ++i) Store(out, i, dtype, acc[i]);
     if (a.flags & MORI_EP_HAS_WEIGHTS) {
-      std::memcpy(local.At<float>(a.off_comb_out_weights) + static_cast<size_t>(t) * K, weights.data(),
-                  K * sizeof(float));
+      std::memcpy(target.weights + static_cast<size_t>(t) * target.weights_stride, weights.data(), K * sizeof(float));
     }
   }
 }
 
-}  // namespace
+float LoadElement(const char* row, int i, int dtype) { return Load(row, i, dtype); }
+void StoreElement(char* row, int i, int dtype, float v) { Store(row, i, dtype, v); }
 
 void Combine(const mori_ep_args_t& a, int dtype, int quant) {
-  Stage(a, dtype, quant);
-  Barrier(a);
-  Pull(a, dtype, quant);
+  CombineStageAndBarrier(a, dtype, quant);
+  const Region local = Local(a);
+  PullTarget target;
+  target.dest_map = local.At<int>(a.off_dest_map);
+  target.rows = a.num_tokens;
+  target.out = local.At<char>(a.off_comb_out);
+  target.out_stride = a.row_bytes;
+  target.weights = local.At<char>(a.off_comb_out_weights);
+  target.weights_stride = static_cast<size_t>(a.topk) * sizeof(float);
+  Pull(a, dtype, quant, target);
 }
 
 }  // namespace mori::ep::cpu

@@ -21,6 +21,10 @@ struct Region {
   int32_t* TotalRecv() const { return At<int32_t>(MORI_EP_CTRL_TOTAL_RECV); }
   uint32_t* Signal(int pe) const { return At<uint32_t>(MORI_EP_CTRL_SIGNALS) + pe; }
   uint64_t* Barrier(int pe) const { return At<uint64_t>(MORI_EP_CTRL_BARRIER) + pe; }
+  uint64_t* NetHopSignal(int node) const { return At<uint64_t>(MORI_EP_CTRL_NET_HOP_SIGNAL) + node; }
+  uint64_t* NetHopAck(int node) const { return At<uint64_t>(MORI_EP_CTRL_NET_HOP_ACK) + node; }
+  uint64_t* NetReplySignal(int node) const { return At<uint64_t>(MORI_EP_CTRL_NET_REPLY_SIGNAL) + node; }
+  uint64_t* NetDispatchCalls() const { return At<uint64_t>(MORI_EP_CTRL_NET_DISPATCH_CALLS); }
 };
 
 inline Region Local(const mori_ep_args_t& a) { return Region{reinterpret_cast<char*>(a.region)}; }

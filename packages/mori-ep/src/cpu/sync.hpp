@@ -17,6 +17,12 @@ class WaitTimeout : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// mori-shmem could not carry a put or signal to a peer (lost connection, bad address).
+class PeerFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 template <typename T>
 inline T LoadAcquire(const T* p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);

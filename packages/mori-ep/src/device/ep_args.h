@@ -11,7 +11,7 @@
 #ifndef MORI_EP_ARGS_H_
 #define MORI_EP_ARGS_H_
 
-#define MORI_EP_ARGS_VERSION 2
+#define MORI_EP_ARGS_VERSION 3
 
 /* Control words, as byte offsets from the start of a region. */
 #define MORI_EP_CTRL_RECV_OFFSET 0      /* u32: next free receive slot; senders reserve runs with atomics */
@@ -23,7 +23,15 @@
 #define MORI_EP_CTRL_SIGNALS 64         /* u32[world]: sender q stores (rows sent to us + 1) at [q] */
 #define MORI_EP_CTRL_SENT 1088          /* u32[world]: rows this PE's current dispatch sent to each PE */
 #define MORI_EP_CTRL_BARRIER 2112       /* u64[world]: combines PE q entered, added by q at [q] */
-#define MORI_EP_CTRL_BYTES 4352
+/* Inter-node kernel types (src/cpu/net.cpp): 64-bit words indexed by routing node. A signal holds
+ * (call number << 32) | rows, so it never needs a reset across the network. */
+#define MORI_EP_CTRL_NET_HOP_SIGNAL 4352   /* u64[nodes]: a batch of dispatch records from node n arrived */
+#define MORI_EP_CTRL_NET_HOP_ACK 5376      /* u64[nodes]: node m's proxy forwarded our batch of call c (= c) */
+#define MORI_EP_CTRL_NET_REPLY_SIGNAL 6400 /* u64[nodes]: node m's combine replies arrived */
+#define MORI_EP_CTRL_NET_SEND_COUNT 7424   /* u32[nodes]: records packed for node m by this call */
+#define MORI_EP_CTRL_NET_DISPATCH_CALLS 7936 /* u64: dispatches of this op (the call number of signals) */
+#define MORI_EP_CTRL_NET_SEND_DONE 8192    /* u32[nodes]: kernel blocks that finished their slice of a batch */
+#define MORI_EP_CTRL_BYTES 8704
 #define MORI_EP_MAX_WORLD_SIZE 128      /* the control arrays above hold this many PEs */
 #define MORI_EP_MAX_TOPK 32             /* one lane of a warp per pick */
 
@@ -40,6 +48,8 @@
 #define MORI_EP_EXTERNAL_INPUT 4        /* combine: copy `input` into the registered buffer first */
 #define MORI_EP_REPLAY 8                /* dispatch: send to the slots already in the dest map (a routing
                                            handle's), reserving nothing */
+#define MORI_EP_FORWARD 16              /* dispatch: the rows are the records of the net hop buffer (an
+                                           inter-node proxy fanning them out to its node's PEs) */
 
 /* Combine wire formats (quant). */
 #define MORI_EP_QUANT_NONE 0
@@ -72,6 +82,12 @@ typedef struct mori_ep_args {
   unsigned long long off_comb_out;     /* [max_tokens, row_bytes] */
   unsigned long long off_comb_out_weights; /* f32 [max_tokens, topk] */
   unsigned long long trace_buf;        /* mori-viz trace buffer of a profiling build; 0 = none */
+  /* Inter-node kernel types only (0 otherwise); [nodes][max_tokens] rows each. */
+  unsigned long long off_net_send;     /* [record_bytes]: this PE's records packed per destination node */
+  unsigned long long off_net_hop;      /* [record_bytes]: records received from each source node */
+  unsigned long long off_net_hop_map;  /* i32 [topk]: the forward's dest map (as off_dest_map) */
+  unsigned long long off_net_reply;    /* [reply_bytes]: reduced combine rows for each source node */
+  unsigned long long off_net_reply_recv; /* [reply_bytes]: reduced combine rows from each node */
   int rank;
   int world_size;
   int max_tokens;        /* max_num_inp_token_per_rank */
@@ -88,6 +104,21 @@ typedef struct mori_ep_args {
   int hidden;            /* elements of one row in this call */
   int quant_blocks;      /* blockwise combine: scale blocks per row */
   int flags;
+  int local_first;       /* the PEs this PE reaches by load/store that node-local steps (reserve, */
+  int local_count;       /* signal, combine barrier and pull) span: [local_first, +local_count) */
+  int group;             /* inter-node: PEs per routing node (a record travels once per node) */
+  int record_bytes;      /* inter-node: stride of a dispatch record (see MORI_EP_RECORD_*) */
+  int reply_bytes;       /* inter-node: stride of a combine reply (row, then topk f32 weights) */
+  int pad_;
 } mori_ep_args_t;
+
+/* A dispatch record: the token row, then at 16-byte aligned offsets its top-k ids, its weights, its
+ * scales and its source position. A combine reply: the row, then (aligned) its summed weights. */
+#define MORI_EP_ALIGN16(x) (((x) + 15) & ~15)
+#define MORI_EP_RECORD_INDICES(a) MORI_EP_ALIGN16((a).row_bytes)
+#define MORI_EP_RECORD_WEIGHTS(a) (MORI_EP_RECORD_INDICES(a) + 4 * (a).topk)
+#define MORI_EP_RECORD_SCALES(a) (MORI_EP_RECORD_WEIGHTS(a) + 4 * (a).topk)
+#define MORI_EP_RECORD_SRC_POS(a) (MORI_EP_RECORD_SCALES(a) + (a).scale_bytes)
+#define MORI_EP_REPLY_WEIGHTS(a) MORI_EP_ALIGN16((a).row_bytes)
 
 #endif /* MORI_EP_ARGS_H_ */

@@ -9,8 +9,12 @@
 //   mori_ep_combine        a warp (or several, splitting the row, for few tokens) per local
 //                          token reads the rows its destinations hold for it, straight from their
 //                          buffers, and sums them in fp32 in top-k order, weights likewise.
+// The barrier spans the PEs [local_first, +local_count). With MORI_EP_NET (an inter-node proxy,
+// src/cpu/net.cpp) mori_ep_combine sums its node's rows for each record it forwarded into a reply
+// (rows = the hop buffer's, dest map = the forward's), and mori_ep_net_sum adds each token's
+// replies.
 // The protocol is src/cpu/combine.cpp's. Compile-time constants: MORI_EP_WORLD, MORI_EP_TOPK,
-// MORI_EP_DTYPE (element type of the rows, MORI_EP_DTYPE_*), MORI_EP_QUANT (wire format).
+// MORI_EP_DTYPE (element type of the rows, MORI_EP_DTYPE_*), MORI_EP_QUANT (wire format), MORI_EP_NET.
 #include "ep_common.cuh"
 #include "ep_slots.h"
 
@@ -25,6 +29,9 @@
 #endif
 #ifndef MORI_EP_QUANT
 #define MORI_EP_QUANT MORI_EP_QUANT_NONE
+#endif
+#ifndef MORI_EP_NET
+#define MORI_EP_NET 0
 #endif
 
 namespace mori::ep {
@@ -188,10 +195,11 @@ extern "C" __global__ void mori_ep_combine_stage(const __grid_constant__ mori_ep
   const unsigned long long* peers = reinterpret_cast<const unsigned long long*>(a.peer_regions);
   unsigned long long* calls = At<unsigned long long>(a.region, MORI_EP_CTRL_COMBINE_CALLS);
   const unsigned long long epoch = *calls + 1;
-  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+  const int end = a.local_first + a.local_count;
+  for (int pe = a.local_first + threadIdx.x; pe < end; pe += blockDim.x) {
     atomicAdd_system(At<unsigned long long>(peers[pe], MORI_EP_CTRL_BARRIER) + a.rank, 1ull);
   }
-  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+  for (int pe = a.local_first + threadIdx.x; pe < end; pe += blockDim.x) {
     WaitFor(a, At<unsigned long long>(a.region, MORI_EP_CTRL_BARRIER) + pe,
             [epoch](unsigned long long v) { return v >= epoch; });
   }
@@ -214,12 +222,17 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
   const int parts = max(1, min(warps / max(a.num_tokens, 1), groups / 32));
   const int per_part = (groups + parts - 1) / parts;
   const bool weighted = (a.flags & MORI_EP_HAS_WEIGHTS) != 0;
-  const int* dest_map = At<int>(a.region, a.off_dest_map);
+  const int* dest_map = At<int>(a.region, MORI_EP_NET ? a.off_net_hop_map : a.off_dest_map);
   MORI_EP_VIZ_INIT(viz, reinterpret_cast<void*>(a.trace_buf));
   MORI_VIZ_BEGIN(viz, MORI_EP_SLOT_COMBINE_ACCUMULATE);
 
   for (int unit = warp; unit < a.num_tokens * parts; unit += warps) {
     const int token = unit / parts, part = unit % parts;
+    if (MORI_EP_NET) {  // a hop row past its node's batch: nothing was forwarded for it
+      const unsigned long long tag =
+          *At<unsigned long long>(a.region, MORI_EP_CTRL_NET_HOP_SIGNAL + 8ull * (token / a.max_tokens));
+      if (static_cast<unsigned>(token % a.max_tokens) >= static_cast<unsigned>(tag)) continue;
+    }
     const int flat = lane < kTopk ? dest_map[token * kTopk + lane] : -1;
     const unsigned sending = __ballot_sync(kFullMask, flat >= 0);
     const int count = __popc(sending);
@@ -244,7 +257,8 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
       weights[d] = At<float>(base, a.off_comb_weights + slot * kTopk * 4);
     }
 
-    char* out = At<char>(a.region, a.off_comb_out + static_cast<unsigned long long>(token) * a.row_bytes);
+    char* out = MORI_EP_NET ? At<char>(a.region, a.off_net_reply + static_cast<unsigned long long>(token) * a.reply_bytes)
+                            : At<char>(a.region, a.off_comb_out + static_cast<unsigned long long>(token) * a.row_bytes);
     const int block_groups = kQuant == MORI_EP_QUANT_FP8_BLOCKWISE ? groups / a.quant_blocks : 1;
     const int end = min(groups, (part + 1) * per_part);
     for (int g = part * per_part + lane; g < end; g += 32) {
@@ -263,8 +277,58 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
       for (int d = 0; d < kTopk; ++d) {
         if (d < count) sum += weights[d][lane];
       }
-      At<float>(a.region, a.off_comb_out_weights)[token * kTopk + lane] = sum;
+      float* out_weights = MORI_EP_NET ? reinterpret_cast<float*>(out + MORI_EP_REPLY_WEIGHTS(a))
+                                       : At<float>(a.region, a.off_comb_out_weights) + token * kTopk;
+      out_weights[lane] = sum;
     }
   }
   MORI_VIZ_END(viz, MORI_EP_SLOT_COMBINE_ACCUMULATE);
 }
+
+#if MORI_EP_NET
+// Each token's output: the sum, in fp32, of the replies of the nodes its picks went to (they have
+// all arrived: mori_ep_net_wait ran first).
+extern "C" __global__ void mori_ep_net_sum(const __grid_constant__ mori_ep_args_t a) {
+  const int lane = threadIdx.x & 31;
+  const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int warps = gridDim.x * (blockDim.x >> 5);
+  const int groups = a.hidden / kGroup;
+  const bool weighted = (a.flags & MORI_EP_HAS_WEIGHTS) != 0;
+  const int* dest_map = At<int>(a.region, a.off_dest_map);
+  for (int token = warp; token < a.num_tokens; token += warps) {
+    const int flat = lane < kTopk ? dest_map[token * kTopk + lane] : -1;
+    const unsigned sending = __ballot_sync(kFullMask, flat >= 0);
+    const int count = __popc(sending);
+    const char* replies[kTopk];
+    unsigned rest = sending;
+#pragma unroll
+    for (int d = 0; d < kTopk; ++d) {
+      const int src_lane = rest ? __ffs(rest) - 1 : 0;
+      rest &= rest - 1;
+      const unsigned long long f = static_cast<unsigned long long>(__shfl_sync(kFullMask, flat, src_lane));
+      replies[d] = At<char>(a.region, a.off_net_reply_recv + f * a.reply_bytes);
+    }
+    char* out = At<char>(a.region, a.off_comb_out + static_cast<unsigned long long>(token) * a.row_bytes);
+    for (int g = lane; g < groups; g += 32) {
+      float acc[kGroup] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int d = 0; d < kTopk; ++d) {
+        if (d >= count) break;
+        float f[kGroup];
+        LoadRow8(replies[d] + static_cast<unsigned long long>(g) * kGroup * kElemBytes, f);
+#pragma unroll
+        for (int i = 0; i < kGroup; ++i) acc[i] += f[i];
+      }
+      StoreRow8(out + static_cast<unsigned long long>(g) * kGroup * kElemBytes, acc);
+    }
+    if (weighted && lane < kTopk) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int d = 0; d < kTopk; ++d) {
+        if (d < count) sum += reinterpret_cast<const float*>(replies[d] + MORI_EP_REPLY_WEIGHTS(a))[lane];
+      }
+      At<float>(a.region, a.off_comb_out_weights)[token * kTopk + lane] = sum;
+    }
+  }
+}
+#endif

@@ -13,9 +13,20 @@
 //             PE's signal, publishes the total and resets the receive state for the next call.
 // With MORI_EP_REPLAY in flags the slots come from the dest map (a routing handle's, copied there by
 // the host) and nothing is reserved: every PE replays the same earlier dispatch.
-// Compile-time constants: MORI_EP_WORLD (PEs), MORI_EP_TOPK (picks per token), MORI_EP_LL.
+// Steps reserve..complete span the PEs [local_first, +local_count) (all of them intra-node).
+// With MORI_EP_NET the kernel is an inter-node proxy's forward (src/cpu/net.cpp): its rows are the
+// records of the hop buffer, each node's batch once it has arrived; picks of PEs outside the range
+// are left to the other nodes; at the end every source is told its batch was taken.
+// Compile-time constants: MORI_EP_WORLD (PEs), MORI_EP_TOPK (picks per token), MORI_EP_LL, MORI_EP_NET.
 #include "ep_common.cuh"
 #include "ep_slots.h"
+
+#ifndef MORI_EP_NET
+#define MORI_EP_NET 0
+#endif
+#if MORI_EP_NET
+#include "mori_shmem/mori_shmem_device.cuh"
+#endif
 
 #ifndef MORI_EP_WORLD
 #error "MORI_EP_WORLD must be defined"
@@ -36,15 +47,49 @@ constexpr int kUnroll = 4;  // 16-byte vectors in flight per lane
 static_assert(kWorld >= 1 && kWorld <= MORI_EP_MAX_WORLD_SIZE, "world size out of range");
 static_assert(kTopk >= 1 && kTopk <= MORI_EP_MAX_TOPK, "top-k out of range");
 
-// This lane's destination PE if it is the first pick of that PE, else -1.
+// The rows of a launch: the caller's tensors, or (MORI_EP_NET) the hop buffer's records.
+__device__ __forceinline__ const char* Record(const mori_ep_args_t& a, int row) {
+  return At<char>(a.region, a.off_net_hop + static_cast<unsigned long long>(row) * a.record_bytes);
+}
+__device__ __forceinline__ bool RowValid(const mori_ep_args_t& a, int row) {
+  if (!MORI_EP_NET) return true;
+  const unsigned long long tag = *At<unsigned long long>(a.region, MORI_EP_CTRL_NET_HOP_SIGNAL + 8ull * (row / a.max_tokens));
+  return static_cast<unsigned>(row % a.max_tokens) < static_cast<unsigned>(tag);
+}
+__device__ __forceinline__ const char* RowToken(const mori_ep_args_t& a, int row) {
+  if (MORI_EP_NET) return Record(a, row);
+  return reinterpret_cast<const char*>(a.input) + static_cast<unsigned long long>(row) * a.row_bytes;
+}
+__device__ __forceinline__ const int* RowIndices(const mori_ep_args_t& a, int row) {
+  if (MORI_EP_NET) return reinterpret_cast<const int*>(Record(a, row) + MORI_EP_RECORD_INDICES(a));
+  return reinterpret_cast<const int*>(a.indices) + static_cast<unsigned long long>(row) * kTopk;
+}
+__device__ __forceinline__ const float* RowWeights(const mori_ep_args_t& a, int row) {
+  if (MORI_EP_NET) return reinterpret_cast<const float*>(Record(a, row) + MORI_EP_RECORD_WEIGHTS(a));
+  return reinterpret_cast<const float*>(a.weights) + static_cast<unsigned long long>(row) * kTopk;
+}
+__device__ __forceinline__ const unsigned* RowScales(const mori_ep_args_t& a, int row) {
+  if (MORI_EP_NET) return reinterpret_cast<const unsigned*>(Record(a, row) + MORI_EP_RECORD_SCALES(a));
+  return reinterpret_cast<const unsigned*>(a.scales + static_cast<unsigned long long>(row) * a.scale_bytes);
+}
+__device__ __forceinline__ int RowSrcPos(const mori_ep_args_t& a, int row) {
+  if (MORI_EP_NET) return *reinterpret_cast<const int*>(Record(a, row) + MORI_EP_RECORD_SRC_POS(a));
+  return a.rank * kWorld * a.max_tokens + row;
+}
+__device__ __forceinline__ int* DestMap(const mori_ep_args_t& a) {
+  return At<int>(a.region, MORI_EP_NET ? a.off_net_hop_map : a.off_dest_map);
+}
+
+// This lane's destination PE if it is the first pick of that PE among the local ones, else -1.
 __device__ __forceinline__ int Route(const mori_ep_args_t& a, int token, int lane) {
   int pe = -1;
-  if (lane < kTopk) {
-    const int expert = reinterpret_cast<const int*>(a.indices)[token * kTopk + lane];
+  if (lane < kTopk && RowValid(a, token)) {
+    const int expert = RowIndices(a, token)[lane];
     if (expert >= a.experts_per_rank * kWorld) {
       RecordError(a, MORI_EP_ERR_BAD_EXPERT);
     } else if (expert >= 0) {
       pe = expert / a.experts_per_rank;
+      if (pe < a.local_first || pe >= a.local_first + a.local_count) pe = -1;
     }
   }
   const unsigned same = __match_any_sync(kFullMask, pe);
@@ -56,10 +101,7 @@ __device__ __forceinline__ void WriteRows(const mori_ep_args_t& a, const unsigne
                                           int lane, int pe, int slot) {
   const unsigned sending = __ballot_sync(kFullMask, slot >= 0);
   const int count = __popc(sending);
-  if (lane < kTopk) {
-    reinterpret_cast<int*>(a.region + a.off_dest_map)[token * kTopk + lane] =
-        slot >= 0 ? pe * a.max_recv + slot : -1;
-  }
+  if (lane < kTopk) DestMap(a)[token * kTopk + lane] = slot >= 0 ? pe * a.max_recv + slot : -1;
   if (count == 0) return;
 
   unsigned long long row[kTopk];  // each destination's region base + slot, in lane order
@@ -75,7 +117,7 @@ __device__ __forceinline__ void WriteRows(const mori_ep_args_t& a, const unsigne
   }
 
   const int vectors = a.row_bytes / 16;
-  const uint4* src = reinterpret_cast<const uint4*>(a.input + static_cast<unsigned long long>(token) * a.row_bytes);
+  const uint4* src = reinterpret_cast<const uint4*>(RowToken(a, token));
   for (int c = lane; c < vectors; c += 32 * kUnroll) {
     uint4 v[kUnroll];
 #pragma unroll
@@ -93,13 +135,12 @@ __device__ __forceinline__ void WriteRows(const mori_ep_args_t& a, const unsigne
     }
   }
 
-  const int index = lane < kTopk ? reinterpret_cast<const int*>(a.indices)[token * kTopk + lane] : 0;
+  const int index = lane < kTopk ? RowIndices(a, token)[lane] : 0;
   const bool weighted = (a.flags & MORI_EP_HAS_WEIGHTS) != 0;
-  const float weight =
-      (weighted && lane < kTopk) ? reinterpret_cast<const float*>(a.weights)[token * kTopk + lane] : 0.0f;
+  const float weight = (weighted && lane < kTopk) ? RowWeights(a, token)[lane] : 0.0f;
   const int scale_words = (a.flags & MORI_EP_HAS_SCALES) ? a.scale_bytes / 4 : 0;
-  const unsigned* scales =
-      reinterpret_cast<const unsigned*>(a.scales + static_cast<unsigned long long>(token) * a.scale_bytes);
+  const unsigned* scales = RowScales(a, token);
+  const int src_pos = RowSrcPos(a, token);
 #pragma unroll
   for (int d = 0; d < kTopk; ++d) {
     if (d >= count) break;
@@ -110,7 +151,7 @@ __device__ __forceinline__ void WriteRows(const mori_ep_args_t& a, const unsigne
       if (weighted) At<float>(r, a.off_disp_weights)[s * kTopk + lane] = weight;
     }
     for (int w = lane; w < scale_words; w += 32) At<unsigned>(r, a.off_disp_scales + s * a.scale_bytes)[w] = scales[w];
-    if (lane == 0) At<int>(r, a.off_disp_src_pos)[s] = a.rank * kWorld * a.max_tokens + token;
+    if (lane == 0) At<int>(r, a.off_disp_src_pos)[s] = src_pos;
   }
 }
 
@@ -127,14 +168,14 @@ __device__ void Complete(const mori_ep_args_t& a, const unsigned long long* peer
   __shared__ unsigned long long total;
   if (threadIdx.x == 0) total = 0;
   __syncthreads();
-  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+  for (int pe = a.local_first + threadIdx.x; pe < a.local_first + a.local_count; pe += blockDim.x) {
     unsigned* signal = At<unsigned>(peers[pe], MORI_EP_CTRL_SIGNALS) + a.rank;
     WaitFor(a, signal, [](unsigned v) { return v == 0u; });  // our previous signal was consumed
     unsigned* sent = At<unsigned>(a.region, MORI_EP_CTRL_SENT) + pe;
     const unsigned rows = atomicExch(sent, 0u);
     StReleaseSys(signal, rows + 1);
   }
-  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+  for (int pe = a.local_first + threadIdx.x; pe < a.local_first + a.local_count; pe += blockDim.x) {
     const unsigned v = WaitFor(a, At<unsigned>(a.region, MORI_EP_CTRL_SIGNALS) + pe, [](unsigned s) { return s != 0u; });
     atomicAdd(&total, static_cast<unsigned long long>(v > 0 ? v - 1 : 0));
   }
@@ -150,7 +191,7 @@ __device__ void Complete(const mori_ep_args_t& a, const unsigned long long* peer
     __threadfence_system();  // the reset offset before the cleared signals that allow reuse
   }
   __syncthreads();
-  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+  for (int pe = a.local_first + threadIdx.x; pe < a.local_first + a.local_count; pe += blockDim.x) {
     StReleaseSys(At<unsigned>(a.region, MORI_EP_CTRL_SIGNALS) + pe, 0u);
   }
 }
@@ -164,7 +205,7 @@ __device__ void SendReplay(const mori_ep_args_t& a, const unsigned long long* pe
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int* dest_map = At<int>(a.region, a.off_dest_map);
   for (int t = first + warp; t < end; t += warps) {
-    const int flat = lane < kTopk ? dest_map[t * kTopk + lane] : -1;
+    const int flat = lane < kTopk ? dest_map[t * kTopk + lane] : -1;  // replay is intra-node only
     const int pe = flat >= 0 ? flat / a.max_recv : -1;
     if (pe >= 0) atomicAdd(&counts[pe], 1u);
     WriteRows(a, peers, t, lane, pe, flat >= 0 ? flat % a.max_recv : -1);
@@ -175,7 +216,7 @@ __device__ void SendReplay(const mori_ep_args_t& a, const unsigned long long* pe
 __device__ void SendPerRow(const mori_ep_args_t& a, const unsigned long long* peers, unsigned* counts, int first,
                            int end) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  for (int pe = threadIdx.x; pe < kWorld; pe += blockDim.x) {
+  for (int pe = a.local_first + threadIdx.x; pe < a.local_first + a.local_count; pe += blockDim.x) {
     WaitFor(a, At<unsigned>(peers[pe], MORI_EP_CTRL_SIGNALS) + a.rank, [](unsigned v) { return v == 0u; });
   }
   __syncthreads();
@@ -226,6 +267,10 @@ extern "C" __global__ void mori_ep_dispatch(const __grid_constant__ mori_ep_args
     counts[pe] = 0;
   }
   __syncthreads();
+#if MORI_EP_NET
+  // Every node's batch of this call has arrived (mori_ep_net_wait ran first).
+  const unsigned long long call = *At<unsigned long long>(a.region, MORI_EP_CTRL_NET_DISPATCH_CALLS);
+#endif
   const int per_block = (a.num_tokens + gridDim.x - 1) / gridDim.x;
   const int first = blockIdx.x * per_block;
   const int end = min(a.num_tokens, first + per_block);
@@ -247,6 +292,16 @@ extern "C" __global__ void mori_ep_dispatch(const __grid_constant__ mori_ep_args
   if (LastBlock(a, MORI_EP_CTRL_DISPATCH_ARRIVE)) {
     MORI_VIZ_BEGIN(viz, MORI_EP_SLOT_DISPATCH_COMPLETE);
     Complete(a, peers);
+#if MORI_EP_NET
+    // The hop rows are read: each source may send its next batch.
+    const int me = a.rank / a.group;
+    for (int node = threadIdx.x; node < kWorld / a.group; node += blockDim.x) {
+      mori::shmem::ShmemPutMemNbiSignalThread(At<char>(a.region, a.off_net_hop), At<char>(a.region, a.off_net_hop), 0,
+                                              At<unsigned long long>(a.region, MORI_EP_CTRL_NET_HOP_ACK) + me,
+                                              call << 32, mori::core::SIGNAL_SET,
+                                              node * a.group + a.rank % a.group);
+    }
+#endif
     MORI_VIZ_END(viz, MORI_EP_SLOT_DISPATCH_COMPLETE);
   }
 }

@@ -30,6 +30,7 @@ from mori.ep.errors import (
     EpError,
     EpInputError,
     EpOverflowError,
+    EpPeerLostError,
     EpTimeoutError,
     EpUnsupportedError,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "EpError",
     "EpInputError",
     "EpOverflowError",
+    "EpPeerLostError",
     "EpTimeoutError",
     "EpUnsupportedError",
     "warmup_jit_kernels",

@@ -10,6 +10,13 @@ sharing one GPU compete for). On the GPU, times are CUDA-graph replays between d
 medians over iterations; on the cpu backend, wall times of the calls. The physical traffic (every
 byte read and written, which MORI's count halves) is set against a device copy of the same size
 measured in the same run: the ceiling of anything that moves bytes through one GPU's memory.
+
+The inter-node kernel types run with ``--gpu-per-node`` PEs per host (default half the PEs: two
+"hosts" on one machine, through mori-shmem's node-id override, so every record that crosses hosts
+takes the remote transport). Their rows add the network traffic as MORI's inter-node benchmark
+counts it: RDMA algo bandwidth = unique (token, destination host) pairs, the local host included,
+x hidden x element size / time (DeepEP's count), and the bytes our records and replies actually put
+on the network.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from mori.ep.workload import Workload
 
 logger = logging.getLogger("mori.ep.bench")
 
-KERNEL_TYPES = {"IntraNode": 0, "IntraNodeLL": 5}
+KERNEL_TYPES = {"IntraNode": 0, "InterNode": 1, "InterNodeV1": 2, "InterNodeV1LL": 3, "AsyncLL": 4, "IntraNodeLL": 5}
+_INTER_NODE = {"InterNode", "InterNodeV1", "InterNodeV1LL", "AsyncLL"}
 #: GPU clock cycles (about 200 us) each timed iteration starts with; see _time_case.
 _HOLD_CYCLES = 400_000
 _FP8 = "float8_e4m3fn"
@@ -88,11 +96,17 @@ def _time_case(
 
     import mori.shmem as shmem
 
+    split = op.config.kernel_type.name == "AsyncLL"  # its send and receive halves, back to back
+
     def run_dispatch() -> None:
         op.dispatch(x, weights, scales, indices, block_num=block_num, warp_per_block=warp_per_block)
+        if split:
+            op.dispatch_recv()
 
     def run_combine() -> None:
         op.combine(expert_out, expert_weights, indices, block_num=block_num, warp_per_block=warp_per_block)
+        if split:
+            op.combine_recv()
 
     dispatch_s: list[float] = []
     combine_s: list[float] = []
@@ -195,6 +209,32 @@ def write_profile(prefix: Path, cases: list[Workload], results: list[dict[str, A
     return written
 
 
+def network_traffic(indices: Any, rank: int, experts_per_rank: int, per_host: int, group: int) -> dict[str, int]:
+    """What one PE's dispatch puts between hosts: ``rdma_tokens``, the unique (token, destination
+    host) pairs, its own host included (MORI's and DeepEP's count), and ``network_records``, the
+    records this PE sends to a proxy on another host (one per token and destination routing node
+    of ``group`` PEs); combine sends back as many replies."""
+    import torch
+
+    picked = indices >= 0
+    pe = torch.where(picked, indices // experts_per_rank, -1)
+
+    def distinct_per_token(values: Any) -> Any:
+        # Sorted per row, a value counts when it differs from its left neighbour.
+        ordered = torch.sort(torch.where(picked, values, -1), dim=1).values
+        fresh = torch.ones_like(ordered, dtype=torch.bool)
+        fresh[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        return fresh & (ordered >= 0), ordered
+
+    fresh_hosts, _ = distinct_per_token(pe // per_host)
+    fresh_nodes, nodes = distinct_per_token(pe // group)
+    remote = (nodes * group) // per_host != rank // per_host
+    return {
+        "rdma_tokens": int(fresh_hosts.sum()),
+        "network_records": int((fresh_nodes & remote).sum()),
+    }
+
+
 def pe_program(
     rank: int, nranks: int, uid: bytes, backend: str, cases: list[Workload], options: dict[str, Any]
 ) -> dict[str, Any]:
@@ -228,6 +268,7 @@ def pe_program(
                 num_experts_per_rank=w.experts_per_rank,
                 num_experts_per_token=w.topk,
                 kernel_type=options["kernel_type"],
+                gpu_per_node=options["gpu_per_node"],
                 use_external_inp_buf=not options["zero_copy"],
                 quant_type=options["quant_type"],
             )
@@ -237,7 +278,22 @@ def pe_program(
             x, weights, indices = x.to(device), weights.to(device), indices.to(device)
             scales = scales.to(device) if scales is not None else None
             out, out_weights, _, _, total_recv = op.dispatch(x, weights, scales, indices)
+            if op.config.kernel_type.name == "AsyncLL":
+                op.dispatch_recv()
             total = int(total_recv.item())
+            traffic: dict[str, int] = {}
+            if op.config.routing_group:
+                from mori.ep.layout import record_bytes, reply_bytes
+
+                traffic = network_traffic(
+                    indices.cpu(), rank, w.experts_per_rank, options["gpu_per_node"], op.config.routing_group
+                )
+                traffic["record_bytes"] = record_bytes(
+                    w.hidden * x.element_size(), w.topk, scales.shape[1] * 4 if scales is not None else 0
+                )
+                traffic["reply_bytes"] = reply_bytes(
+                    w.hidden * torch.empty(0, dtype=combine_dtype).element_size(), w.topk
+                )
             expert_out = out[:total].to(combine_dtype)
             if options["zero_copy"]:
                 op.get_registered_combine_input_buffer(combine_dtype, w.hidden)[:total].copy_(expert_out)
@@ -272,6 +328,7 @@ def pe_program(
                         "total_recv": total,
                         "dispatch_elem_bytes": x.element_size(),
                         "combine_elem_bytes": torch.empty(0, dtype=combine_dtype).element_size(),
+                        **traffic,
                         **timings,
                     }
                 )
@@ -303,25 +360,39 @@ def summarize(w: Workload, per_rank: list[dict[str, Any]], ceiling_gbps: float |
             "physical_gbps": physical,
             "percent_of_copy_ceiling": 100 * physical / ceiling_gbps if ceiling_gbps else None,
         }
+        if "rdma_tokens" in per_rank[0]:
+            wire = "record_bytes" if phase == "dispatch" else "reply_bytes"
+            rows[phase]["rdma_algo_bw_gbps"] = statistics.fmean(
+                r["rdma_tokens"] * w.hidden * r[elem_key] / t / 1e9 for r, t in zip(per_rank, medians, strict=True)
+            )
+            rows[phase]["network_gbps"] = statistics.fmean(
+                r["network_records"] * r[wire] / t / 1e9 for r, t in zip(per_rank, medians, strict=True)
+            )
     rows["total_recv"] = [r["total_recv"] for r in per_rank]
     return rows
 
 
 def _table(summaries: list[dict[str, Any]], ceiling: float | None) -> str:
+    network = "rdma_algo_bw_gbps" in summaries[0]["dispatch"]
     header = (
         f"{'tokens':>7} {'blocks x warps':>14} {'phase':>9} {'time us':>9} {'GB/s/PE':>9} {'aggr GB/s':>10} "
         f"{'phys GB/s':>10} {'% ceiling':>10}"
     )
+    if network:
+        header += f" {'RDMA algo GB/s':>15} {'net GB/s/PE':>12}"
     lines = [header, "-" * len(header)]
     for s in summaries:
         for phase in ("dispatch", "combine"):
             p = s[phase]
             pct = f"{p['percent_of_copy_ceiling']:.0f}%" if p["percent_of_copy_ceiling"] is not None else "-"
             geometry = f"{s['geometry'][phase][0]} x {s['geometry'][phase][2]}"
-            lines.append(
+            line = (
                 f"{s['tokens']:>7} {geometry:>14} {phase:>9} {p['time_us']:>9.1f} {p['algo_bw_gbps']:>9.1f} "
                 f"{p['aggregate_gbps']:>10.1f} {p['physical_gbps']:>10.1f} {pct:>10}"
             )
+            if network:
+                line += f" {p['rdma_algo_bw_gbps']:>15.2f} {p['network_gbps']:>12.2f}"
+            lines.append(line)
     if ceiling:
         lines.append(f"copy ceiling (one PE, torch copy_ of 1 GiB, read + written): {ceiling:.0f} GB/s")
     return "\n".join(lines)
@@ -391,6 +462,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--combine-dtype", default="bfloat16")
     parser.add_argument("--scale-dim", type=int, default=56, help="fp32 scales per token (0: none)")
     parser.add_argument("--kernel-type", choices=sorted(KERNEL_TYPES), default="IntraNode")
+    parser.add_argument(
+        "--gpu-per-node",
+        type=int,
+        default=0,
+        help="inter-node kernel types: PEs per host (0: half the PEs, two hosts); hosts past the first are "
+        "reached through mori-shmem's remote transport (MORI_SHMEM_PES_PER_NODE)",
+    )
     parser.add_argument("--quant-type", default="none", help="combine wire format (needs --zero-copy 0 unless none)")
     parser.add_argument("--zero-copy", type=int, choices=(0, 1), default=1)
     parser.add_argument("--routing", choices=("random", "hot"), default="random")
@@ -431,7 +509,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     import mori.shmem as shmem
-    from mori.ep.config import EpDispatchCombineConfig
+    from mori.ep.config import EpDispatchCombineConfig, EpDispatchCombineKernelType
     from mori.ep.op import EpDispatchCombineOp
     from mori.shmem.testing import run_pes
 
@@ -464,12 +542,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         for tokens in args.max_tokens
     ]
+    inter_node = args.kernel_type in _INTER_NODE
+    gpu_per_node = args.gpu_per_node or (max(1, args.world_size // 2) if inter_node else 8)
     need = max(
         EpDispatchCombineOp.required_heap_bytes(
             EpDispatchCombineConfig(
                 data_type=None, rank=0, world_size=args.world_size, hidden_dim=args.hidden, scale_dim=args.scale_dim,
                 scale_type_size=4, max_token_type_size=2, max_num_inp_token_per_rank=w.max_tokens,
                 num_experts_per_rank=w.experts_per_rank, num_experts_per_token=args.topk, quant_type=args.quant_type,
+                kernel_type=EpDispatchCombineKernelType(KERNEL_TYPES[args.kernel_type]), gpu_per_node=gpu_per_node,
             )
         )
         for w in cases
@@ -480,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
         "MORI_SHMEM_HEAP_SIZE": heap,
         "MORI_EP_LAUNCH_CONFIG_MODE": "MANUAL" if args.tune else args.launch_mode,
     }
+    if inter_node:
+        env["MORI_SHMEM_PES_PER_NODE"] = str(gpu_per_node)
     if args.profile:
         if not gpu:
             raise SystemExit("--profile records GPU kernels; run it on the cuda backend")
@@ -489,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     options = {
         "combine_dtype": args.combine_dtype,
         "kernel_type": KERNEL_TYPES[args.kernel_type],
+        "gpu_per_node": gpu_per_node,
         "zero_copy": bool(args.zero_copy),
         "quant_type": args.quant_type,
         "iterations": iterations,

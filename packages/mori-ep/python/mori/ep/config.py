@@ -46,8 +46,19 @@ QUANT_TYPES: dict[str, EpDispatchCombineQuantType] = {
     "fp4_blockwise": EpDispatchCombineQuantType.Fp4BlockwiseQuant,
 }
 
-#: Kernel types this build runs (the others need the cross-host transport).
-SUPPORTED_KERNEL_TYPES = (EpDispatchCombineKernelType.IntraNode, EpDispatchCombineKernelType.IntraNodeLL)
+#: Kernel types whose every PE reaches every other by load/store.
+INTRA_NODE_KERNEL_TYPES = (EpDispatchCombineKernelType.IntraNode, EpDispatchCombineKernelType.IntraNodeLL)
+#: Kernel types that route through mori-shmem's put/signal, so peers may sit on other hosts.
+INTER_NODE_KERNEL_TYPES = (
+    EpDispatchCombineKernelType.InterNode,
+    EpDispatchCombineKernelType.InterNodeV1,
+    EpDispatchCombineKernelType.InterNodeV1LL,
+    EpDispatchCombineKernelType.AsyncLL,
+)
+#: Kernel types whose records travel once per node to the rail-aligned proxy, which fans them out.
+RAIL_PROXY_KERNEL_TYPES = (EpDispatchCombineKernelType.InterNodeV1, EpDispatchCombineKernelType.InterNodeV1LL)
+#: Kernel types with one-pass (per-row) slot reservation.
+LOW_LATENCY_KERNEL_TYPES = (EpDispatchCombineKernelType.IntraNodeLL, EpDispatchCombineKernelType.InterNodeV1LL)
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
@@ -121,6 +132,14 @@ class EpDispatchCombineConfig:
     @property
     def quant(self) -> EpDispatchCombineQuantType:
         return QUANT_TYPES[self.quant_type]
+
+    @property
+    def routing_group(self) -> int:
+        """PEs per routing node of an inter-node kernel type (a record crosses to each node once):
+        ``gpu_per_node`` for the rail-proxy types, 1 for InterNode and AsyncLL; 0 for intra-node."""
+        if self.kernel_type in RAIL_PROXY_KERNEL_TYPES:
+            return min(self.gpu_per_node, self.world_size)
+        return 1 if self.kernel_type in INTER_NODE_KERNEL_TYPES else 0
 
     @property
     def total_experts(self) -> int:

@@ -4,7 +4,14 @@ ValueError, TimeoutError, ...), so one ``except MoriShmemError`` catches every m
 
 from __future__ import annotations
 
-from mori.shmem.errors import ConfigError, InvalidArgumentError, MoriShmemError, UnsupportedError, WaitTimeoutError
+from mori.shmem.errors import (
+    ConfigError,
+    InvalidArgumentError,
+    MoriShmemError,
+    PeerLostError,
+    UnsupportedError,
+    WaitTimeoutError,
+)
 
 
 class EpError(MoriShmemError):
@@ -27,6 +34,10 @@ class EpTimeoutError(EpError, WaitTimeoutError):
     """A dispatch/combine waited longer than MORI_EP_TIMEOUT for a peer (dead or stuck)."""
 
 
+class EpPeerLostError(EpError, PeerLostError):
+    """An inter-node kernel type could not reach a peer: mori-shmem's remote transport lost it."""
+
+
 class EpOverflowError(EpError, RuntimeError):
     """More rows arrived than max_total_recv_tokens leaves room for; the excess rows were dropped."""
 
@@ -36,6 +47,7 @@ __all__ = [
     "EpError",
     "EpInputError",
     "EpOverflowError",
+    "EpPeerLostError",
     "EpTimeoutError",
     "EpUnsupportedError",
 ]

@@ -32,31 +32,51 @@ def _profile_build() -> tuple[str, dict[str, int], tuple[Path, ...]]:
     return "_prof", mori.viz.jit_defines(enabled=True), (Path(mori.viz.get_include()),)
 
 
-def dispatch_spec(world_size: int, topk: int, low_latency: bool) -> jit.KernelSpec:
-    """``mori_ep_dispatch`` for one (world size, top-k, low latency) combination."""
+def dispatch_spec(world_size: int, topk: int, low_latency: bool, net: bool = False) -> jit.KernelSpec:
+    """``mori_ep_dispatch`` for one (world size, top-k, low latency) combination; ``net``: the
+    forward of an inter-node proxy (it uses mori-shmem's device API: ``shmem_module_init`` it)."""
     suffix, profile_defines, profile_includes = _profile_build()
     return jit.KernelSpec(
-        f"ep_dispatch_w{world_size}_k{topk}{'_ll' if low_latency else ''}{suffix}",
+        f"ep_dispatch_w{world_size}_k{topk}{'_ll' if low_latency else ''}{'_net' if net else ''}{suffix}",
         SOURCE_DIR / "ep_dispatch.cu",
-        defines={"MORI_EP_WORLD": world_size, "MORI_EP_TOPK": topk, "MORI_EP_LL": int(low_latency), **profile_defines},
+        defines={
+            "MORI_EP_WORLD": world_size,
+            "MORI_EP_TOPK": topk,
+            "MORI_EP_LL": int(low_latency),
+            "MORI_EP_NET": int(net),
+            **profile_defines,
+        },
         include_dirs=(SOURCE_DIR, jit.include_dir(), *profile_includes),
     )
 
 
-def combine_spec(world_size: int, topk: int, dtype: str, quant: int) -> jit.KernelSpec:
-    """``mori_ep_combine_stage`` and ``mori_ep_combine`` for one row dtype and wire format."""
+def combine_spec(world_size: int, topk: int, dtype: str, quant: int, net: bool = False) -> jit.KernelSpec:
+    """``mori_ep_combine_stage`` and ``mori_ep_combine`` for one row dtype and wire format; ``net``:
+    the inter-node variant (a proxy's reduce, plus ``mori_ep_net_sum``)."""
     suffix, profile_defines, profile_includes = _profile_build()
     return jit.KernelSpec(
-        f"ep_combine_w{world_size}_k{topk}_{dtype}_q{quant}{suffix}",
+        f"ep_combine_w{world_size}_k{topk}_{dtype}_q{quant}{'_net' if net else ''}{suffix}",
         SOURCE_DIR / "ep_combine.cu",
         defines={
             "MORI_EP_WORLD": world_size,
             "MORI_EP_TOPK": topk,
             "MORI_EP_DTYPE": DTYPE_CODES[dtype],
             "MORI_EP_QUANT": quant,
+            "MORI_EP_NET": int(net),
             **profile_defines,
         },
         include_dirs=(SOURCE_DIR, jit.include_dir(), *profile_includes),
+    )
+
+
+def net_spec(world_size: int, topk: int) -> jit.KernelSpec:
+    """``mori_ep_net_pack`` and ``mori_ep_net_send`` of the inter-node kernel types (they use
+    mori-shmem's device API: ``shmem_module_init`` the module)."""
+    return jit.KernelSpec(
+        f"ep_net_w{world_size}_k{topk}",
+        SOURCE_DIR / "ep_net.cu",
+        defines={"MORI_EP_WORLD": world_size, "MORI_EP_TOPK": topk},
+        include_dirs=(SOURCE_DIR, jit.include_dir()),
     )
 
 
@@ -69,6 +89,10 @@ def jit_kernels() -> list[jit.KernelSpec]:
             specs += [dispatch_spec(world_size, topk, ll) for ll in (False, True)]
             specs += [combine_spec(world_size, topk, "bfloat16", quant) for quant in (0, 1, 2)]
             specs.append(combine_spec(world_size, topk, "float32", 0))
+    for world_size in (8, 16):  # the inter-node types, DeepSeek-V3 shape on 2 x 4 and 2 x 8 PEs
+        specs.append(net_spec(world_size, 8))
+        specs += [dispatch_spec(world_size, 8, ll, net=True) for ll in (False, True)]
+        specs.append(combine_spec(world_size, 8, "bfloat16", 0, net=True))
     return specs
 
 
@@ -76,11 +100,18 @@ def warmup_jit_kernels(kernel_type: int = 0, *, arch: str | None = None) -> list
     """MORI's pre-compile hook: builds the registered variants of ``kernel_type`` into the JIT cache
     (call it in the launcher before spawning PEs, so they do not all compile at once). Returns the
     names built. Needs a compiler, not a GPU when ``arch`` is given (e.g. "sm_90")."""
-    low_latency = int(kernel_type) == 5  # IntraNodeLL; combine is shared by both intra-node types
-    chosen = [
-        spec for spec in jit_kernels()
-        if not spec.name.startswith("ep_dispatch") or spec.name.endswith("_ll") == low_latency
-    ]  # fmt: skip
+    kind = int(kernel_type)
+    low_latency = kind in (3, 5)  # InterNodeV1LL, IntraNodeLL
+    net = kind in (1, 2, 3, 4)  # the inter-node types
+
+    def wanted(name: str) -> bool:
+        if name.startswith("ep_net"):
+            return net
+        if name.endswith("_net") != net:
+            return False
+        return not name.startswith("ep_dispatch") or name.removesuffix("_net").endswith("_ll") == low_latency
+
+    chosen = [spec for spec in jit_kernels() if wanted(spec.name)]
     for spec in chosen:
         spec.compile(arch=arch)
     return [spec.name for spec in chosen]

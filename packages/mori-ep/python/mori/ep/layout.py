@@ -17,7 +17,9 @@ from mori.ep.settings import setting
 # Control words (ep_args.h MORI_EP_CTRL_*), as byte offsets from the start of a region.
 CTRL_ERROR = 4
 CTRL_TOTAL_RECV = 24
-CTRL_BYTES = 4352
+CTRL_NET_HOP_SIGNAL = 4352
+CTRL_NET_REPLY_SIGNAL = 6400
+CTRL_BYTES = 8704
 
 ERR_TIMEOUT = 1
 ERR_RECV_OVERFLOW = 2
@@ -28,6 +30,7 @@ HAS_WEIGHTS = 1
 HAS_SCALES = 2
 EXTERNAL_INPUT = 4
 REPLAY = 8
+FORWARD = 16
 
 DTYPE_CODES = {"bfloat16": 1, "float32": 2, "float16": 3}
 
@@ -57,6 +60,11 @@ class EpArgs(ctypes.Structure):
         ("off_comb_out", ctypes.c_uint64),
         ("off_comb_out_weights", ctypes.c_uint64),
         ("trace_buf", ctypes.c_uint64),
+        ("off_net_send", ctypes.c_uint64),
+        ("off_net_hop", ctypes.c_uint64),
+        ("off_net_hop_map", ctypes.c_uint64),
+        ("off_net_reply", ctypes.c_uint64),
+        ("off_net_reply_recv", ctypes.c_uint64),
         ("rank", ctypes.c_int32),
         ("world_size", ctypes.c_int32),
         ("max_tokens", ctypes.c_int32),
@@ -71,11 +79,32 @@ class EpArgs(ctypes.Structure):
         ("hidden", ctypes.c_int32),
         ("quant_blocks", ctypes.c_int32),
         ("flags", ctypes.c_int32),
+        ("local_first", ctypes.c_int32),
+        ("local_count", ctypes.c_int32),
+        ("group", ctypes.c_int32),
+        ("record_bytes", ctypes.c_int32),
+        ("reply_bytes", ctypes.c_int32),
+        ("pad_", ctypes.c_int32),
     ]
 
 
 def _align(value: int) -> int:
     return -(-value // _ALIGN) * _ALIGN
+
+
+def _align16(value: int) -> int:
+    return -(-value // 16) * 16
+
+
+def record_bytes(row_bytes: int, topk: int, scale_bytes: int) -> int:
+    """Stride of an inter-node dispatch record (ep_args.h MORI_EP_RECORD_*): row, ids, weights,
+    scales, source position."""
+    return _align16(_align16(row_bytes) + 8 * topk + scale_bytes + 4)
+
+
+def reply_bytes(row_bytes: int, topk: int) -> int:
+    """Stride of an inter-node combine reply: the row, then its summed weights."""
+    return _align16(_align16(row_bytes) + 4 * topk)
 
 
 @dataclass(frozen=True)
@@ -86,6 +115,7 @@ class Layout:
     row_capacity: int  # bytes of the widest row (hidden_dim * max_token_type_size)
     scale_capacity: int
     quant_blocks: int
+    group: int  # PEs per routing node of the inter-node kernel types (0: intra-node)
     offsets: dict[str, int]
     nbytes: int
 
@@ -116,11 +146,22 @@ class Layout:
             "off_comb_out": tokens * row,
             "off_comb_out_weights": tokens * topk * 4,
         }
+        group = config.routing_group
+        if group:
+            rows = config.world_size // group * tokens
+            record, reply = record_bytes(row, topk, scale), reply_bytes(row, topk)
+            sizes.update(
+                off_net_send=rows * record,
+                off_net_hop=rows * record,
+                off_net_hop_map=rows * topk * 4,
+                off_net_reply=rows * reply,
+                off_net_reply_recv=rows * reply,
+            )
         offsets, cursor = {}, _align(CTRL_BYTES)
         for name, size in sizes.items():
             offsets[name] = cursor
             cursor = _align(cursor + size)
-        return cls(recv, row, scale, quant_blocks, offsets, cursor)
+        return cls(recv, row, scale, quant_blocks, group, offsets, cursor)
 
     def base_args(self, config: EpDispatchCombineConfig, region: int, peer_regions: int, timeout_ns: int) -> EpArgs:
         """The fields that stay the same for every call of the op."""
@@ -135,7 +176,13 @@ class Layout:
             topk=config.num_experts_per_token,
             experts_per_rank=config.num_experts_per_rank,
             quant_blocks=self.quant_blocks,
+            local_first=0,
+            local_count=config.world_size,
+            group=self.group,
         )
+        if self.group:  # node-local steps span this PE's routing node
+            args.local_first = config.rank // self.group * self.group
+            args.local_count = self.group
         for name, offset in self.offsets.items():
             setattr(args, name, offset)
         return args

@@ -17,7 +17,7 @@ import mori.shmem as shmem
 from mori.ep import inputs, standard_moe
 from mori.ep.backends import CpuBackend, CudaBackend
 from mori.ep.config import (
-    SUPPORTED_KERNEL_TYPES,
+    LOW_LATENCY_KERNEL_TYPES,
     EpDispatchCombineConfig,
     EpDispatchCombineKernelType,
     EpDispatchCombineQuantType,
@@ -38,6 +38,8 @@ from mori.ep.layout import (
     REPLAY,
     EpArgs,
     Layout,
+    record_bytes,
+    reply_bytes,
 )
 from mori.ep.routing import EpDispatchRoutingHandle
 from mori.ep.settings import setting
@@ -70,11 +72,6 @@ class EpDispatchCombineOp:
     def __init__(self, config: EpDispatchCombineConfig) -> None:
         import torch
 
-        if config.kernel_type not in SUPPORTED_KERNEL_TYPES:
-            raise EpUnsupportedError(
-                f"kernel_type={config.kernel_type.name} is not implemented by this build of mori-ep; "
-                f"supported: {', '.join(k.name for k in SUPPORTED_KERNEL_TYPES)}"
-            )
         if config.quant == EpDispatchCombineQuantType.Fp4BlockwiseQuant:
             raise EpUnsupportedError("quant_type='fp4_blockwise' needs FP4 hardware conversions; use fp8_blockwise")
         if not shmem.shmem_is_initialized():
@@ -84,12 +81,11 @@ class EpDispatchCombineOp:
                 f"config says rank {config.rank} of {config.world_size}, but mori.shmem runs PE "
                 f"{shmem.shmem_mype()} of {shmem.shmem_npes()}"
             )
-        remote = [pe for pe in range(config.world_size) if shmem.shmem_pe_transport(pe) == "remote"]
-        if remote:
+        self._check_reachable(config)
+        if config.routing_group and shmem.shmem_backend() == "cuda" and not setting("MORI_EP_NET_GPU"):
             raise EpUnsupportedError(
-                f"PEs {remote} are reached through mori-shmem's remote transport (another host, or "
-                "MORI_SHMEM_PES_PER_NODE / MORI_NODE_ID / MORI_DISABLE_P2P); the IntraNode kernel types need every "
-                "PE load/store reachable, and the inter-node ones are not built yet"
+                f"kernel_type={config.kernel_type.name} on the cuda backend: its GPU kernels have not passed their "
+                "tests on the H200 yet, so they are opt-in (MORI_EP_NET_GPU=1); the cpu backend runs it"
             )
         self.config = config
         self._torch = torch
@@ -128,9 +124,47 @@ class EpDispatchCombineOp:
             self._base.trace_buf = self._trace.data_ptr()
         self.local_expert_count = torch.zeros(config.num_experts_per_rank, dtype=torch.int32, device=self.device)
         self._dispatched_tokens: int | None = None
+        # The send half of an inter-node call until its receive half runs (AsyncLL: the user's call).
+        self._pending_dispatch: tuple[EpArgs, bool, int, int, bool] | None = None
+        self._pending_combine: tuple[EpArgs, str, int, int, int] | None = None
         self._moe_layout: standard_moe.StandardMoeLayout | None = None
         self._backend.synchronize()
         shmem.shmem_barrier_all()  # every PE's control words are zero before any peer writes them
+
+    @staticmethod
+    def _check_reachable(config: EpDispatchCombineConfig) -> None:
+        """The PEs an op's node-local steps load and store must be P2P peers of this one."""
+        group = config.routing_group
+        first, count = (config.rank // group * group, group) if group else (0, config.world_size)
+        remote = [pe for pe in range(first, first + count) if shmem.shmem_pe_transport(pe) == "remote"]
+        if not remote:
+            return
+        if not group:
+            raise EpUnsupportedError(
+                f"PEs {remote} are reached through mori-shmem's remote transport (another host, or "
+                "MORI_SHMEM_PES_PER_NODE / MORI_NODE_ID / MORI_DISABLE_P2P); kernel_type="
+                f"{config.kernel_type.name} needs every PE load/store reachable: use InterNode, InterNodeV1, "
+                "InterNodeV1LL or AsyncLL"
+            )
+        raise EpConfigError(
+            f"gpu_per_node={config.gpu_per_node} puts PEs {list(range(first, first + count))} in PE "
+            f"{config.rank}'s node, but mori-shmem reaches {remote} only through its remote transport; "
+            "set gpu_per_node to the PEs per host (MORI_SHMEM_PES_PER_NODE when one host stands for several)"
+        )
+
+    def _no_routing_handles(self) -> EpUnsupportedError:
+        return EpUnsupportedError(
+            "routing handles (return_routing=True / routing=) are built for the intra-node kernel types; "
+            f"this op is {self.config.kernel_type.name}"
+        )
+
+    @property
+    def _inter_node(self) -> bool:
+        return self.config.routing_group > 0
+
+    @property
+    def _split(self) -> bool:
+        return self.config.kernel_type == EpDispatchCombineKernelType.AsyncLL
 
     # ---- sizes (MORI's accessors) ----------------------------------------------------------
 
@@ -252,6 +286,10 @@ class EpDispatchCombineOp:
         (except the expert-id check of MORI_EP_VALIDATE_INDICES outside graph capture)."""
         config = self.config
         inputs.check_dispatch(config, self.device, input, weights, scales, indices)
+        if self._inter_node and (routing is not None or return_routing):
+            raise self._no_routing_handles()
+        if self._pending_dispatch is not None:
+            raise EpInputError("dispatch_send was called twice: call dispatch_recv for the first one")
         if routing is not None:
             self._check_routing(routing, int(input.shape[0]))
         elif setting("MORI_EP_VALIDATE_INDICES") and not _capturing():
@@ -282,14 +320,18 @@ class EpDispatchCombineOp:
             self._load_routing(routing)
             flags |= REPLAY
         args.flags = flags
-        self._backend.dispatch(
-            args,
-            low_latency=config.kernel_type == EpDispatchCombineKernelType.IntraNodeLL,
-            grid=launch.block_num,
-            block=32 * launch.warp_per_block,
-        )
+        low_latency = config.kernel_type in LOW_LATENCY_KERNEL_TYPES
+        grid, block = launch.block_num, 32 * launch.warp_per_block
+        if self._inter_node:
+            args.record_bytes = record_bytes(row_bytes, config.num_experts_per_token, args.scale_bytes)
+            self._backend.net_dispatch_send(args, grid=grid, block=block)
+            self._pending_dispatch = (args, low_latency, grid, block, call_local_expert_count)
+            if not self._split:
+                self.dispatch_recv()
+        else:
+            self._backend.dispatch(args, low_latency=low_latency, grid=grid, block=block)
+            self._after_call()
         self._dispatched_tokens = args.num_tokens
-        self._after_call()
 
         recv, topk, torch = self.layout.max_recv, config.num_experts_per_token, self._torch
         out = self._view("off_disp_tokens", recv, hidden, input.dtype)
@@ -297,7 +339,7 @@ class EpDispatchCombineOp:
         out_scales = self._view("off_disp_scales", recv, scale_cols, scales.dtype) if scales is not None else None
         out_indices = self._view("off_disp_indices", recv, topk, torch.int32)
         total_recv = self._total_recv_view()
-        if call_local_expert_count:
+        if call_local_expert_count and not self._inter_node:
             self._count_local_experts(out_indices, total_recv)
         if return_routing:
             handle = EpDispatchRoutingHandle(
@@ -339,12 +381,32 @@ class EpDispatchCombineOp:
         counts.scatter_add_(0, slots, torch.ones_like(slots, dtype=torch.int32))
         self.local_expert_count.copy_(counts[:per_rank])
 
-    def dispatch_send(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, Any, Any, Any]:
-        """MORI's split API: the send half is the whole dispatch for the intra-node kernel types."""
+    def dispatch_send(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """MORI's split API. AsyncLL: packs and sends this PE's tokens and returns dispatch's
+        outputs, whose rows are valid once ``dispatch_recv`` returns; compute may run in between.
+        The other kernel types: the whole dispatch."""
         return self.dispatch(*args, **kwargs)
 
-    def dispatch_recv(self, *args: Any, **kwargs: Any) -> None:
-        raise EpInputError(f"dispatch_recv is for kernel_type AsyncLL; this op is {self.config.kernel_type.name}")
+    def dispatch_recv(
+        self, block_num: int = -1, warp_per_block: int = -1, call_local_expert_count: bool = False
+    ) -> None:
+        """AsyncLL: waits for the records of every node and fans them out (the receive half of
+        ``dispatch_send``)."""
+        del block_num, warp_per_block  # the send half's geometry is kept
+        if self._pending_dispatch is None:
+            raise EpInputError(
+                f"dispatch_recv completes an AsyncLL dispatch_send; none is pending (kernel_type "
+                f"{self.config.kernel_type.name})"
+            )
+        args, low_latency, grid, block, count_experts = self._pending_dispatch
+        self._pending_dispatch = None
+        self._backend.net_dispatch_recv(args, low_latency=low_latency, grid=grid, block=block)
+        self._after_call()
+        if count_experts or call_local_expert_count:
+            recv, topk = self.layout.max_recv, self.config.num_experts_per_token
+            self._count_local_experts(
+                self._view("off_disp_indices", recv, topk, self._torch.int32), self._total_recv_view()
+            )
 
     # ---- combine -------------------------------------------------------------------------
 
@@ -368,6 +430,10 @@ class EpDispatchCombineOp:
         dispatch ([N, K], not dispatch's out_indices)."""
         if routing is None and self._dispatched_tokens is None:
             raise EpInputError("combine was called before any dispatch of this op")
+        if self._pending_dispatch is not None or self._pending_combine is not None:
+            raise EpInputError("an AsyncLL dispatch_send/combine_send is still waiting for its _recv half")
+        if self._inter_node and routing is not None:
+            raise self._no_routing_handles()
         config, torch = self.config, self._torch
         external = config.use_external_inp_buf if use_external_inp_buf == -1 else bool(use_external_inp_buf)
         tokens = routing.cur_rank_num_token if routing is not None else self._dispatched_tokens
@@ -428,15 +494,19 @@ class EpDispatchCombineOp:
             args.weights = weights.data_ptr()
             flags |= HAS_WEIGHTS
         args.flags = flags
-        self._backend.combine(
-            args,
-            dtype=dtype,
-            quant=int(quant),
-            grid=launch.block_num,
-            block=32 * launch.warp_per_block,
-            stage_grid=launch.block_num if flags else 1,
-        )
-        self._after_call()
+        grid, block = launch.block_num, 32 * launch.warp_per_block
+        stage_grid = launch.block_num if flags else 1
+        if self._inter_node:
+            args.reply_bytes = reply_bytes(row_bytes, topk)
+            self._backend.net_combine_send(
+                args, dtype=dtype, quant=int(quant), grid=grid, block=block, stage_grid=stage_grid
+            )
+            self._pending_combine = (args, dtype, int(quant), grid, block)
+            if not self._split:
+                self.combine_recv()
+        else:
+            self._backend.combine(args, dtype=dtype, quant=int(quant), grid=grid, block=block, stage_grid=stage_grid)
+            self._after_call()
         if call_reset:
             self.reset()
         out = self._view("off_comb_out", config.max_num_inp_token_per_rank, hidden, input.dtype)
@@ -448,11 +518,22 @@ class EpDispatchCombineOp:
         return out, out_weights
 
     def combine_send(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        """MORI's split API: the send half is the whole combine for the intra-node kernel types."""
+        """MORI's split API. AsyncLL: stages and sends the expert outputs and returns combine's
+        outputs, valid once ``combine_recv`` returns. The other kernel types: the whole combine."""
         return self.combine(*args, **kwargs)
 
-    def combine_recv(self, *args: Any, **kwargs: Any) -> None:
-        raise EpInputError(f"combine_recv is for kernel_type AsyncLL; this op is {self.config.kernel_type.name}")
+    def combine_recv(self, block_num: int = -1, warp_per_block: int = -1) -> None:
+        """AsyncLL: waits for every node's replies and sums them (the receive half of ``combine_send``)."""
+        del block_num, warp_per_block
+        if self._pending_combine is None:
+            raise EpInputError(
+                f"combine_recv completes an AsyncLL combine_send; none is pending (kernel_type "
+                f"{self.config.kernel_type.name})"
+            )
+        args, dtype, quant, grid, block = self._pending_combine
+        self._pending_combine = None
+        self._backend.net_combine_recv(args, dtype=dtype, quant=quant, grid=grid, block=block)
+        self._after_call()
 
     # ---- DeepEP-compatible standard MoE layout -----------------------------------------------
 
