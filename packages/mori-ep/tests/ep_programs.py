@@ -372,14 +372,16 @@ def routing_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workl
         shmem.shmem_finalize()
 
 
-def standard_moe(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[int]:
+def standard_moe(
+    rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any] | None = None
+) -> list[int]:
     """dispatch_standard_moe groups received rows per local expert (checked row by row against the
     sources); experts scale their rows by (1 + global expert id); combine_standard_moe must return
     sum_k w_k * (1 + e_k) * x over every valid pick of the token."""
     init_pe(rank, nranks, uid)
     try:
         device = _device(backend)
-        op = make_op(w, rank)
+        op = make_op(w, rank, **(fields or {}))
         x, weights, _ = wl.tokens(w, rank)
         indices = wl.routing(w, rank)
         packed, count, src_info, layout_range = op.dispatch_standard_moe(

@@ -66,6 +66,14 @@ def test_hot_experts_sentinels_and_zero_copy(backend: str, kernel_type: int) -> 
     _run(backend, w, 2, kernel_type=kernel_type, zero_copy=True)
 
 
+def test_standard_moe_layout_round_trip_across_hosts(backend: str) -> None:
+    env = {"MORI_SHMEM_BACKEND": backend, "MORI_SHMEM_PES_PER_NODE": "2"}
+    w = ep_programs.replace(BASE, tokens=20, sentinel="last")
+    fields = {"kernel_type": KERNEL_TYPES["InterNodeV1"], "gpu_per_node": 2}
+    counts = run_pes(ep_programs.standard_moe, 4, backend, w, fields, env=env, timeout=240)
+    assert sum(sum(c) for c in counts) > 0
+
+
 def test_no_tokens_and_fp32(backend: str) -> None:
     _run(backend, ep_programs.replace(BASE, tokens=0), 2, kernel_type=2)
     _run(backend, ep_programs.replace(BASE, dtype="float32", hidden=32), 2, kernel_type=2, combine_dtype="float32")

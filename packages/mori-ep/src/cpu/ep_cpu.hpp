@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The cpu backend of dispatch and combine: the same protocol as the CUDA kernels
-// (src/device/ep_intranode.cu), run by the calling process's thread on host memory.
+// (src/device/ep_dispatch.cu, ep_combine.cu, ep_net.cu), run by the calling process's thread on
+// host memory.
 #pragma once
 
 #include <cstddef>
