@@ -131,6 +131,7 @@ def dispatch_combine(
             )
             if split:
                 op.dispatch_recv()
+            op.check_error()  # a peer's timeout first: it would show as wrong rows below
             total = check_dispatch(w, rank, iteration, op, outputs)
             out, out_weights, _, out_indices, _ = outputs
             local = out_indices[:total].cpu() - rank * w.experts_per_rank

@@ -2,10 +2,11 @@
 // The send halves of the inter-node kernel types (protocol: src/cpu/net.cpp):
 //   mori_ep_net_pack  a warp per token writes one record per destination node into that node's
 //                     batch of the send buffer (rows claimed with atomics) and the dest map;
-//   mori_ep_net_send  blocks (node, slice) put their slice of node's batch (dispatch records, or
-//                     with `replies` the combine replies) to the PE of our rail on that node; the
-//                     last slice to finish waits until every slice has landed (a quiet) and then
-//                     sets the batch's signal (call << 32 | rows);
+//   mori_ep_net_send  puts node's batch (dispatch records, or with `replies` the combine replies)
+//                     to the PE of our rail on that node with the signal (call << 32 | rows): a
+//                     peer behind the device proxy gets the batch as one put-with-signal request;
+//                     a load/store peer gets it from all the node's blocks (node, slice), and the
+//                     last slice to finish sets the signal;
 //   mori_ep_net_wait  one block waits for what the next launch needs: every node's batch, every
 //                     node's replies, or the proxies' acknowledgements of our previous batches.
 // Waits for the network live in that one-block kernel, never in a full grid: a signal that comes
@@ -109,6 +110,15 @@ extern "C" __global__ void mori_ep_net_send(const __grid_constant__ mori_ep_args
     to = a.off_net_hop + me * M * stride;
     signal = MORI_EP_CTRL_NET_HOP_SIGNAL + 8ull * me;
   }
+  if (reinterpret_cast<const unsigned long long*>(a.peer_regions)[peer] == 0) {
+    // Another host: one request, whose signal the proxy applies after its data.
+    if (slice != 0) return;
+    mori::shmem::ShmemPutMemNbiSignalBlock(At<char>(a.region, to), At<char>(a.region, from), rows * stride,
+                                           At<unsigned long long>(a.region, signal), call << 32 | rows,
+                                           mori::core::SIGNAL_SET, peer);
+    if (!replies && threadIdx.x == 0) *At<unsigned>(a.region, MORI_EP_CTRL_NET_SEND_COUNT + 4ull * node) = 0;
+    return;
+  }
   const unsigned long long first = rows * static_cast<unsigned long long>(slice) / slices;
   const unsigned long long last = rows * static_cast<unsigned long long>(slice + 1) / slices;
   if (last > first) {
@@ -124,8 +134,9 @@ extern "C" __global__ void mori_ep_net_send(const __grid_constant__ mori_ep_args
     if (finished_last) *done = 0;
   }
   __syncthreads();
+  // Every slice's stores reach the peer before the signal: each block fenced them before its
+  // count, and the signal is a system-scope release after the last count.
   if (finished_last && threadIdx.x == 0) {
-    mori::shmem::ShmemQuietThread(peer);  // every slice's bytes are at the peer before the signal
     mori::shmem::ShmemPutMemNbiSignalThread(At<char>(a.region, to), At<char>(a.region, from), 0,
                                             At<unsigned long long>(a.region, signal), call << 32 | rows,
                                             mori::core::SIGNAL_SET, peer);

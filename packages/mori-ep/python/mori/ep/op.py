@@ -22,7 +22,14 @@ from mori.ep.config import (
     EpDispatchCombineKernelType,
     EpDispatchCombineQuantType,
 )
-from mori.ep.errors import EpConfigError, EpInputError, EpOverflowError, EpTimeoutError, EpUnsupportedError
+from mori.ep.errors import (
+    EpConfigError,
+    EpInputError,
+    EpOverflowError,
+    EpPeerLostError,
+    EpTimeoutError,
+    EpUnsupportedError,
+)
 from mori.ep.kernels import profiling
 from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve, tuning_path_for
 from mori.ep.layout import (
@@ -597,11 +604,14 @@ class EpDispatchCombineOp:
     def check_error(self) -> None:
         """Raises the first error the kernels recorded since the last check (a device sync on the
         cuda backend): EpTimeoutError, EpOverflowError, or EpInputError for a bad expert id or a
-        combine input shorter than total_recv. Clears it."""
+        combine input shorter than total_recv; for the inter-node types on the GPU also a transfer
+        that mori-shmem's device proxy could not complete. Clears it."""
         self._backend.synchronize()
         word = self._region[CTRL_ERROR : CTRL_ERROR + 4].view(self._torch.int32)
         code = int(word.item())
         if code == 0:
+            if self._inter_node and isinstance(self._backend, CudaBackend):
+                self._check_device_proxy()
             return
         word.zero_()
         self._backend.synchronize()
@@ -619,6 +629,17 @@ class EpDispatchCombineOp:
         if code == ERR_SHORT_INPUT:
             raise EpInputError("combine input had fewer rows than total_recv; the missing rows were not combined")
         raise EpTimeoutError(f"PE {self.config.rank}: unknown error code {code} in the op's control words")
+
+    def _check_device_proxy(self) -> None:
+        """The device proxy's failures (mori-shmem's device error word) as mori.ep errors."""
+        from mori.shmem.errors import WaitTimeoutError
+
+        try:
+            shmem.shmem_check_device_error()
+        except WaitTimeoutError as exc:
+            raise EpTimeoutError(f"PE {self.config.rank}: a transfer to another node stalled: {exc}") from None
+        except Exception as exc:  # unreachable PE, bad address: the transfer did not happen
+            raise EpPeerLostError(f"PE {self.config.rank}: a transfer to another node failed: {exc}") from None
 
     def get_debug_time_buf(self) -> Any:
         """The mori-viz trace buffer the kernels write when MORI_ENABLE_PROFILER=1 (cuda backend):
