@@ -15,8 +15,8 @@
 // the host) and nothing is reserved: every PE replays the same earlier dispatch.
 // Steps reserve..complete span the PEs [local_first, +local_count) (all of them intra-node).
 // With MORI_EP_NET the kernel is an inter-node proxy's forward (src/cpu/net.cpp): its rows are the
-// records of the hop buffer, each node's batch once it has arrived; picks of PEs outside the range
-// are left to the other nodes; at the end every source is told its batch was taken.
+// records of the hop buffer (mori_ep_net_wait saw every node's batch arrive); picks of PEs outside
+// the range are left to the other nodes; at the end every source is told its batch was taken.
 // Compile-time constants: MORI_EP_WORLD (PEs), MORI_EP_TOPK (picks per token), MORI_EP_LL, MORI_EP_NET.
 #include "ep_common.cuh"
 #include "ep_slots.h"
