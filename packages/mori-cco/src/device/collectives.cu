@@ -87,13 +87,16 @@ static_assert(!kFp8 || kFloatType, "the fp8 wire carries float32 / bfloat16 / fl
 // Storage type S (what memory holds) and accumulator type Acc of each dtype.
 template <int D>
 struct Elem;
-template <>
-struct Elem<MORI_CCO_DTYPE_FLOAT32> {
-  typedef float S;
-  typedef float Acc;
+// A type held and accumulated as itself.
+template <typename T>
+struct Plain {
+  typedef T S;
+  typedef T Acc;
   __device__ __forceinline__ static Acc load(S v) { return v; }
   __device__ __forceinline__ static S store(Acc v) { return v; }
 };
+template <>
+struct Elem<MORI_CCO_DTYPE_FLOAT32> : Plain<float> {};
 template <>
 struct Elem<MORI_CCO_DTYPE_BFLOAT16> {
   typedef unsigned short S;
@@ -121,19 +124,9 @@ struct Elem<MORI_CCO_DTYPE_FLOAT16> {
   }
 };
 template <>
-struct Elem<MORI_CCO_DTYPE_INT32> {
-  typedef int S;
-  typedef int Acc;
-  __device__ __forceinline__ static Acc load(S v) { return v; }
-  __device__ __forceinline__ static S store(Acc v) { return v; }
-};
+struct Elem<MORI_CCO_DTYPE_INT32> : Plain<int> {};
 template <>
-struct Elem<MORI_CCO_DTYPE_INT64> {
-  typedef long long S;
-  typedef long long Acc;
-  __device__ __forceinline__ static Acc load(S v) { return v; }
-  __device__ __forceinline__ static S store(Acc v) { return v; }
-};
+struct Elem<MORI_CCO_DTYPE_INT64> : Plain<long long> {};
 // Bytes are only copied; the conversions exist so the reduction code compiles in every variant.
 template <>
 struct Elem<MORI_CCO_DTYPE_UINT8> {

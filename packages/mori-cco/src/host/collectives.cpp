@@ -21,13 +21,16 @@ constexpr uint64_t kChunk = 4096;  // elements reduced at a time: the accumulato
 // floating types, the type itself for integers, so integer sums are exact).
 template <int Dtype>
 struct Elem;
-template <>
-struct Elem<MORI_CCO_DTYPE_FLOAT32> {
-  using Storage = float;
-  using Acc = float;
+// A type held and accumulated as itself.
+template <typename T>
+struct Plain {
+  using Storage = T;
+  using Acc = T;
   static Acc load(Storage v) { return v; }
   static Storage store(Acc v) { return v; }
 };
+template <>
+struct Elem<MORI_CCO_DTYPE_FLOAT32> : Plain<float> {};
 template <>
 struct Elem<MORI_CCO_DTYPE_BFLOAT16> {
   using Storage = uint16_t;
@@ -43,19 +46,9 @@ struct Elem<MORI_CCO_DTYPE_FLOAT16> {
   static Storage store(Acc v) { return float_to_half(v); }
 };
 template <>
-struct Elem<MORI_CCO_DTYPE_INT32> {
-  using Storage = int32_t;
-  using Acc = int32_t;
-  static Acc load(Storage v) { return v; }
-  static Storage store(Acc v) { return v; }
-};
+struct Elem<MORI_CCO_DTYPE_INT32> : Plain<int32_t> {};
 template <>
-struct Elem<MORI_CCO_DTYPE_INT64> {
-  using Storage = int64_t;
-  using Acc = int64_t;
-  static Acc load(Storage v) { return v; }
-  static Storage store(Acc v) { return v; }
-};
+struct Elem<MORI_CCO_DTYPE_INT64> : Plain<int64_t> {};
 
 template <int Op, typename Acc>
 Acc combine(Acc a, Acc b) {

@@ -61,7 +61,8 @@ RAIL_PROXY_KERNEL_TYPES = (EpDispatchCombineKernelType.InterNodeV1, EpDispatchCo
 LOW_LATENCY_KERNEL_TYPES = (EpDispatchCombineKernelType.IntraNodeLL, EpDispatchCombineKernelType.InterNodeV1LL)
 
 
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
+def check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
+    """Raises EpConfigError naming ``name`` unless ``value`` is an int in [low, high]."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise EpConfigError(f"{name}={value!r} must be an int")
     if value < low or (high is not None and value > high):
@@ -96,21 +97,21 @@ class EpDispatchCombineConfig:
     quant_type: str = "none"
 
     def __post_init__(self) -> None:
-        _check_int("world_size", self.world_size, 1, MAX_WORLD_SIZE)
-        _check_int("rank", self.rank, 0, self.world_size - 1)
-        _check_int("hidden_dim", self.hidden_dim, 1)
-        _check_int("scale_dim", self.scale_dim, 0)
-        _check_int("scale_type_size", self.scale_type_size, 0, 8)
-        _check_int("max_token_type_size", self.max_token_type_size, 1, 8)
-        _check_int("max_num_inp_token_per_rank", self.max_num_inp_token_per_rank, 1)
-        _check_int("num_experts_per_rank", self.num_experts_per_rank, 1)
-        _check_int("num_experts_per_token", self.num_experts_per_token, 1, MAX_EXPERTS_PER_TOKEN)
-        _check_int("warp_num_per_block", self.warp_num_per_block, 1, 32)
-        _check_int("block_num", self.block_num, 1, 65535)
-        _check_int("max_total_recv_tokens", self.max_total_recv_tokens, 0)
-        _check_int("gpu_per_node", self.gpu_per_node, 1)
-        _check_int("rdma_block_num", self.rdma_block_num, 0)
-        _check_int("num_qp_per_pe", self.num_qp_per_pe, 1)
+        check_int("world_size", self.world_size, 1, MAX_WORLD_SIZE)
+        check_int("rank", self.rank, 0, self.world_size - 1)
+        check_int("hidden_dim", self.hidden_dim, 1)
+        check_int("scale_dim", self.scale_dim, 0)
+        check_int("scale_type_size", self.scale_type_size, 0, 8)
+        check_int("max_token_type_size", self.max_token_type_size, 1, 8)
+        check_int("max_num_inp_token_per_rank", self.max_num_inp_token_per_rank, 1)
+        check_int("num_experts_per_rank", self.num_experts_per_rank, 1)
+        check_int("num_experts_per_token", self.num_experts_per_token, 1, MAX_EXPERTS_PER_TOKEN)
+        check_int("warp_num_per_block", self.warp_num_per_block, 1, 32)
+        check_int("block_num", self.block_num, 1, 65535)
+        check_int("max_total_recv_tokens", self.max_total_recv_tokens, 0)
+        check_int("gpu_per_node", self.gpu_per_node, 1)
+        check_int("rdma_block_num", self.rdma_block_num, 0)
+        check_int("num_qp_per_pe", self.num_qp_per_pe, 1)
         if self.gpu_per_node & (self.gpu_per_node - 1):
             raise EpConfigError(f"gpu_per_node={self.gpu_per_node} must be a power of 2")
         if self.world_size % self.gpu_per_node and self.world_size > self.gpu_per_node:

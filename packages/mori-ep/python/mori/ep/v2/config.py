@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mori.ep import inputs
-from mori.ep.config import MAX_EXPERTS_PER_TOKEN
+from mori.ep.config import MAX_EXPERTS_PER_TOKEN, check_int
 from mori.ep.config import EpDispatchCombineConfig as V1Config
 from mori.ep.errors import EpConfigError
 from mori.ep.settings import setting
@@ -45,14 +45,6 @@ def _bfloat16() -> Any:
     import torch
 
     return torch.bfloat16
-
-
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise EpConfigError(f"{name}={value!r} must be an int")
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise EpConfigError(f"{name}={value} must be {bound}")
 
 
 def dtype_name(dtype: Any) -> str:
@@ -96,15 +88,15 @@ class EpDispatchCombineConfig:
     kernel_backend: str | None = None
 
     def __post_init__(self) -> None:
-        _check_int("world_size", self.world_size, 1, MAX_WORLD_SIZE)
-        _check_int("rank", self.rank, 0, self.world_size - 1)
-        _check_int("hidden_dim", self.hidden_dim, 1)
-        _check_int("max_num_inp_token_per_rank", self.max_num_inp_token_per_rank, 1)
-        _check_int("num_experts_per_rank", self.num_experts_per_rank, 1)
-        _check_int("num_experts_per_token", self.num_experts_per_token, 1, MAX_EXPERTS_PER_TOKEN)
-        _check_int("scale_dim", self.scale_dim, 0)
-        _check_int("scale_type_size", self.scale_type_size, 0, 8)
-        _check_int("max_total_recv_tokens", self.max_total_recv_tokens, 0)
+        check_int("world_size", self.world_size, 1, MAX_WORLD_SIZE)
+        check_int("rank", self.rank, 0, self.world_size - 1)
+        check_int("hidden_dim", self.hidden_dim, 1)
+        check_int("max_num_inp_token_per_rank", self.max_num_inp_token_per_rank, 1)
+        check_int("num_experts_per_rank", self.num_experts_per_rank, 1)
+        check_int("num_experts_per_token", self.num_experts_per_token, 1, MAX_EXPERTS_PER_TOKEN)
+        check_int("scale_dim", self.scale_dim, 0)
+        check_int("scale_type_size", self.scale_type_size, 0, 8)
+        check_int("max_total_recv_tokens", self.max_total_recv_tokens, 0)
         if self.scale_dim and not self.scale_type_size:
             raise EpConfigError(f"scale_dim={self.scale_dim} needs scale_type_size > 0")
         self._check_dtypes()
@@ -125,7 +117,7 @@ class EpDispatchCombineConfig:
         for name in PINNED_FILL:
             value = getattr(self, name)
             if value is not None:
-                _check_int(name, value, 1, MAX_WARPS if "warp" in name else MAX_BLOCKS)
+                check_int(name, value, 1, MAX_WARPS if "warp" in name else MAX_BLOCKS)
         if self.schedule is not None:
             self.schedule = _check_schedule(self.schedule)
         if self.kernel_backend is not None and self.kernel_backend not in KERNEL_BACKENDS:
@@ -291,10 +283,10 @@ def _check_schedule(schedule: Any) -> tuple[Bucket, ...]:
             if i != len(buckets) - 1:
                 raise EpConfigError(f"schedule[{i}] has max_tokens=None; only the last bucket may")
         else:
-            _check_int(f"schedule[{i}][0]", bound, previous + 1)
+            check_int(f"schedule[{i}][0]", bound, previous + 1)
             previous = bound
         for j, value in enumerate(geometry, start=1):
-            _check_int(f"schedule[{i}][{j}]", value, 1, MAX_WARPS if j % 2 == 0 else MAX_BLOCKS)
+            check_int(f"schedule[{i}][{j}]", value, 1, MAX_WARPS if j % 2 == 0 else MAX_BLOCKS)
     return tuple(buckets)
 
 
