@@ -388,6 +388,7 @@ def standard_moe(
         packed, count, src_info, layout_range = op.dispatch_standard_moe(
             x.to(device), weights.to(device), None, indices.to(device)
         )
+        op.check_error()  # a peer's timeout first: it would show as wrong rows below
         assert layout_range.numel() == 0
         count, src_info, packed_cpu = count.cpu(), src_info.cpu(), packed.cpu()
         sources = {src: (wl.tokens(w, src)[0], wl.routing(w, src)) for src in range(w.world_size)}
@@ -400,7 +401,9 @@ def standard_moe(
             )
             n = int(count[local])
             got = src_info[local, :n].tolist()
-            assert sorted(got) == want, f"expert {expert}: rows {sorted(got)[:6]} vs {want[:6]}"
+            missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+            why = f"expert {expert}: {len(got)} of {len(want)} rows; missing {missing}, extra {extra}"
+            assert sorted(got) == want, why
             for j, pos in enumerate(got):
                 src, token = op.decode_send_flat_idx(pos)
                 assert torch.equal(packed_cpu[local, j].view(torch.uint8), sources[src][0][token].view(torch.uint8))

@@ -6,8 +6,6 @@ Checked against the same torch reference as the intra-node types (ep_programs.py
 
 from __future__ import annotations
 
-import os
-
 import ep_programs
 import pytest
 
@@ -18,17 +16,15 @@ BASE = Workload(world_size=4, max_tokens=24, hidden=64, topk=4, experts_per_rank
 KERNEL_TYPES = {"InterNode": 1, "InterNodeV1": 2, "InterNodeV1LL": 3, "AsyncLL": 4}
 
 
-@pytest.fixture
-def backend(backend: str) -> str:
-    """The conftest's backends; the GPU kernels of these types are opt-in (MORI_EP_NET_GPU)."""
-    if backend == "cuda" and os.environ.get("MORI_EP_NET_GPU") != "1":
-        pytest.skip("the inter-node GPU kernels are opt-in until they pass on the H200: set MORI_EP_NET_GPU=1")
-    return backend
+def _env(backend: str, per_node: int, **extra: str) -> dict[str, str | None]:
+    """Hosts of per_node PEs, with the CUDA settings these types need on the GPU (proxy_hazards)."""
+    env = {"MORI_SHMEM_BACKEND": backend, "MORI_SHMEM_PES_PER_NODE": str(per_node)}
+    return {**env, "CUDA_MODULE_LOADING": "EAGER", "CUDA_DEVICE_MAX_CONNECTIONS": "32", **extra}
 
 
 def _run(backend: str, w: Workload, per_node: int, timeout: float = 240.0, **options: object) -> list[list[int]]:
-    env = {"MORI_SHMEM_BACKEND": backend, "MORI_SHMEM_PES_PER_NODE": str(per_node)}
     options.setdefault("gpu_per_node", per_node)
+    env = _env(backend, per_node)
     return run_pes(ep_programs.dispatch_combine, w.world_size, backend, w, dict(options), env=env, timeout=timeout)
 
 
@@ -67,7 +63,7 @@ def test_hot_experts_sentinels_and_zero_copy(backend: str, kernel_type: int) -> 
 
 
 def test_standard_moe_layout_round_trip_across_hosts(backend: str) -> None:
-    env = {"MORI_SHMEM_BACKEND": backend, "MORI_SHMEM_PES_PER_NODE": "2"}
+    env = _env(backend, 2)
     w = ep_programs.replace(BASE, tokens=20, sentinel="last")
     fields = {"kernel_type": KERNEL_TYPES["InterNodeV1"], "gpu_per_node": 2}
     counts = run_pes(ep_programs.standard_moe, 4, backend, w, fields, env=env, timeout=240)
@@ -81,7 +77,7 @@ def test_no_tokens_and_fp32(backend: str) -> None:
 
 @pytest.mark.parametrize("kernel_type", [1, 2], ids=["InterNode", "InterNodeV1"])
 def test_a_host_that_stops_answering_times_out(backend: str, kernel_type: int) -> None:
-    env = {"MORI_SHMEM_BACKEND": backend, "MORI_EP_TIMEOUT": "2", "MORI_SHMEM_PES_PER_NODE": "1"}
+    env = _env(backend, 1, MORI_EP_TIMEOUT="2")
     w = ep_programs.replace(BASE, world_size=2, tokens=8)
     fields = {"kernel_type": kernel_type, "gpu_per_node": 1}
     results = run_pes(ep_programs.stall_one_rank, 2, backend, w, fields, env=env, timeout=120)
@@ -92,7 +88,7 @@ def test_a_host_that_stops_answering_times_out(backend: str, kernel_type: int) -
 
 
 def test_intra_node_types_refuse_remote_peers_and_gpu_per_node_must_match(backend: str) -> None:
-    env = {"MORI_SHMEM_BACKEND": backend, "MORI_SHMEM_PES_PER_NODE": "1"}
+    env = _env(backend, 1)
     w = ep_programs.replace(BASE, world_size=2)
     results = run_pes(ep_programs.make_op_error, 2, backend, w, {"kernel_type": 0}, env=env)
     assert all(r.startswith("EpUnsupportedError") and "InterNodeV1" in r for r in results), results
@@ -100,8 +96,24 @@ def test_intra_node_types_refuse_remote_peers_and_gpu_per_node_must_match(backen
     assert all(r.startswith("EpConfigError") and "gpu_per_node=2" in r for r in results), results
 
 
+STALLING_SETTINGS = [("CUDA_MODULE_LOADING", "LAZY"), ("CUDA_DEVICE_MAX_CONNECTIONS", "8")]
+
+
+@pytest.mark.parametrize(("variable", "value"), STALLING_SETTINGS, ids=["lazy", "queues"])
+def test_cuda_settings_that_stall_the_proxy_are_refused(backend: str, variable: str, value: str) -> None:
+    """Lazy loading and shared hardware queues stall the device proxy's waits (mori.shmem.proxy_hazards);
+    the cpu backend has neither."""
+    w = ep_programs.replace(BASE, world_size=2)
+    env = _env(backend, 1, **{variable: value})
+    results = run_pes(ep_programs.make_op_error, 2, backend, w, {"kernel_type": 1, "gpu_per_node": 1}, env=env)
+    if backend == "cpu":
+        assert results == ["no error", "no error"], results
+    else:
+        assert all(r.startswith("EpConfigError") and variable in r for r in results), results
+
+
 def test_async_ll_halves_out_of_order_and_routing_handles_raise(backend: str) -> None:
-    env = {"MORI_SHMEM_BACKEND": backend, "MORI_SHMEM_PES_PER_NODE": "1"}
+    env = _env(backend, 1)
     w = ep_programs.replace(BASE, world_size=2, tokens=8)
     for messages in run_pes(ep_programs.split_misuse, 2, backend, w, env=env, timeout=120):
         recv, combine_recv, routing, twice, combine_early = messages

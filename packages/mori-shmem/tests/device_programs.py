@@ -347,3 +347,44 @@ def ptr_p2p(rank: int, nranks: int, uid: bytes) -> list[list[int]]:
         rows.append([*h.outputs()[:4], 0])
         shmem.shmem_barrier_all()
         return rows
+
+
+# ----------------------------------------------------------------------------- kernel loading
+
+
+def wait_while_loading(rank: int, nranks: int, uid: bytes, wait: bool) -> dict[str, Any]:
+    """With ``wait``, PE 0 waits in a kernel for a signal that PE 1 (another host) sends a second later,
+    and meanwhile looks up a kernel of a loaded module and runs a torch op for the first time. Returns
+    the warnings of init and, on PE 0, the value the wait saw and its seconds."""
+    import logging
+    import time
+
+    warnings: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(record.getMessage())
+
+    logging.getLogger("mori.shmem").addHandler(Collect(logging.WARNING))
+    with pe_session(rank, nranks, uid):
+        result: dict[str, Any] = {"warnings": warnings}
+        if not wait:
+            return result
+        h = Harness()
+        word = h.symmetric(16)
+        late = jit.load_image(jit.compile(KERNELS.with_name("jit_test_kernels.cu")).read_bytes(), name="late")
+        shmem.shmem_barrier_all()
+        if rank == 0:
+            start = time.monotonic()
+            wait_args = [h.state, I32(2), I32(3), I32(0), U64(word.data_ptr()), U64(1), U64(h.out.data_ptr())]
+            h.module.function("mori_shmem_test_wait_test").launch(1, 1, wait_args)
+            late.function("iota_i64")
+            h.torch.arange(5, device="cuda", dtype=h.torch.float64).cumprod(0)
+            h.torch.cuda.synchronize()
+            result.update(seen=h.outputs()[0], seconds=time.monotonic() - start)
+            shmem.shmem_check_device_error()
+        else:
+            time.sleep(1.0)
+            shmem.shmem_signal_op(word.data_ptr(), 1, shmem.AmoType.SIGNAL_SET, 0)
+        shmem.shmem_barrier_all()
+    return result

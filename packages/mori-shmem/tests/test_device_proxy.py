@@ -18,7 +18,14 @@ from mori.shmem.testing import run_pes
 
 import device_programs
 
-BASE_ENV = {"MORI_SHMEM_BACKEND": "cuda", "MORI_SHMEM_HEAP_SIZE": "256M", "MORI_SHMEM_DEVICE_SPIN_TIMEOUT": "60"}
+BASE_ENV = {
+    "MORI_SHMEM_BACKEND": "cuda",
+    "MORI_SHMEM_HEAP_SIZE": "256M",
+    "MORI_SHMEM_DEVICE_SPIN_TIMEOUT": "60",
+    # What the device proxy needs from CUDA (proxy_hazards.py).
+    "CUDA_MODULE_LOADING": "EAGER",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "32",
+}
 LAYOUTS = {"all-remote": {"MORI_SHMEM_PES_PER_NODE": "1"}, "two-per-node": {"MORI_SHMEM_PES_PER_NODE": "2"}}
 TIMEOUT = 400
 
@@ -77,3 +84,19 @@ def test_device_barrier_through_the_proxy(gpu, layout):
     rounds = 20
     for failed, last, final in _run(device_programs.barrier_loop, 4, layout, 1, rounds, False):
         assert (failed, last, final) == (0, rounds * 4, rounds * 4)
+
+
+@pytest.mark.gpu
+def test_a_kernel_load_does_not_stall_a_remote_wait_under_the_needed_settings(gpu):
+    """The proxy applies a remote signal with this process's own CUDA work; with eager loading and 32
+    hardware queues a first kernel lookup and torch op meanwhile leave it free (proxy_hazards.py), and
+    init warns of each setting that is missing."""
+    env = {**BASE_ENV, **LAYOUTS["all-remote"], "MORI_SHMEM_DEVICE_SPIN_TIMEOUT": "20"}
+    needed = {**env, "CUDA_MODULE_LOADING": "EAGER", "CUDA_DEVICE_MAX_CONNECTIONS": "32"}
+    waiter, signaller = run_pes(device_programs.wait_while_loading, 2, True, env=needed, timeout=TIMEOUT)
+    assert waiter["seen"] == 1 and waiter["seconds"] < 10, waiter
+    assert waiter["warnings"] == signaller["warnings"] == []
+    defaults = {**env, "CUDA_MODULE_LOADING": "LAZY", "CUDA_DEVICE_MAX_CONNECTIONS": None}
+    for pe in run_pes(device_programs.wait_while_loading, 2, False, env=defaults, timeout=TIMEOUT):
+        assert any("CUDA_MODULE_LOADING" in w for w in pe["warnings"]), pe
+        assert any("CUDA_DEVICE_MAX_CONNECTIONS=8" in w for w in pe["warnings"]), pe

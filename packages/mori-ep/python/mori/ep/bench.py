@@ -563,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if inter_node:
         env["MORI_SHMEM_PES_PER_NODE"] = str(gpu_per_node)
+        # What the inter-node types need on the GPU (mori.shmem.proxy_hazards).
+        env.update(CUDA_MODULE_LOADING="EAGER", CUDA_DEVICE_MAX_CONNECTIONS="32")
     if args.profile:
         if not gpu:
             raise SystemExit("--profile records GPU kernels; run it on the cuda backend")

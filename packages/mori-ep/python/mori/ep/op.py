@@ -89,11 +89,14 @@ class EpDispatchCombineOp:
                 f"{shmem.shmem_mype()} of {shmem.shmem_npes()}"
             )
         self._check_reachable(config)
-        if config.routing_group and shmem.shmem_backend() == "cuda" and not setting("MORI_EP_NET_GPU"):
-            raise EpUnsupportedError(
-                f"kernel_type={config.kernel_type.name} on the cuda backend: its GPU kernels have not passed their "
-                "tests on the H200 yet, so they are opt-in (MORI_EP_NET_GPU=1); the cpu backend runs it"
-            )
+        if config.routing_group and shmem.shmem_backend() == "cuda" and shmem.shmem_remote_conduit() is not None:
+            hazards = shmem.device_proxy_hazards()
+            if hazards:
+                raise EpConfigError(
+                    f"kernel_type={config.kernel_type.name} waits in kernels for other hosts' batches, which this "
+                    f"process's device proxy applies, but {'; and '.join(hazards)}: set CUDA_MODULE_LOADING=EAGER "
+                    f"and CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts"
+                )
         self.config = config
         self._torch = torch
         self.layout = Layout.for_config(config)
@@ -135,6 +138,12 @@ class EpDispatchCombineOp:
         self._pending_dispatch: tuple[EpArgs, bool, int, int, bool] | None = None
         self._pending_combine: tuple[EpArgs, str, int, int, int] | None = None
         self._moe_layout: standard_moe.StandardMoeLayout | None = None
+        if self._inter_node and isinstance(self._backend, CudaBackend):
+            self._backend.prepare_net(
+                low_latency=config.kernel_type in LOW_LATENCY_KERNEL_TYPES,
+                combine_dtypes=self._usual_combine_dtypes(),
+                quant=int(config.quant),
+            )
         self._backend.synchronize()
         shmem.shmem_barrier_all()  # every PE's control words are zero before any peer writes them
 
@@ -164,6 +173,29 @@ class EpDispatchCombineOp:
             "routing handles (return_routing=True / routing=) are built for the intra-node kernel types; "
             f"this op is {self.config.kernel_type.name}"
         )
+
+    def _usual_combine_dtypes(self) -> tuple[str, ...]:
+        """bf16 and the config's data_type where combine takes it; an inter-node cuda op loads their
+        combine kernels up front (CudaBackend.prepare_net says why)."""
+        if self.config.quant != EpDispatchCombineQuantType.None_:
+            return ("bfloat16",)
+        usual = str(self.config.data_type).removeprefix("torch.")
+        return ("bfloat16", usual) if usual in inputs.COMBINE_DTYPES and usual != "bfloat16" else ("bfloat16",)
+
+    def _load_combine_safely(self, dtype: str) -> None:
+        """A combine dtype not loaded up front: its kernels load once this PE's queued network waits
+        are over (CudaBackend.prepare_net says why), so not inside a CUDA graph capture."""
+        assert isinstance(self._backend, CudaBackend)
+        if self._backend.has_combine(dtype, int(self.config.quant)):
+            return
+        if self._torch.cuda.is_current_stream_capturing():
+            raise EpConfigError(
+                f"the first inter-node combine of {dtype} rows loads its kernels, which cannot happen during "
+                f"CUDA graph capture; run one combine of {dtype} before capturing (ops load "
+                f"{', '.join(self._usual_combine_dtypes())} up front)"
+            )
+        self._backend.synchronize()
+        self._backend.load_combine(dtype, int(self.config.quant))
 
     @property
     def _inter_node(self) -> bool:
@@ -331,7 +363,7 @@ class EpDispatchCombineOp:
         grid, block = launch.block_num, 32 * launch.warp_per_block
         if self._inter_node:
             args.record_bytes = record_bytes(row_bytes, config.num_experts_per_token, args.scale_bytes)
-            self._backend.net_dispatch_send(args, grid=grid, block=block)
+            self._backend.net_dispatch_send(args, grid=grid, block=block, send_blocks=launch.rdma_block_num or grid)
             self._pending_dispatch = (args, low_latency, grid, block, call_local_expert_count)
             if not self._split:
                 self.dispatch_recv()
@@ -504,9 +536,17 @@ class EpDispatchCombineOp:
         grid, block = launch.block_num, 32 * launch.warp_per_block
         stage_grid = launch.block_num if flags else 1
         if self._inter_node:
+            if isinstance(self._backend, CudaBackend):
+                self._load_combine_safely(dtype)
             args.reply_bytes = reply_bytes(row_bytes, topk)
             self._backend.net_combine_send(
-                args, dtype=dtype, quant=int(quant), grid=grid, block=block, stage_grid=stage_grid
+                args,
+                dtype=dtype,
+                quant=int(quant),
+                grid=grid,
+                block=block,
+                stage_grid=stage_grid,
+                send_blocks=launch.rdma_block_num or grid,
             )
             self._pending_combine = (args, dtype, int(quant), grid, block)
             if not self._split:

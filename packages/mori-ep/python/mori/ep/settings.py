@@ -66,15 +66,6 @@ REGISTRY: tuple[Setting, ...] = (
         "Scale blocks per row of the fp8_blockwise combine format (56 blocks of 128 at hidden 7168).",
     ),
     Setting(
-        "MORI_EP_NET_GPU",
-        bool,
-        False,
-        "Let the inter-node kernel types (InterNode, InterNodeV1, InterNodeV1LL, AsyncLL) run on the cuda "
-        "backend. Their kernels (ep_net.cu) build, but on the H200 they have not yet passed their tests "
-        "(device-proxy transfers stalled for seconds and one dispatch read stale records), so they are "
-        "opt-in; without it such an op raises EpUnsupportedError there. The cpu backend runs them always.",
-    ),
-    Setting(
         "MORI_V2_KERNEL_BACKEND",
         str,
         "",

@@ -35,6 +35,7 @@ from mori.shmem.device import (
 from mori.shmem.errors import *  # noqa: F403
 from mori.shmem.errors import __all__ as _errors_all
 from mori.shmem.frameworks import shmem_mpi_init, shmem_torch_process_group_init
+from mori.shmem.proxy_hazards import device_proxy_hazards
 from mori.shmem.torch_tensors import (
     mori_shmem_create_tensor,
     mori_shmem_create_tensor_list_intra_node,
@@ -91,5 +92,6 @@ __all__ = [
     "shmem_zeros",
     "symm_mori_shmem_tensor",
     "describe_unique_id",
+    "device_proxy_hazards",
     "unique_id_with_secret",
 ]

@@ -121,7 +121,23 @@ def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
     provide_ucx_dir()
     _C.init_uniqueid(rank, nranks, bytes(unique_id))
     logger.debug("PE %d of %d initialized", rank, nranks)
+    _warn_of_proxy_hazards()
     return 0
+
+
+def _warn_of_proxy_hazards() -> None:
+    """PEs on other hosts reach this GPU through the device proxy: say what CUDA setting of this
+    process can stall their waits (mori.shmem.proxy_hazards)."""
+    if shmem_backend() != "cuda" or shmem_remote_conduit() is None:
+        return
+    from mori.shmem.proxy_hazards import device_proxy_hazards
+
+    for hazard in device_proxy_hazards():
+        logger.warning(
+            "PE %d: PEs on other hosts reach this GPU through the device proxy, and %s; set it before CUDA starts",
+            shmem_mype(),
+            hazard,
+        )
 
 
 def shmem_finalize() -> int:

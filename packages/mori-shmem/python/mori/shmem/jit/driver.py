@@ -28,6 +28,7 @@ CUDA_ERROR_NO_DEVICE = 100
 CUDA_ERROR_INVALID_IMAGE = 200
 CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 CUDA_ERROR_NOT_FOUND = 500
+CU_MODULE_LAZY_LOADING = 2  # CUmoduleLoadingMode
 
 # CUdevice_attribute and CUfunction_attribute values (cuda.h).
 _ATTR_COMPUTE_CAPABILITY_MAJOR = 75
@@ -83,6 +84,7 @@ _PROTOTYPES: dict[str, tuple[Any, ...]] = {
     "cuStreamSynchronize": (ctypes.c_void_p,),
     "cuGetErrorName": (ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)),
     "cuGetErrorString": (ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)),
+    "cuModuleGetLoadingMode": (_c_int_p,),
 }
 
 
@@ -188,6 +190,14 @@ def driver_version() -> tuple[int, int]:
     version = ctypes.c_int()
     driver().call("cuDriverGetVersion", ctypes.byref(version))
     return version.value // 1000, (version.value % 1000) // 10
+
+
+def lazy_loading() -> bool:
+    """Whether this process loads kernels lazily (CUDA_MODULE_LOADING=LAZY, CUDA's default since
+    12.2); mori.shmem.proxy_hazards says why the device proxy cares."""
+    mode = ctypes.c_int()
+    driver().call("cuModuleGetLoadingMode", ctypes.byref(mode))
+    return mode.value == CU_MODULE_LAZY_LOADING
 
 
 def device_count() -> int:
