@@ -10,6 +10,7 @@ import ep_programs
 import pytest
 
 from mori.ep.workload import Workload
+from mori.shmem.proxy_hazards import NEEDED_ENV
 from mori.shmem.testing import run_pes
 
 BASE = Workload(world_size=4, max_tokens=24, hidden=64, topk=4, experts_per_rank=3, tokens=None)
@@ -19,7 +20,7 @@ KERNEL_TYPES = {"InterNode": 1, "InterNodeV1": 2, "InterNodeV1LL": 3, "AsyncLL":
 def _env(backend: str, per_node: int, **extra: str) -> dict[str, str | None]:
     """Hosts of per_node PEs, with the CUDA settings these types need on the GPU (proxy_hazards)."""
     env = {"MORI_SHMEM_BACKEND": backend, "MORI_SHMEM_PES_PER_NODE": str(per_node)}
-    return {**env, "CUDA_MODULE_LOADING": "EAGER", "CUDA_DEVICE_MAX_CONNECTIONS": "32", **extra}
+    return {**env, **NEEDED_ENV, **extra}
 
 
 def _run(backend: str, w: Workload, per_node: int, timeout: float = 240.0, **options: object) -> list[list[int]]:

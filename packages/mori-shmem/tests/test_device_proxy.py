@@ -14,6 +14,7 @@ import random
 
 import pytest
 
+from mori.shmem.proxy_hazards import NEEDED_ENV
 from mori.shmem.testing import run_pes
 
 import device_programs
@@ -22,9 +23,7 @@ BASE_ENV = {
     "MORI_SHMEM_BACKEND": "cuda",
     "MORI_SHMEM_HEAP_SIZE": "256M",
     "MORI_SHMEM_DEVICE_SPIN_TIMEOUT": "60",
-    # What the device proxy needs from CUDA (proxy_hazards.py).
-    "CUDA_MODULE_LOADING": "EAGER",
-    "CUDA_DEVICE_MAX_CONNECTIONS": "32",
+    **NEEDED_ENV,
 }
 LAYOUTS = {"all-remote": {"MORI_SHMEM_PES_PER_NODE": "1"}, "two-per-node": {"MORI_SHMEM_PES_PER_NODE": "2"}}
 TIMEOUT = 400
@@ -92,8 +91,7 @@ def test_a_kernel_load_does_not_stall_a_remote_wait_under_the_needed_settings(gp
     hardware queues a first kernel lookup and torch op meanwhile leave it free (proxy_hazards.py), and
     init warns of each setting that is missing."""
     env = {**BASE_ENV, **LAYOUTS["all-remote"], "MORI_SHMEM_DEVICE_SPIN_TIMEOUT": "20"}
-    needed = {**env, "CUDA_MODULE_LOADING": "EAGER", "CUDA_DEVICE_MAX_CONNECTIONS": "32"}
-    waiter, signaller = run_pes(device_programs.wait_while_loading, 2, True, env=needed, timeout=TIMEOUT)
+    waiter, signaller = run_pes(device_programs.wait_while_loading, 2, True, env=env, timeout=TIMEOUT)
     assert waiter["seen"] == 1 and waiter["seconds"] < 10, waiter
     assert waiter["warnings"] == signaller["warnings"] == []
     defaults = {**env, "CUDA_MODULE_LOADING": "LAZY", "CUDA_DEVICE_MAX_CONNECTIONS": None}

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mori.ep.workload import Workload
+from mori.shmem.proxy_hazards import NEEDED_ENV
 
 logger = logging.getLogger("mori.ep.bench")
 
@@ -563,8 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if inter_node:
         env["MORI_SHMEM_PES_PER_NODE"] = str(gpu_per_node)
-        # What the inter-node types need on the GPU (mori.shmem.proxy_hazards).
-        env.update(CUDA_MODULE_LOADING="EAGER", CUDA_DEVICE_MAX_CONNECTIONS="32")
+        env.update(NEEDED_ENV)  # what the inter-node types need on the GPU
     if args.profile:
         if not gpu:
             raise SystemExit("--profile records GPU kernels; run it on the cuda backend")

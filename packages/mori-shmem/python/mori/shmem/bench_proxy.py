@@ -19,6 +19,7 @@ import sys
 
 from mori.shmem.bench import DEFAULT_SCOPES, _sizes
 from mori.shmem.bench_remote import _remote_iterations, _socket_copy
+from mori.shmem.proxy_hazards import NEEDED_ENV
 
 STREAMS = 2
 # The GPU benchmark moves 16 GiB per size, minutes over a socket; this bounds each size to
@@ -49,6 +50,7 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         "MORI_SHMEM_PES_PER_NODE": "1",
         "MORI_SHMEM_REMOTE_CONDUIT": conduit,
         "MORI_SHMEM_REMOTE_STREAMS": str(STREAMS),
+        **NEEDED_ENV,
     }
     per_pe = run_pes(bench_gpu.pe_program, 2, sizes, scopes, pingpongs, BYTES_PER_SIZE, timeout=args.timeout, env=env)
     ceiling = _socket_copy(sizes, STREAMS, pingpongs, args.repeats)

@@ -18,6 +18,8 @@ import os
 
 #: The CUDA_DEVICE_MAX_CONNECTIONS the device proxy needs (CUDA's maximum).
 NEEDED_CONNECTIONS = 32
+#: The environment of a process whose kernels wait on remote PEs (for launchers of such processes).
+NEEDED_ENV = {"CUDA_MODULE_LOADING": "EAGER", "CUDA_DEVICE_MAX_CONNECTIONS": str(NEEDED_CONNECTIONS)}
 
 
 def device_proxy_hazards() -> list[str]:
