@@ -67,7 +67,7 @@ const std::vector<Var>& registry() {
        "(ucp_atomic_op_nbx: needs NIC atomics, which are not atomic with node-mates' CPU atomics); auto means am.",
        "auto,ucx,am"},
       {"MORI_SHMEM_REMOTE_STREAMS", Type::Int, "2",
-       "TCP connections per remote PE of the tcp conduit (PEs on other hosts); transfers above 1 MiB are striped "
+       "TCP connections per remote PE of the tcp conduit (PEs on other hosts); transfers above 512 KiB are striped "
        "over them.",
        nullptr},
       {"MORI_SHMEM_PES_PER_NODE", Type::Int, "0",

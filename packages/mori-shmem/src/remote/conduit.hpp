@@ -38,7 +38,9 @@ struct ConduitConfig {
   double timeout_s = 300;         // deadline of each blocking step
   std::string ifname;             // "" = loopback
   int streams = 2;                // tcp: connections per remote PE
-  size_t stripe_bytes = 1 << 20;  // tcp: transfers above this are split over the streams
+  // tcp: transfers above this are split over the streams; from 1 MiB up a stripe per stream beat
+  // one stream in A/B runs (docs/benchmarks/shmem.md), at 512 KiB the extra thread did not pay.
+  size_t stripe_bytes = 512 << 10;
   std::string ucx_dir;            // where libucp.so.0 is; "" = the system's
   std::string ucx_atomics = "auto";  // MORI_SHMEM_UCX_ATOMICS: auto, ucx or am
 };
