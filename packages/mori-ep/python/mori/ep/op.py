@@ -51,6 +51,7 @@ from mori.ep.layout import (
 from mori.ep.routing import EpDispatchRoutingHandle
 from mori.ep.settings import setting
 from mori.shmem.errors import HeapExhaustedError
+from mori.shmem.proxy_hazards import NEEDED_ENV
 
 logger = logging.getLogger("mori.ep")
 
@@ -89,14 +90,13 @@ class EpDispatchCombineOp:
                 f"{shmem.shmem_mype()} of {shmem.shmem_npes()}"
             )
         self._check_reachable(config)
-        if config.routing_group and shmem.shmem_backend() == "cuda" and shmem.shmem_remote_conduit() is not None:
-            hazards = shmem.device_proxy_hazards()
-            if hazards:
-                raise EpConfigError(
-                    f"kernel_type={config.kernel_type.name} waits in kernels for other hosts' batches, which this "
-                    f"process's device proxy applies, but {'; and '.join(hazards)}: set CUDA_MODULE_LOADING=EAGER "
-                    f"and CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts"
-                )
+        hazards = shmem.device_proxy_hazards() if config.routing_group else []
+        if hazards:
+            needed = " and ".join(f"{name}={value}" for name, value in NEEDED_ENV.items())
+            raise EpConfigError(
+                f"kernel_type={config.kernel_type.name} waits in kernels for other hosts' batches, which this "
+                f"process's device proxy applies, but {'; and '.join(hazards)}: set {needed} before CUDA starts"
+            )
         self.config = config
         self._torch = torch
         self.layout = Layout.for_config(config)

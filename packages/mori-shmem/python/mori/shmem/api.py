@@ -126,10 +126,8 @@ def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
 
 
 def _warn_of_proxy_hazards() -> None:
-    """PEs on other hosts reach this GPU through the device proxy: say what CUDA setting of this
-    process can stall their waits (mori.shmem.proxy_hazards)."""
-    if shmem_backend() != "cuda" or shmem_remote_conduit() is None:
-        return
+    """Where PEs on other hosts reach this GPU through the device proxy: say what CUDA setting of
+    this process can stall their waits (mori.shmem.proxy_hazards)."""
     from mori.shmem.proxy_hazards import device_proxy_hazards
 
     for hazard in device_proxy_hazards():

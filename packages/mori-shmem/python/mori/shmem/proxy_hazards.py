@@ -23,11 +23,15 @@ NEEDED_ENV = {"CUDA_MODULE_LOADING": "EAGER", "CUDA_DEVICE_MAX_CONNECTIONS": str
 
 
 def device_proxy_hazards() -> list[str]:
-    """What in this process's CUDA setup can stall a kernel's wait on a remote PE ([] when nothing).
+    """What in this process's CUDA setup can stall a kernel's wait on a remote PE: [] when nothing
+    does, or when no PE is remote or the backend is cpu (no device proxy then).
 
     Both variables are read when CUDA starts: set them before ``import torch`` touches the GPU."""
+    from mori.shmem.api import shmem_backend, shmem_remote_conduit
     from mori.shmem.jit import driver
 
+    if shmem_backend() != "cuda" or shmem_remote_conduit() is None:
+        return []
     found = []
     if driver.lazy_loading():
         found.append("CUDA_MODULE_LOADING is not EAGER (a first kernel load stalls the wait until it times out)")
