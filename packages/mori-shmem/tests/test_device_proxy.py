@@ -87,14 +87,13 @@ def test_device_barrier_through_the_proxy(gpu, layout):
 
 @pytest.mark.gpu
 def test_a_kernel_load_does_not_stall_a_remote_wait_under_the_needed_settings(gpu):
-    """The proxy applies a remote signal with this process's own CUDA work; with eager loading and 32
-    hardware queues a first kernel lookup and torch op meanwhile leave it free (proxy_hazards.py), and
-    init warns of each setting that is missing."""
+    """The proxy applies a remote signal with this process's own CUDA work; with eager loading a
+    first kernel lookup and torch op meanwhile leave it free (proxy_hazards.py), and init warns when
+    loading is lazy."""
     env = {**BASE_ENV, **LAYOUTS["all-remote"], "MORI_SHMEM_DEVICE_SPIN_TIMEOUT": "20"}
     waiter, signaller = run_pes(device_programs.wait_while_loading, 2, True, env=env, timeout=TIMEOUT)
     assert waiter["seen"] == 1 and waiter["seconds"] < 10, waiter
     assert waiter["warnings"] == signaller["warnings"] == []
-    defaults = {**env, "CUDA_MODULE_LOADING": "LAZY", "CUDA_DEVICE_MAX_CONNECTIONS": None}
+    defaults = {**env, "CUDA_MODULE_LOADING": "LAZY"}
     for pe in run_pes(device_programs.wait_while_loading, 2, False, env=defaults, timeout=TIMEOUT):
         assert any("CUDA_MODULE_LOADING" in w for w in pe["warnings"]), pe
-        assert any("CUDA_DEVICE_MAX_CONNECTIONS=8" in w for w in pe["warnings"]), pe

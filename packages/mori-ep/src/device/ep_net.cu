@@ -9,9 +9,9 @@
 //                     last slice to finish sets the signal;
 //   mori_ep_net_wait  one block waits for what the next launch needs: every node's batch, every
 //                     node's replies, or the proxies' acknowledgements of our previous batches.
-// Waits for the network live in that one-block kernel, never in a full grid: a signal that comes
-// through mori-shmem's remote transport is applied by a small kernel on the receiving GPU, which
-// needs a free SM, and spinning grids of PEs sharing a GPU could take them all.
+// Waits for the network live in that one-block kernel, never in a full grid, so that spinning grids
+// of PEs sharing a GPU leave SMs free. The signals these kernels send are sets, which mori-shmem's
+// remote transport applies with a stream write that needs no SM at all.
 // Puts go through mori-shmem's device API, so a peer on another host is reached by the device
 // proxy and one on this host by P2P stores, with the same code.
 // Compile-time constants: MORI_EP_WORLD, MORI_EP_TOPK.

@@ -54,6 +54,14 @@ void DeviceContext::copy(void* dst, const void* src, size_t bytes) const {
   check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "copying to or from the GPU heap");
 }
 
+void DeviceContext::write_word(void* dst, uint64_t value) const {
+  bind();
+  const Driver& d = driver();
+  check(d.cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0), "cuStreamWriteValue64",
+        "setting a signal word in the GPU heap");
+  check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "setting a signal word in the GPU heap");
+}
+
 void DeviceContext::launch_single(CUfunction f, void** params) const {
   bind();
   const Driver& d = driver();

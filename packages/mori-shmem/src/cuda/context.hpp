@@ -24,6 +24,10 @@ class DeviceContext {
   // Uses the PE's own non-blocking stream: the legacy default stream would wait for every kernel
   // of the context, and a kernel spinning on a flag that this very copy sets would deadlock.
   void copy(void* dst, const void* src, size_t bytes) const;
+  // Stores the 8-byte-aligned word at dst (device memory) from the GPU's front end, after a fence
+  // that orders every copy before it on the same stream, and returns once it is done. Unlike a
+  // kernel it needs no free SM, so it lands even while spinning grids occupy all of them.
+  void write_word(void* dst, uint64_t value) const;
   // Runs a one-thread launch of f on the same stream and returns when it has finished.
   void launch_single(CUfunction f, void** params) const;
 

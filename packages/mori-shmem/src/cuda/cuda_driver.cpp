@@ -77,6 +77,7 @@ Loaded load() {
   bind(library, "cuModuleUnload", d.cuModuleUnload, f);
   bind(library, "cuModuleGetFunction", d.cuModuleGetFunction, f);
   bind(library, "cuLaunchKernel", d.cuLaunchKernel, f);
+  bind(library, "cuStreamWriteValue64_v2", d.cuStreamWriteValue64, f);
   if (!f.empty()) return loaded;
   const CUresult init = d.cuInit(0);
   if (init != kSuccess) {

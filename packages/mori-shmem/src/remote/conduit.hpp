@@ -39,7 +39,7 @@ struct ConduitConfig {
   std::string ifname;             // "" = loopback
   int streams = 2;                // tcp: connections per remote PE
   // tcp: transfers above this are split over the streams; from 1 MiB up a stripe per stream beat
-  // one stream in A/B runs (docs/benchmarks/shmem.md), at 512 KiB the extra thread did not pay.
+  // one stream in A/B runs (docs/benchmarks/shmem.md), at 512 KiB a second stripe did not pay.
   size_t stripe_bytes = 512 << 10;
   std::string ucx_dir;            // where libucp.so.0 is; "" = the system's
   std::string ucx_atomics = "auto";  // MORI_SHMEM_UCX_ATOMICS: auto, ucx or am

@@ -134,8 +134,14 @@ void GpuRemoteIo::send(Socket& socket, uint64_t offset, uint64_t length, const D
 
 void GpuRemoteIo::signal(uint64_t offset, uint64_t value, int sig_op) {
   rma::check_signal_op(sig_op);
-  // Both through the kernel: a system-scope release (set) or atomic add that a device waiter
-  // acquires, after every copy into the heap that came before it on the same stream.
+  // Both come after every copy into the heap that came before them on the same stream. A set is
+  // a fenced stream write, which needs no SM: the waiter may be one of the grids that fill them
+  // (PEs sharing a GPU). An add needs the atomic kernel.
+  if (sig_op == MORI_SHMEM_SIGNAL_SET) {
+    std::lock_guard<std::mutex> lock(inbound_mutex_);
+    context_.write_word(heap_ + offset, value);  // the conduit checked it is an aligned heap word
+    return;
+  }
   amo(offset, sig_op, MORI_SHMEM_TYPE_UINT64, value, 0);
 }
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The remote transport on the cuda backend, where the heap is GPU memory that sockets cannot read
 // or write: bytes are staged through pinned host buffers (one for what arrives, one for what
-// leaves, so a PE serving a peer never waits for its own outbound transfer), and atomics arriving
-// for the heap run as a one-thread kernel. The kernel is PTX written here and JIT-compiled by the
-// driver, so the library still needs no CUDA compiler or headers at build time.
+// leaves, so a PE serving a peer never waits for its own outbound transfer). Signal sets arriving
+// for the heap are stream writes; other atomics run as a one-thread kernel, PTX written here and
+// JIT-compiled by the driver, so the library still needs no CUDA compiler or headers at build time.
 #pragma once
 
 #include <cstddef>

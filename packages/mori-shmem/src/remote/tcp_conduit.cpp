@@ -53,32 +53,6 @@ bool wait_readable_or_stop(int fd, int stop_fd) {
   }
 }
 
-// Runs fn(i) for i in [0, n) on n threads (the caller takes i = 0) and rethrows the first error.
-template <typename Fn>
-void in_parallel(size_t n, Fn&& fn) {
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  threads.reserve(n > 0 ? n - 1 : 0);
-  for (size_t i = 1; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        fn(i);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  }
-  try {
-    fn(0);
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
-  for (auto& thread : threads) thread.join();
-  for (auto& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
-}
-
 }  // namespace
 
 struct TcpConduit::Stream {
@@ -128,6 +102,7 @@ TcpConduit::TcpConduit(Bootstrap& bootstrap, const std::vector<uint8_t>& remote,
   if (config_.streams < 1 || config_.streams > 64) {
     throw_error(MORI_SHMEM_ERR_CONFIG, "MORI_SHMEM_REMOTE_STREAMS=", config_.streams, " must be in [1, 64]");
   }
+  crew_ = std::make_unique<StripeCrew>(config_.streams - 1);
   if (pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) throw_system_error("pipe2");
   try {
     ip_ = interface_ipv4(config_.ifname);
@@ -355,14 +330,15 @@ void TcpConduit::send_request(Stream& stream, const void* request, const void* p
 }
 
 // Runs exchange(stream, begin, length) for each stripe of an nbytes transfer to pe, each on its own
-// stream and thread (one stripe, on the caller's thread, up to stripe_bytes).
+// stream, the first on the caller's thread and the others on the crew's (one stripe up to
+// stripe_bytes).
 template <typename Exchange>
 void TcpConduit::striped(int pe, size_t nbytes, Exchange&& exchange) {
   Peer& peer = *peers_[pe];
   const size_t parts = nbytes > config_.stripe_bytes ? peer.streams.size() : 1;
   const size_t first = peer.next.fetch_add(1);
   const size_t chunk = ((nbytes + parts - 1) / parts + 63) & ~size_t(63);
-  in_parallel(parts, [&](size_t i) {
+  crew_->run(parts, [&](size_t i) {
     const size_t begin = i * chunk;
     if (begin >= nbytes) return;
     Stream& stream = pick(pe, first + i);

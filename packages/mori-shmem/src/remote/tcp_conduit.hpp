@@ -5,8 +5,9 @@
 //   - Each PE listens on MORI_SOCKET_IFNAME (loopback by default); the endpoints travel through
 //     the bootstrap, so no port needs configuring.
 //   - Each PE opens MORI_SHMEM_REMOTE_STREAMS connections to every remote PE; large puts and gets
-//     are striped over them. A connection proves the job secret (HMAC-SHA256 over the server's
-//     nonce) before anything else is read; one that does not is dropped and logged.
+//     are striped over them, by the caller and the threads of a StripeCrew. A connection proves
+//     the job secret (HMAC-SHA256 over the server's nonce) before anything else is read; one that
+//     does not is dropped and logged.
 //   - Host memory is sent from and received into place (no staging copy).
 //   - Completion: puts pipeline; quiet sends FLUSH on every stream that carried puts since the last
 //     quiet and waits for the answers, so after quiet every earlier put is in the target's heap.
@@ -29,6 +30,7 @@
 #include "bootstrap/socket.hpp"
 #include "remote/conduit.hpp"
 #include "remote/heap_access.hpp"
+#include "remote/stripe_crew.hpp"
 
 namespace mori::shmem::remote {
 
@@ -75,6 +77,7 @@ class TcpConduit final : public Conduit {
   HeapAccess& heap_;
   uint64_t heap_size_;
   ConduitConfig config_;
+  std::unique_ptr<StripeCrew> crew_;  // helpers for the streams past the first
   Secret secret_;
   std::string ip_;
   Socket listener_;

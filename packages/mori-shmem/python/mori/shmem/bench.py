@@ -166,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--streams", type=int, default=None, help="--remote: MORI_SHMEM_REMOTE_STREAMS (tcp; default: the transport's)"
     )
-    parser.add_argument("--repeats", type=int, default=3, help="--remote: timed batches per size; the best counts")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="--remote: rounds, each timing every size over the transport, then the socket copy; the best counts",
+    )
     parser.add_argument("--pes", type=int, default=2, help="number of local PEs (processes)")
     parser.add_argument("--min-size", type=api.parse_size, default=None, help="default 8 (4K with --remote)")
     parser.add_argument(
