@@ -51,7 +51,7 @@ UID_SECRET = slice(20, 52)  # the job secret inside the 128-byte unique id
 
 MiB = 1 << 20
 # (size, destination offset, source offset): zero and odd sizes, the 16 KiB boundary of the
-# transport's coalesced sends, the 1 MiB striping threshold on both sides, stripes whose 64-byte
+# transport's coalesced sends, the 512 KiB striping threshold on both sides, stripes whose 64-byte
 # rounding leaves a short last part.
 FIXED_CASES: list[tuple[int, int, int]] = [
     (0, 5, 3),
@@ -62,6 +62,8 @@ FIXED_CASES: list[tuple[int, int, int]] = [
     (16 << 10, 0, 5),
     ((16 << 10) + 1, 1, 0),
     (65537, 7, 3),
+    (MiB // 2, 0, 0),
+    (MiB // 2 + 1, 5, 9),
     (MiB, 0, 0),
     (MiB + 1, 5, 9),
     (2 * MiB + 65, 3, 1),
