@@ -110,8 +110,9 @@ class CudaBackend:
         for dtype in combine_dtypes:
             self.load_combine(dtype, quant)
 
-    def load_combine(self, dtype: str, quant: int) -> None:
-        self._module(("combine", dtype, quant, True))
+    def load_combine(self, dtype: str, quant: int) -> Any:
+        """The inter-node combine module of rows of dtype and wire format quant (loaded if need be)."""
+        return self._module(("combine", dtype, quant, True))
 
     def has_combine(self, dtype: str, quant: int) -> bool:
         return ("combine", dtype, quant, True) in self._modules
@@ -168,7 +169,7 @@ class CudaBackend:
     def net_combine_send(
         self, args: EpArgs, *, dtype: str, quant: int, grid: int, block: int, stage_grid: int, send_blocks: int
     ) -> None:
-        module = self._module(("combine", dtype, quant, True))
+        module = self.load_combine(dtype, quant)
         stream = self._stream()
         module.function("mori_ep_combine_stage").launch(stage_grid, block, [args], stream=stream)
         module.function("mori_ep_combine").launch(grid, block, [self._hop_rows(args)], stream=stream)
@@ -176,7 +177,7 @@ class CudaBackend:
 
     def net_combine_recv(self, args: EpArgs, *, dtype: str, quant: int, grid: int, block: int) -> None:
         self._wait(args, _WAIT_REPLIES)
-        module = self._module(("combine", dtype, quant, True))
+        module = self.load_combine(dtype, quant)
         module.function("mori_ep_net_sum").launch(grid, block, [args], stream=self._stream())
 
     def synchronize(self) -> None:
