@@ -7,8 +7,8 @@
 # Each builds shmem, viz and ep (ci/gpu/setup.sh), then runs, every step bounded by `timeout`:
 #   tests: under MPS, test_device_proxy.py and test_internode.py -k cuda (every type, up to 2 x 4 PEs);
 #   bench: compute-sanitizer memcheck of one InterNodeV1 case on 2 x 1 PEs without MPS (the
-#          sanitizer does not attach to MPS clients); then under MPS mori-shmem-bench
-#          --device-proxy and mori-ep-bench for each inter-node type (2 x 2 PEs, 128 tokens).
+#          sanitizer does not attach to MPS clients); then under MPS mori-ep-bench for each
+#          inter-node type (2 x 2 PEs, 128 tokens) and mori-shmem-bench --device-proxy.
 # Everything lands in OUT_DIR (default $OUT, else ./verify-remote) as one log and one tarball, since
 # the device tool returns at most 8 files.
 set -uo pipefail
@@ -46,9 +46,6 @@ run_bench() {
   grep -E "ERROR SUMMARY|passed|failed" "$work/memcheck.log" | tee -a "$log"
   nvidia-cuda-mps-control -d
 
-  step "mori-shmem-bench --device-proxy"
-  timeout 100 mori-shmem-bench --device-proxy --max-size 64M --output "$work/device-proxy.json" 2>&1 \
-    | tail -25 | tee -a "$log"
   for type in InterNodeV1 InterNodeV1LL InterNode AsyncLL; do
     step "mori-ep-bench $type 2x2"
     timeout 75 mori-ep-bench --world-size 4 --max-tokens 128 --iterations 20 --kernel-type "$type" \
@@ -56,6 +53,10 @@ run_bench() {
     echo "exit $?" >>"$work/ep-$type.log"
     grep -vE "^\[#" "$work/ep-$type.log" | tail -40 >>"$log"
   done
+  # Last: a PE killed by its timeout can leave MPS refusing new clients.
+  step "mori-shmem-bench --device-proxy"
+  timeout 200 mori-shmem-bench --device-proxy --max-size 16M --output "$work/device-proxy.json" 2>&1 \
+    | tail -25 | tee -a "$log"
 }
 
 step setup

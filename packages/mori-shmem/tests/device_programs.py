@@ -388,3 +388,47 @@ def wait_while_loading(rank: int, nranks: int, uid: bytes, wait: bool) -> dict[s
             shmem.shmem_signal_op(word.data_ptr(), 1, shmem.AmoType.SIGNAL_SET, 0)
         shmem.shmem_barrier_all()
     return result
+
+
+def remote_writes_during_graph_capture(rank: int, nranks: int, uid: bytes, rounds: int) -> dict[str, Any]:
+    """PE 0 captures a CUDA graph (torch's default, global capture mode) for 1.5 s while PE 1 (another
+    host) sends it ``rounds`` puts with signal and atomic adds, whose copies, signal sets and atomic
+    kernels PE 0's remote transport applies meanwhile. Returns, on PE 0, what the replayed graph
+    computed, the last round's bytes against numpy's, and the signal and counter words."""
+    import time
+
+    import torch
+
+    nbytes = 4096 + 8
+    with pe_session(rank, nranks, uid):
+        torch.cuda.set_device(shmem.shmem_cuda_device())
+        data = shmem.shmem_zeros(nbytes, np.uint8).torch()
+        words = shmem.shmem_zeros(2, np.uint64).torch()
+        shmem.shmem_barrier_all()
+        result: dict[str, Any] = {}
+        if rank == 0:
+            x = torch.arange(8, device="cuda", dtype=torch.float32)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                y = x * 2 + 1
+                time.sleep(1.5)
+            graph.replay()
+            torch.cuda.synchronize()
+            shmem.shmem_wait_until(words.data_ptr(), shmem.CmpOp.EQ, rounds, timeout=30)
+            result = {
+                "graph_ok": bool(torch.equal(y.cpu(), torch.arange(8, dtype=torch.float32) * 2 + 1)),
+                "data_ok": bool(np.array_equal(data.cpu().numpy(), pattern(rounds, nbytes))),
+                "signal": int(words[0].item()),
+                "added": int(words[1].item()),
+            }
+        else:
+            time.sleep(0.25)
+            for r in range(1, rounds + 1):
+                src = torch.from_numpy(pattern(r, nbytes)).cuda()
+                shmem.shmem_putmem_signal(data.data_ptr(), src.data_ptr(), nbytes, words.data_ptr(), r,
+                                          shmem.AmoType.SIGNAL_SET, 0)  # fmt: skip
+                shmem.shmem_atomic_add(words.data_ptr() + 8, r, 0)
+                shmem.shmem_quiet()
+                time.sleep(0.1)
+        shmem.shmem_barrier_all()
+    return result

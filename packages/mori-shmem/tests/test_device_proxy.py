@@ -25,7 +25,12 @@ BASE_ENV = {
     "MORI_SHMEM_DEVICE_SPIN_TIMEOUT": "60",
     **NEEDED_ENV,
 }
-LAYOUTS = {"all-remote": {"MORI_SHMEM_PES_PER_NODE": "1"}, "two-per-node": {"MORI_SHMEM_PES_PER_NODE": "2"}}
+LAYOUTS = {
+    "all-remote": {"MORI_SHMEM_PES_PER_NODE": "1"},
+    "two-per-node": {"MORI_SHMEM_PES_PER_NODE": "2"},
+    # the vmm heap maps its P2P peer's chunks and leaves the remote ones to the proxy
+    "two-per-node-vmm": {"MORI_SHMEM_PES_PER_NODE": "2", "MORI_SHMEM_MODE": "vmm_heap"},
+}
 TIMEOUT = 400
 
 
@@ -97,3 +102,14 @@ def test_a_kernel_load_does_not_stall_a_remote_wait_under_the_needed_settings(gp
     defaults = {**env, "CUDA_MODULE_LOADING": "LAZY"}
     for pe in run_pes(device_programs.wait_while_loading, 2, False, env=defaults, timeout=TIMEOUT):
         assert any("CUDA_MODULE_LOADING" in w for w in pe["warnings"]), pe
+
+
+@pytest.mark.gpu
+def test_remote_writes_land_while_the_application_captures_a_graph(gpu):
+    """The remote transport's copies, signal sets and atomics synchronize mori's own stream; under a
+    global-mode capture in another thread that would invalidate the capture (and drop the peer)
+    unless mori relaxes its thread's capture mode for them."""
+    rounds = 10
+    env = {**BASE_ENV, **LAYOUTS["all-remote"]}
+    capturer, _ = run_pes(device_programs.remote_writes_during_graph_capture, 2, rounds, env=env, timeout=TIMEOUT)
+    assert capturer == {"graph_ok": True, "data_ok": True, "signal": rounds, "added": rounds * (rounds + 1) // 2}

@@ -6,6 +6,26 @@
 
 namespace mori::shmem::cuda {
 
+namespace {
+
+// While any thread captures a CUDA graph in the default (global) mode, CUDA refuses "unsafe" calls
+// such as cuStreamSynchronize from every other thread in global mode, and the refusal invalidates
+// that capture. The work below runs on the PE's private stream, never part of a graph, and mostly
+// on mori's own threads (remote transport, device proxy) while the application may be capturing
+// (a CUDA graph of EP dispatch, for one), so it relaxes the calling thread for its duration.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
+  ~RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  int previous_ = kStreamCaptureModeRelaxed;
+};
+
+}  // namespace
+
 DeviceContext::DeviceContext(int requested, int rank) {
   const Driver& d = driver();
   int count = 0;
@@ -48,6 +68,7 @@ void DeviceContext::bind() const {
 void DeviceContext::copy(void* dst, const void* src, size_t bytes) const {
   if (bytes == 0) return;
   bind();
+  const RelaxedCapture relaxed;
   const Driver& d = driver();
   check(d.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream_),
         "cuMemcpyAsync", "copying to or from the GPU heap");
@@ -56,6 +77,7 @@ void DeviceContext::copy(void* dst, const void* src, size_t bytes) const {
 
 void DeviceContext::write_word(void* dst, uint64_t value) const {
   bind();
+  const RelaxedCapture relaxed;
   const Driver& d = driver();
   check(d.cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0), "cuStreamWriteValue64",
         "setting a signal word in the GPU heap");
@@ -64,6 +86,7 @@ void DeviceContext::write_word(void* dst, uint64_t value) const {
 
 void DeviceContext::launch_single(CUfunction f, void** params) const {
   bind();
+  const RelaxedCapture relaxed;
   const Driver& d = driver();
   check(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream_, params, nullptr), "cuLaunchKernel",
         "applying a remote atomic to the GPU heap");

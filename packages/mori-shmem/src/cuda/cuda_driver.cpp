@@ -53,6 +53,7 @@ Loaded load() {
   bind(library, "cuStreamCreate", d.cuStreamCreate, f);
   bind(library, "cuStreamDestroy_v2", d.cuStreamDestroy, f);
   bind(library, "cuStreamSynchronize", d.cuStreamSynchronize, f);
+  bind(library, "cuThreadExchangeStreamCaptureMode", d.cuThreadExchangeStreamCaptureMode, f);
   bind(library, "cuMemcpyAsync", d.cuMemcpyAsync, f);
   bind(library, "cuMemcpyHtoD_v2", d.cuMemcpyHtoD, f);
   bind(library, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH, f);

@@ -54,6 +54,7 @@ constexpr int kAccessReadWrite = 3;
 constexpr int kGranularityRecommended = 1;
 constexpr unsigned kIpcLazyEnablePeerAccess = 1;
 constexpr unsigned kStreamNonBlocking = 1;
+constexpr int kStreamCaptureModeRelaxed = 2;
 constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
 constexpr int kAttrVmmSupported = 102;
@@ -83,6 +84,7 @@ struct Driver {
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuThreadExchangeStreamCaptureMode)(int*);
   CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);

@@ -137,7 +137,8 @@ int receive_batches(int sock, size_t expected, std::vector<std::vector<int>>& re
 
 }  // namespace
 
-std::vector<std::vector<int>> exchange_fds(Bootstrap& bootstrap, const std::vector<int>& fds, double timeout_s) {
+std::vector<std::vector<int>> exchange_fds(Bootstrap& bootstrap, const std::vector<int>& fds, double timeout_s,
+                                           const std::vector<uint8_t>& remote) {
   static std::atomic<unsigned> exchanges{0};
   const unsigned exchange = exchanges.fetch_add(1);
   const int rank = bootstrap.rank();
@@ -166,19 +167,23 @@ std::vector<std::vector<int>> exchange_fds(Bootstrap& bootstrap, const std::vect
     throw_system_error("listening for peers' memory handles");
   }
   bootstrap.barrier("vmm heap: fd sockets listening");
+  const auto is_remote = [&](int pe) { return !remote.empty() && remote[pe] != 0; };
+  int local_peers = 0;
   // A connect completes into the listener's backlog without an accept, so every PE can send to
   // all peers first and receive afterwards without deadlock.
   for (int step = 1; step < nranks; ++step) {
     const int peer = (rank + step) % nranks;
+    if (is_remote(peer)) continue;
     send_batches(address(bootstrap.secret(), peer, exchange), rank, fds);
+    ++local_peers;
   }
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
-  for (int accepted = 0; accepted < nranks - 1;) {
+  for (int accepted = 0; accepted < local_peers;) {
     pollfd pfd{listener.get(), POLLIN, 0};
     const int wait_ms = static_cast<int>(std::max(0.0, seconds_left(deadline)) * 1000);
     if (poll(&pfd, 1, wait_ms) <= 0) {
-      throw_error(MORI_SHMEM_ERR_TIMEOUT, "vmm heap: only ", accepted, " of ", nranks - 1,
+      throw_error(MORI_SHMEM_ERR_TIMEOUT, "vmm heap: only ", accepted, " of ", local_peers,
                   " peers sent their memory handles within ", timeout_s, " s");
     }
     Fd conn(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -190,7 +195,7 @@ std::vector<std::vector<int>> exchange_fds(Bootstrap& bootstrap, const std::vect
       continue;  // not a PE of this job: drop it without reading anything
     }
     const int sender = receive_batches(conn.get(), count, received, std::max(0.1, seconds_left(deadline)));
-    if (sender < 0 || sender >= nranks || pids[sender] != cred.pid) {
+    if (sender < 0 || sender >= nranks || pids[sender] != cred.pid || is_remote(sender)) {
       throw_error(MORI_SHMEM_ERR_AUTH, "vmm heap: process ", cred.pid, " sent handles claiming to be rank ", sender);
     }
     ++accepted;

@@ -51,10 +51,6 @@ CudaHeap::CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, d
                    const Topology& topology)
     : mode_(mode), rank_(bootstrap.rank()), size_(size), peer_bases_(bootstrap.nranks(), nullptr),
       remote_(topology.remote) {
-  if (mode == Mode::Vmm && topology.any_remote) {
-    require_one_host(topology, rank_, "MORI_SHMEM_MODE=vmm_heap shares chunks by POSIX fd within a host; use "
-                                      "static_heap when some PEs are remote");
-  }
   context_ = std::make_unique<cuda::DeviceContext>(device, rank_);
   const cuda::Driver& d = cuda::driver();
   try {
@@ -150,14 +146,14 @@ void CudaHeap::create_vmm(Bootstrap& bootstrap, double timeout_s) {
   }
   std::vector<std::vector<int>> received;
   try {
-    received = cuda::exchange_fds(bootstrap, fds, timeout_s);
+    received = cuda::exchange_fds(bootstrap, fds, timeout_s, remote_);  // remote PEs: through the device proxy
   } catch (...) {
     for (int fd : fds) close(fd);
     throw;
   }
   for (int fd : fds) close(fd);
   for (size_t pe = 0; pe < received.size(); ++pe) {
-    if (static_cast<int>(pe) == rank_) continue;
+    if (static_cast<int>(pe) == rank_ || remote_[pe]) continue;
     std::vector<cuda::CUmemGenericAllocationHandle> imported(chunks, 0);
     for (size_t i = 0; i < chunks; ++i) {
       const cuda::CUresult result = d.cuMemImportFromShareableHandle(

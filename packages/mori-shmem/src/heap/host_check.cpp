@@ -68,13 +68,4 @@ Topology exchange_topology(Bootstrap& bootstrap) {
   return topology;
 }
 
-void require_one_host(const Topology& topology, int rank, const char* why) {
-  for (size_t pe = 0; pe < topology.remote.size(); ++pe) {
-    if (topology.remote[pe]) {
-      throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "PE ", pe, " is not load/store reachable from PE ", rank,
-                  " (another host, or MORI_SHMEM_PES_PER_NODE / MORI_NODE_ID / MORI_DISABLE_P2P say so): ", why);
-    }
-  }
-}
-
 }  // namespace mori::shmem

@@ -35,7 +35,4 @@ struct Topology {
 // COLLECTIVE over bootstrap.
 Topology exchange_topology(Bootstrap& bootstrap);
 
-// Throws MORI_SHMEM_ERR_UNSUPPORTED naming the first remote PE; `why` says what needs load/store.
-void require_one_host(const Topology& topology, int rank, const char* why);
-
 }  // namespace mori::shmem

@@ -35,6 +35,7 @@ static_assert(ours::kAccessReadWrite == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 static_assert(ours::kGranularityRecommended == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
 static_assert(ours::kIpcLazyEnablePeerAccess == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 static_assert(ours::kStreamNonBlocking == CU_STREAM_NON_BLOCKING);
+static_assert(ours::kStreamCaptureModeRelaxed == CU_STREAM_CAPTURE_MODE_RELAXED);
 static_assert(ours::kAttrComputeCapabilityMajor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
 static_assert(ours::kAttrComputeCapabilityMinor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
 static_assert(ours::kAttrVmmSupported == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);

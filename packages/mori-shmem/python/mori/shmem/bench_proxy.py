@@ -45,7 +45,6 @@ def main_device_proxy(args: argparse.Namespace) -> int:
     conduit = "tcp" if args.conduit == "auto" else args.conduit
     env = {
         "MORI_SHMEM_BACKEND": "cuda",
-        "MORI_SHMEM_MODE": "static_heap",  # the remote transport serves the static heap
         "MORI_SHMEM_HEAP_SIZE": str(2 * max(sizes) + (64 << 20)),
         "MORI_SHMEM_PES_PER_NODE": "1",
         "MORI_SHMEM_REMOTE_CONDUIT": conduit,
