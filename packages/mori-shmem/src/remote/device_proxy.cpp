@@ -78,10 +78,6 @@ void DeviceProxy::run() {
 
 void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
   const int pe = entry.pe;
-  // Whatever reaches a target without an answer needs the next QUIET's flush; set before the
-  // request runs, so that one failing half-way is flushed too.
-  const bool answered = entry.op == MORI_SHMEM_PROXY_GET || entry.op == MORI_SHMEM_PROXY_AMO_FETCH;
-  if (!answered && entry.op != MORI_SHMEM_PROXY_QUIET) unflushed_ = true;
   try {
     switch (entry.op) {
       case MORI_SHMEM_PROXY_PUT:
@@ -105,15 +101,7 @@ void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
         conduit_.put(pe, entry.offset, &value, entry.bytes);
         break;
       }
-      case MORI_SHMEM_PROXY_QUIET:
-        // Requests run in ticket order and a flush completes all before it, so a QUIET with
-        // nothing unflushed since the last one is already satisfied. Kernels often quiet from
-        // every thread of a block: without this each of those would cost a network round trip.
-        if (unflushed_) {
-          conduit_.quiet();
-          unflushed_ = false;
-        }
-        break;
+      case MORI_SHMEM_PROXY_QUIET: conduit_.quiet(); break;
       default:
         log::emit(log::Level::Error, "PE ", rank_, ": device proxy got request op ", entry.op, " (ticket ", ticket,
                   "), which it does not know");

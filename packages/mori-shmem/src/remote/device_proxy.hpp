@@ -42,7 +42,6 @@ class DeviceProxy {
   PinnedBuffer ring_buffer_;
   mori_shmem_proxy_ring_t* ring_;
   std::atomic<uint64_t> next_{0};  // the next ticket to carry out
-  bool unflushed_ = false;         // a request without an answer ran since the last conduit quiet (proxy thread only)
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
