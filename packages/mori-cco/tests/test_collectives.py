@@ -19,11 +19,19 @@ def test_collectives_match_gloo(backend: str, nranks: int) -> None:
     assert failures == [[]] * nranks, failures
 
 
-@pytest.mark.parametrize("nranks", [2, 4])
-def test_gemm_all_reduce_matches_matmul_then_all_reduce(backend: str, nranks: int) -> None:
-    results = run_pes(
-        cco_programs.gemm_all_reduce, nranks, backend, find_free_port(), env=backend_env(backend), timeout=120
-    )
+@pytest.mark.parametrize(("nranks", "per_node"), [(2, 1), (4, 2), (8, 4)])
+def test_collectives_across_nodes_match_gloo(backend: str, nranks: int, per_node: int) -> None:
+    """The same checks with one host standing for several nodes: node-local steps plus the
+    exchange between nodes over the GDA path."""
+    env = {**backend_env(backend), "MORI_CCO_RANKS_PER_NODE": str(per_node)}
+    failures = run_pes(cco_programs.collectives, nranks, backend, find_free_port(), env=env, timeout=280)
+    assert failures == [[]] * nranks, failures
+
+
+@pytest.mark.parametrize(("nranks", "per_node"), [(2, 0), (4, 0), (4, 2)])
+def test_gemm_all_reduce_matches_matmul_then_all_reduce(backend: str, nranks: int, per_node: int) -> None:
+    env = {**backend_env(backend), "MORI_CCO_RANKS_PER_NODE": str(per_node)}
+    results = run_pes(cco_programs.gemm_all_reduce, nranks, backend, find_free_port(), env=env, timeout=120)
     for errors in results:
         for name in ("chunks1", "chunks2", "chunks4"):
             assert errors[name] < 1e-3, errors

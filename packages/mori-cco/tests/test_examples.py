@@ -35,3 +35,12 @@ def test_ring_put_example_on_the_gpu(nranks: int) -> None:
         pytest.skip("the device API runs on the cuda backend only: no NVIDIA GPU here")
     out = _run("ring_put.py", "--nranks", str(nranks))
     assert out.count("SUCCESS") == nranks, out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("nranks", "per_node"), [(2, 1), (4, 2), (8, 4)])
+def test_gda_put_example_on_the_gpu(nranks: int, per_node: int) -> None:
+    if not gpu_available():
+        pytest.skip("the device API runs on the cuda backend only: no NVIDIA GPU here")
+    out = _run("gda_put.py", "--nranks", str(nranks), "--ranks-per-node", str(per_node))
+    assert out.count("SUCCESS") == nranks, out

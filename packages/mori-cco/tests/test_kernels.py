@@ -58,8 +58,9 @@ def test_odd_worlds_and_other_dtypes_compile(world: int) -> None:
         collective_spec(ALL_REDUCE_TWO_SHOT, dtype, op, wire, world).compile(arch="sm_90")
 
 
-def test_device_api_example_compiles() -> None:
+@pytest.mark.parametrize("example", ["ring_put.cu", "gda_put.cu"])
+def test_device_api_example_compiles(example: str) -> None:
     from mori.shmem import jit
 
-    source = PACKAGE_ROOT / "examples" / "python" / "ring_put.cu"
+    source = PACKAGE_ROOT / "examples" / "python" / example
     assert jit.compile(source, include_dirs=[include_dir(), jit.include_dir()], arch="sm_90").stat().st_size > 0

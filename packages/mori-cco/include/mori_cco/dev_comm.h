@@ -35,7 +35,7 @@ typedef unsigned long long uint64_t;
 #endif
 
 #define MORI_CCO_DEV_COMM_MAGIC 0x0CC0AAAAu
-#define MORI_CCO_DEV_COMM_VERSION 1u
+#define MORI_CCO_DEV_COMM_VERSION 2u
 
 /* GDA connection types, numbered as MORI's. */
 #define MORI_CCO_GDA_CONNECTION_NONE 0
@@ -48,6 +48,7 @@ typedef unsigned long long uint64_t;
 #define MORI_CCO_ERR_BARRIER_TIMEOUT 1u
 #define MORI_CCO_ERR_SIGNAL_TIMEOUT 2u
 #define MORI_CCO_ERR_BAD_PEER 3u
+#define MORI_CCO_ERR_GDA 4u /* a GDA request failed; the proxy's error word says how */
 
 typedef struct {
   uint64_t offset; /* inside every rank's slot */
@@ -79,6 +80,12 @@ typedef struct {
   uint64_t ce_signal_offset;
   uint64_t error_offset;
   uint64_t spin_timeout_ns; /* bound of every wait; 0 waits forever */
+  /* GDA (ranks on other nodes; see mori_cco/device/gda.cuh). gda_ring: device address of the
+   * device proxy's ring (mori_shmem/proxy_ring.h), 0 when the communicator spans one node or runs
+   * on the cpu backend. gda_words_offset: slot offset of the proxy's words, laid out as mori-shmem's
+   * heap sync words (its error word, then its ticket word; mori_shmem.h, remote regions). */
+  uint64_t gda_ring;
+  uint64_t gda_words_offset;
 } mori_cco_dev_comm_t;
 
 /* A team: a subset of the world with an arithmetic rank map,

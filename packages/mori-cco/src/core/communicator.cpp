@@ -3,25 +3,37 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "core/error.hpp"
 #include "core/settings.hpp"
+#include "mori_shmem/device_state.h"
 
 namespace mori::cco {
 
 namespace {
 
 constexpr uint64_t kMinAlignment = 256;
+constexpr uint64_t kGdaWordsBytes = 256;  // the device proxy's ticket and error words
 
-// Ranks are grouped by host name; a host's ranks must be contiguous, as MORI's node_start assumes.
+// Ranks are grouped into nodes by host name, or by MORI_CCO_RANKS_PER_NODE (one host standing for
+// several); a node's ranks must be contiguous, as MORI's node_start assumes, and every node needs
+// the same number of them, as the rail team assumes.
 Topology discover_topology(Group& group) {
-  std::array<char, 64> host{};
-  gethostname(host.data(), host.size() - 1);
-  const auto hosts = group.allgather_value(host);
-  Topology topology;
+  std::array<char, 64> machine{};
+  gethostname(machine.data(), machine.size() - 1);
+  const auto machines = group.allgather_value(machine);
+  std::array<char, 64> host = machine;
+  const int64_t per_node = settings::get_int("MORI_CCO_RANKS_PER_NODE");
+  if (per_node > 0) {
+    host.fill(0);
+    std::snprintf(host.data(), host.size(), "node %lld", static_cast<long long>(group.rank() / per_node));
+  }
+  const auto hosts = per_node > 0 ? group.allgather_value(host) : machines;
   std::vector<int> node_of(hosts.size());
   int nodes = 0;
   for (size_t r = 0; r < hosts.size(); ++r) {
@@ -34,16 +46,28 @@ Topology discover_topology(Group& group) {
       }
     }
   }
+  Topology topology;
   topology.num_nodes = nodes + 1;
-  if (topology.num_nodes > 1) {
-    fail(ccoUnsupported, "the communicator spans ", topology.num_nodes,
-         " hosts; this release connects ranks of one host only (load/store through the flat address range)");
-  }
   topology.node = node_of[group.rank()];
-  topology.lsa_size = group.nranks();
-  topology.lsa_rank = group.rank();
-  topology.node_start = 0;
+  topology.node_start = static_cast<int>(std::find(node_of.begin(), node_of.end(), topology.node) - node_of.begin());
+  topology.lsa_size = static_cast<int>(std::count(node_of.begin(), node_of.end(), topology.node));
+  topology.lsa_rank = group.rank() - topology.node_start;
+  topology.host_ranks = static_cast<int>(std::count(machines.begin(), machines.end(), machine));
+  const int first_size = static_cast<int>(std::count(node_of.begin(), node_of.end(), 0));
+  if (first_size * topology.num_nodes != group.nranks()) {
+    fail(ccoInvalidArgument, "node 0 (", hosts[0].data(), ") has ", first_size, " of the ", group.nranks(),
+         " ranks over ", topology.num_nodes, " nodes: every node needs the same number of ranks");
+  }
   return topology;
+}
+
+// The LSA team's own bootstrap group, which shares the slots' memory handles within the node:
+// LSA rank 0 makes its unique id, the world passes it on.
+std::unique_ptr<Group> join_node_group(Group& world, const Topology& topology) {
+  mori_shmem_uniqueid_t uid{};
+  if (topology.lsa_rank == 0) check_shmem(mori_shmem_get_unique_id(&uid), "a unique id for the node's group");
+  const auto uids = world.allgather_value(uid);
+  return std::make_unique<Group>(uids[topology.node_start], topology.lsa_rank, topology.lsa_size, 0.0);
 }
 
 ccoBackend resolve_backend(ccoBackend backend) {
@@ -72,15 +96,30 @@ Communicator::Communicator(const mori_shmem_uniqueid_t& uid, int nranks, int ran
   }
   if (per_rank_size == 0) per_rank_size = settings::get_size("MORI_CCO_PER_RANK_VMM");
   check_symmetric("per_rank_vmm", per_rank_size, 0);
+  if (topology_.num_nodes > 1) node_group_ = join_node_group(group_, topology_);
+  Group& node = node_group_ ? *node_group_ : group_;
   if (chosen == ccoBackendCuda) {
-    memory_ = create_vmm_memory(group_, topology_.lsa_rank, topology_.lsa_size, per_rank_size, device < 0 ? 0 : device);
+    memory_ = create_vmm_memory(node, topology_.lsa_rank, topology_.lsa_size, per_rank_size, device < 0 ? 0 : device);
   } else {
-    memory_ = create_shm_memory(group_, topology_.lsa_rank, topology_.lsa_size, per_rank_size);
+    memory_ = create_shm_memory(node, topology_.lsa_rank, topology_.lsa_size, per_rank_size);
   }
   allocator_ = std::make_unique<SlotAllocator>(memory_->per_rank_size());
+  if (topology_.num_nodes > 1) start_gda();
+}
+
+void Communicator::start_gda() {
+  gda_words_offset_ = reinterpret_cast<uintptr_t>(alloc_locked(kGdaWordsBytes, kMinAlignment)) - own_slot();
+  memory_->zero(gda_words_offset_, kGdaWordsBytes);
+  std::vector<uint8_t> reach(static_cast<size_t>(nranks()));
+  for (int r = 0; r < nranks(); ++r) {
+    reach[r] = r < topology_.node_start || r >= topology_.node_start + topology_.lsa_size;
+  }
+  gda_ = std::make_unique<GdaTransport>(group_, reinterpret_cast<uint8_t*>(own_slot()), memory_->per_rank_size(),
+                                        memory_->device(), reach, gda_words_offset_, timeout_s_);
 }
 
 Communicator::~Communicator() {
+  gda_.reset();  // quiets: nothing of ours may still be on its way to a peer
   if (copy_engine_) {
     try {
       copy_engine_->quiet(-1, -1);
@@ -246,6 +285,8 @@ mori_cco_dev_comm_t Communicator::create_dev_comm(const ccoDevCommRequirements& 
   // No peer may signal into this rank's resource window before it is zeroed.
   group_.barrier();
   dc.spin_timeout_ns = static_cast<uint64_t>(timeout_s_ * 1e9);
+  dc.gda_ring = gda_ ? gda_->proxy_ring() : 0;
+  dc.gda_words_offset = gda_words_offset_;
   dev_comms_[dc.resource.offset] = dc.ce_queue_count;
   return dc;
 }
@@ -266,8 +307,15 @@ uint32_t Communicator::dev_comm_error(const mori_cco_dev_comm_t& dev_comm, bool 
     fail(ccoInvalidArgument, "dev_comm (resource offset ", dev_comm.resource.offset, ") is not live");
   }
   const uint64_t offset = dev_comm.resource.offset + dev_comm.error_offset;
-  const uint64_t word = memory_->read_word(offset);
+  uint64_t word = memory_->read_word(offset);
   if (clear) memory_->zero(offset, sizeof(uint64_t));
+  if (word == MORI_CCO_ERR_NONE && gda_) {
+    // The proxy's own error word: a GDA request that failed at the transport.
+    const uint64_t error_offset = gda_words_offset_ + MORI_SHMEM_SYNC_ERROR_OFFSET;
+    const uint64_t proxy_error = memory_->read_word(error_offset) & 0xffffffffu;
+    if (proxy_error != 0) word = MORI_CCO_ERR_GDA;
+    if (clear && proxy_error != 0) memory_->zero(error_offset, sizeof(uint32_t));
+  }
   return static_cast<uint32_t>(word);
 }
 
@@ -327,6 +375,76 @@ void Communicator::ce_quiet(int peer_lsa, int queue) {
     engine = copy_engine_.get();
   }
   if (engine != nullptr) engine->quiet(peer_lsa, queue);
+}
+
+GdaTransport& Communicator::gda_to(int peer, const char* what) const {
+  if (peer < 0 || peer >= group_.nranks()) {
+    fail(ccoInvalidArgument, what, ": peer=", peer, " is outside [0, nranks=", group_.nranks(), ")");
+  }
+  if (peer >= topology_.node_start && peer < topology_.node_start + topology_.lsa_size) {
+    fail(ccoInvalidArgument, what, ": peer=", peer, " shares this rank's node (ranks ", topology_.node_start, "..",
+         topology_.node_start + topology_.lsa_size - 1, "); reach it by load/store (get_peer_ptr, device put)");
+  }
+  return *gda_;  // non-null: a peer on another node means several nodes
+}
+
+uint64_t Communicator::signal_slot_offset(const mori_cco_dev_comm_t& dev_comm, int signal_id) const {
+  if (dev_comms_.count(dev_comm.resource.offset) == 0) {
+    fail(ccoInvalidArgument, "dev_comm (resource offset ", dev_comm.resource.offset, ") is not live");
+  }
+  if (signal_id < 0 || static_cast<uint32_t>(signal_id) >= dev_comm.signal_count) {
+    fail(ccoInvalidArgument, "signal_id=", signal_id, " is outside [0, gda_signal_count=", dev_comm.signal_count, ")");
+  }
+  return dev_comm.resource.offset + dev_comm.signal_offset + words(static_cast<uint64_t>(signal_id));
+}
+
+void Communicator::gda_put(const mori_cco_dev_comm_t& dev_comm, int peer, const mori_cco_window_t& dst,
+                           uint64_t dst_offset, const mori_cco_window_t& src, uint64_t src_offset, uint64_t bytes,
+                           int signal_id, uint64_t signal_value) {
+  GdaTransport* gda = nullptr;
+  uint64_t signal_offset = UINT64_MAX;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gda = &gda_to(peer, "gda_put");
+    check_window(dst, dst_offset, bytes, "dst window");
+    check_window(src, src_offset, bytes, "src window");
+    if (signal_id != -1) signal_offset = signal_slot_offset(dev_comm, signal_id);
+  }
+  // Unlocked: the transfer may take long, and the transport serves several threads.
+  gda->put(peer, dst.offset + dst_offset, reinterpret_cast<const void*>(own_slot() + src.offset + src_offset), bytes,
+           signal_offset, signal_value);
+}
+
+void Communicator::gda_get(int peer, const mori_cco_window_t& src, uint64_t src_offset, const mori_cco_window_t& dst,
+                           uint64_t dst_offset, uint64_t bytes) {
+  GdaTransport* gda = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gda = &gda_to(peer, "gda_get");
+    check_window(src, src_offset, bytes, "src window");
+    check_window(dst, dst_offset, bytes, "dst window");
+  }
+  gda->get(peer, src.offset + src_offset, reinterpret_cast<void*>(own_slot() + dst.offset + dst_offset), bytes);
+}
+
+void Communicator::gda_signal(const mori_cco_dev_comm_t& dev_comm, int peer, int signal_id, uint64_t value) {
+  GdaTransport* gda = nullptr;
+  uint64_t offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gda = &gda_to(peer, "gda_signal");
+    offset = signal_slot_offset(dev_comm, signal_id);
+  }
+  gda->signal_add(peer, offset, value);
+}
+
+uint64_t Communicator::read_signal(const mori_cco_dev_comm_t& dev_comm, int signal_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return memory_->read_word(signal_slot_offset(dev_comm, signal_id));
+}
+
+void Communicator::gda_flush() {
+  if (gda_) gda_->quiet();
 }
 
 }  // namespace mori::cco

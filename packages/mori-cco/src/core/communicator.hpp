@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/copy_engine.hpp"
+#include "core/gda_transport.hpp"
 #include "core/group.hpp"
 #include "memory/flat_memory.hpp"
 #include "memory/slot_allocator.hpp"
@@ -24,6 +25,7 @@ struct Topology {
   int lsa_rank = 0;
   int lsa_size = 1;
   int node_start = 0;  // world rank of LSA rank 0
+  int host_ranks = 1;  // ranks on this machine (more than lsa_size when one host stands for several nodes)
 };
 
 class Communicator {
@@ -56,16 +58,35 @@ class Communicator {
                   uint64_t dst_offset, const mori_cco_window_t& src, uint64_t src_offset, uint64_t bytes);
   void ce_quiet(int peer_lsa, int queue);
 
+  // GDA from the host: one-sided transfers to and from ranks on other nodes (world ranks), the
+  // same requests kernels post through dev_comm.gda_ring. signal_id -1: no signal; else the
+  // peer's signal signal_id gets += signal_value once the data is there.
+  void gda_put(const mori_cco_dev_comm_t& dev_comm, int peer, const mori_cco_window_t& dst, uint64_t dst_offset,
+               const mori_cco_window_t& src, uint64_t src_offset, uint64_t bytes, int signal_id,
+               uint64_t signal_value);
+  // Copies the peer's src window bytes into this rank's dst window.
+  void gda_get(int peer, const mori_cco_window_t& src, uint64_t src_offset, const mori_cco_window_t& dst,
+               uint64_t dst_offset, uint64_t bytes);
+  void gda_signal(const mori_cco_dev_comm_t& dev_comm, int peer, int signal_id, uint64_t value);
+  uint64_t read_signal(const mori_cco_dev_comm_t& dev_comm, int signal_id);
+  // Every GDA request issued before it (host threads and kernels) is applied at its target.
+  void gda_flush();
+  const char* gda_conduit() const { return gda_ ? gda_->conduit() : ""; }
+
  private:
   std::pair<uint64_t, uint64_t> block_of(const void* ptr, const char* what) const;
   void check_symmetric(const char* call, uint64_t a, uint64_t b);
   void* alloc_locked(uint64_t size, uint64_t alignment);
   void free_locked(uint64_t offset);
   void check_window(const mori_cco_window_t& window, uint64_t offset, uint64_t bytes, const char* what) const;
+  void start_gda();
+  GdaTransport& gda_to(int peer, const char* what) const;
+  uint64_t signal_slot_offset(const mori_cco_dev_comm_t& dev_comm, int signal_id) const;
 
   std::mutex mutex_;
   Group group_;
   Topology topology_;
+  std::unique_ptr<Group> node_group_;  // the LSA team's own group when the world spans several nodes
   std::unique_ptr<FlatMemory> memory_;
   std::unique_ptr<SlotAllocator> allocator_;
   double timeout_s_;
@@ -73,6 +94,8 @@ class Communicator {
   std::map<uint64_t, uint64_t> dev_comms_;   // resource offset -> ce queues
   std::unique_ptr<CopyEngine> copy_engine_;
   std::map<std::pair<uint64_t, int>, uint64_t> ce_counts_;  // (resource offset, peer * queues + queue)
+  uint64_t gda_words_offset_ = 0;
+  std::unique_ptr<GdaTransport> gda_;  // ranks on other nodes; null on one node
 };
 
 }  // namespace mori::cco

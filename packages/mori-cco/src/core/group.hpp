@@ -11,6 +11,9 @@
 
 namespace mori::cco {
 
+// Throws the cco error matching a failed mori-shmem call's status, with its message.
+void check_shmem(int status, const char* what);
+
 class Group {
  public:
   Group(const mori_shmem_uniqueid_t& uid, int rank, int nranks, double timeout_s);
@@ -22,6 +25,7 @@ class Group {
   int nranks() const { return nranks_; }
   // 16 hex digits unique to the unique id: names the group's shared-memory segments.
   const std::string& tag() const { return tag_; }
+  mori_shmem_bootstrap_group_t handle() const { return group_; }
 
   // All COLLECTIVE over the group.
   void allgather(const void* send, void* recv, size_t bytes_per_rank);

@@ -30,6 +30,10 @@ const std::vector<Var>& registry() {
        "Thread blocks of every collective kernel of a communicator (fixed per communicator); 0: the SMs the "
        "rank may use (its share when ranks share one GPU), between 8 and 64.",
        nullptr},
+      {"MORI_CCO_RANKS_PER_NODE", "int", "0",
+       "Treat ranks rank/N as nodes (one host standing for several, like MORI's gpu_per_node): ranks of "
+       "different nodes reach each other through the GDA path only. 0 groups ranks by host name.",
+       nullptr},
       {"MORI_CCO_ONE_SHOT_MAX", "size", "1M",
        "all_reduce(algorithm='auto') uses the one-shot algorithm up to this many bytes, two-shot above.", nullptr},
   };

@@ -111,6 +111,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("lsa_size", [](Communicator& c) { return c.topology().lsa_size; })
       .def_property_readonly("node", [](Communicator& c) { return c.topology().node; })
       .def_property_readonly("num_nodes", [](Communicator& c) { return c.topology().num_nodes; })
+      .def_property_readonly("host_ranks", [](Communicator& c) { return c.topology().host_ranks; })
       .def_property_readonly("backend", [](Communicator& c) { return std::string(c.memory().backend()); })
       .def_property_readonly("device", [](Communicator& c) { return c.memory().device(); })
       .def_property_readonly("flat_base", [](Communicator& c) { return c.memory().flat_base(); })
@@ -165,7 +166,35 @@ PYBIND11_MODULE(_C, m) {
                              mori_cco_window_t{std::get<0>(src), std::get<1>(src)}, src_offset, nbytes);
            })
       .def("ce_quiet", &Communicator::ce_quiet, py::arg("peer") = -1, py::arg("queue") = -1,
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def("gda_put",
+           [](Communicator& c, const py::bytes& dc, int peer, std::tuple<uint64_t, uint64_t> dst, uint64_t dst_offset,
+              std::tuple<uint64_t, uint64_t> src, uint64_t src_offset, uint64_t nbytes, int signal_id,
+              uint64_t signal_value) {
+             const mori_cco_dev_comm_t value = dev_comm_of(dc);
+             py::gil_scoped_release release;
+             c.gda_put(value, peer, mori_cco_window_t{std::get<0>(dst), std::get<1>(dst)}, dst_offset,
+                       mori_cco_window_t{std::get<0>(src), std::get<1>(src)}, src_offset, nbytes, signal_id,
+                       signal_value);
+           })
+      .def(
+          "gda_get",
+          [](Communicator& c, int peer, std::tuple<uint64_t, uint64_t> src, uint64_t src_offset,
+             std::tuple<uint64_t, uint64_t> dst, uint64_t dst_offset, uint64_t nbytes) {
+            c.gda_get(peer, mori_cco_window_t{std::get<0>(src), std::get<1>(src)}, src_offset,
+                      mori_cco_window_t{std::get<0>(dst), std::get<1>(dst)}, dst_offset, nbytes);
+          },
+          py::call_guard<py::gil_scoped_release>())
+      .def("gda_signal",
+           [](Communicator& c, const py::bytes& dc, int peer, int signal_id, uint64_t value) {
+             const mori_cco_dev_comm_t v = dev_comm_of(dc);
+             py::gil_scoped_release release;
+             c.gda_signal(v, peer, signal_id, value);
+           })
+      .def("read_signal",
+           [](Communicator& c, const py::bytes& dc, int signal_id) { return c.read_signal(dev_comm_of(dc), signal_id); })
+      .def("gda_flush", &Communicator::gda_flush, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("gda_conduit", [](Communicator& c) { return std::string(c.gda_conduit()); });
 
   m.def(
       "run_collective",

@@ -170,6 +170,48 @@ MORI_SHMEM_API int mori_shmem_bootstrap_group_exchange_fds(mori_shmem_bootstrap_
  * shared-memory segments; len must be at least 17. */
 MORI_SHMEM_API int mori_shmem_bootstrap_group_tag(mori_shmem_bootstrap_group_t group, char* buf, size_t len);
 
+/* ---- remote regions ----
+ * The remote transport (conduits, and on GPU memory the staging and the device proxy) serving one
+ * range of memory per rank of a bootstrap group, for libraries that manage memory of their own
+ * (mori-cco reaches other hosts' slots with it). Offsets are offsets in the target rank's range,
+ * whose size is the same on every rank. The guarantees are those of the symmetric heap's remote
+ * transport: a put returns once src may be reused; everything is applied at its target after quiet;
+ * a rank that observes a put-with-signal's signal observes its data; a dead peer gives an error. */
+typedef struct mori_shmem_remote_region* mori_shmem_remote_region_t;
+typedef struct mori_shmem_remote_region_attr {
+  void* base;                /* this rank's range */
+  uint64_t size;             /* the same on every rank */
+  int cuda_device;           /* -1: host memory; else the ordinal of the GPU that holds the range */
+  const uint8_t* reach;      /* nranks bytes: reach[r] != 0 serves rank r through the region; must be
+                                transpose-consistent (r reaches q iff q reaches r) */
+  uint64_t proxy_words;      /* GPU memory: offset in the range of 32 zeroed bytes laid out as the heap's
+                                sync words (device_state.h): the device proxy's error word (uint32,
+                                MORI_SHMEM_DEVICE_ERR_*) at MORI_SHMEM_SYNC_ERROR_OFFSET, its ticket
+                                word (uint64) at MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET */
+} mori_shmem_remote_region_attr_t;
+/* COLLECTIVE over group, which must outlive the region. timeout_s <= 0: MORI_SHMEM_WAIT_TIMEOUT. */
+MORI_SHMEM_API int mori_shmem_remote_region_create(mori_shmem_bootstrap_group_t group,
+                                                   const mori_shmem_remote_region_attr_t* attr, double timeout_s,
+                                                   mori_shmem_remote_region_t* out);
+/* Not collective: quiets, then closes this rank's side. NULL is a no-op. */
+MORI_SHMEM_API int mori_shmem_remote_region_destroy(mori_shmem_remote_region_t region);
+/* signal_offset == UINT64_MAX: a plain put; else the 64-bit word there then gets signal by sig_op
+ * (MORI_SHMEM_SIGNAL_SET / _ADD), after the data. */
+MORI_SHMEM_API int mori_shmem_remote_region_put(mori_shmem_remote_region_t region, int rank, uint64_t offset,
+                                                const void* src, uint64_t nbytes, uint64_t signal_offset,
+                                                uint64_t signal, int sig_op);
+MORI_SHMEM_API int mori_shmem_remote_region_get(mori_shmem_remote_region_t region, int rank, uint64_t offset,
+                                                void* dest, uint64_t nbytes);
+MORI_SHMEM_API int mori_shmem_remote_region_signal(mori_shmem_remote_region_t region, int rank,
+                                                   uint64_t signal_offset, uint64_t signal, int sig_op);
+/* Every request issued before it, by host threads or by kernels through the proxy, is applied. */
+MORI_SHMEM_API int mori_shmem_remote_region_quiet(mori_shmem_remote_region_t region);
+/* GPU memory: the device address of the proxy ring (mori_shmem/proxy_ring.h) kernels post to
+ * (device/proxy.cuh's ProxyPost with heapBase = the proxy words); 0 for host memory. *conduit
+ * gets "tcp" or "ucx". */
+MORI_SHMEM_API int mori_shmem_remote_region_info(mori_shmem_remote_region_t region, uint64_t* proxy_ring,
+                                                 const char** conduit);
+
 /* ---- symmetric heap ---- */
 /* COLLECTIVE. size 0 yields *out = NULL. Every allocation is at least 256-byte aligned. */
 MORI_SHMEM_API int mori_shmem_malloc(size_t size, void** out);

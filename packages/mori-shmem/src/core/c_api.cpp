@@ -17,6 +17,7 @@
 #include "cuda/cuda_driver.hpp"
 #include "cuda/fd_exchange.hpp"
 #include "mori_shmem/mori_shmem.h"
+#include "remote/region.hpp"
 
 using namespace mori::shmem;
 
@@ -231,6 +232,102 @@ int mori_shmem_bootstrap_group_tag(mori_shmem_bootstrap_group_t group, char* buf
     require_out(buf, "buf");
     if (len < 17) throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "len=", len, " is below the 17 bytes of a tag");
     for (int i = 0; i < 8; ++i) std::snprintf(buf + 2 * i, 3, "%02x", secret[i]);
+  });
+}
+
+}  // extern "C"
+
+struct mori_shmem_remote_region {
+  std::unique_ptr<remote::RemoteRegion> region;
+};
+
+namespace {
+
+remote::RemoteRegion& require_region(mori_shmem_remote_region_t region) {
+  if (region == nullptr || region->region == nullptr) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "region is NULL or destroyed");
+  }
+  return *region->region;
+}
+
+void require_sig_op(int sig_op) {
+  if (sig_op != MORI_SHMEM_SIGNAL_SET && sig_op != MORI_SHMEM_SIGNAL_ADD) {
+    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "sig_op=", sig_op, " is neither MORI_SHMEM_SIGNAL_SET (",
+                MORI_SHMEM_SIGNAL_SET, ") nor MORI_SHMEM_SIGNAL_ADD (", MORI_SHMEM_SIGNAL_ADD, ")");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int mori_shmem_remote_region_create(mori_shmem_bootstrap_group_t group, const mori_shmem_remote_region_attr_t* attr,
+                                    double timeout_s, mori_shmem_remote_region_t* out) {
+  return guarded([&] {
+    Bootstrap& bootstrap = require_group(group);
+    require_out(attr, "attr");
+    require_out(out, "out");
+    *out = nullptr;
+    if (attr->size > 0) require_out(attr->base, "attr->base");
+    require_out(attr->reach, "attr->reach");
+    remote::RegionSpec spec;
+    spec.base = static_cast<uint8_t*>(attr->base);
+    spec.size = attr->size;
+    spec.cuda_device = attr->cuda_device;
+    spec.reach.assign(attr->reach, attr->reach + bootstrap.nranks());
+    spec.proxy_words = attr->proxy_words;
+    const double timeout = timeout_s > 0 ? timeout_s : env::get_seconds("MORI_SHMEM_WAIT_TIMEOUT");
+    auto handle = std::make_unique<mori_shmem_remote_region>();
+    handle->region = std::make_unique<remote::RemoteRegion>(bootstrap, std::move(spec), timeout);
+    *out = handle.release();
+  });
+}
+
+int mori_shmem_remote_region_destroy(mori_shmem_remote_region_t region) {
+  return guarded([&] { delete region; });
+}
+
+int mori_shmem_remote_region_put(mori_shmem_remote_region_t region, int rank, uint64_t offset, const void* src,
+                                 uint64_t nbytes, uint64_t signal_offset, uint64_t signal, int sig_op) {
+  return guarded([&] {
+    remote::RemoteRegion& r = require_region(region);
+    if (nbytes > 0) require_out(src, "src");
+    if (signal_offset == UINT64_MAX) {
+      r.put(rank, offset, src, nbytes);
+      return;
+    }
+    require_sig_op(sig_op);
+    r.put_signal(rank, offset, src, nbytes, signal_offset, signal, sig_op);
+  });
+}
+
+int mori_shmem_remote_region_get(mori_shmem_remote_region_t region, int rank, uint64_t offset, void* dest,
+                                 uint64_t nbytes) {
+  return guarded([&] {
+    remote::RemoteRegion& r = require_region(region);
+    if (nbytes > 0) require_out(dest, "dest");
+    r.get(rank, offset, dest, nbytes);
+  });
+}
+
+int mori_shmem_remote_region_signal(mori_shmem_remote_region_t region, int rank, uint64_t signal_offset,
+                                    uint64_t signal, int sig_op) {
+  return guarded([&] {
+    remote::RemoteRegion& r = require_region(region);
+    require_sig_op(sig_op);
+    r.signal(rank, signal_offset, signal, sig_op);
+  });
+}
+
+int mori_shmem_remote_region_quiet(mori_shmem_remote_region_t region) {
+  return guarded([&] { require_region(region).quiet(); });
+}
+
+int mori_shmem_remote_region_info(mori_shmem_remote_region_t region, uint64_t* proxy_ring, const char** conduit) {
+  return guarded([&] {
+    remote::RemoteRegion& r = require_region(region);
+    if (proxy_ring != nullptr) *proxy_ring = r.proxy_ring();
+    if (conduit != nullptr) *conduit = r.conduit_name();
   });
 }
 

@@ -30,18 +30,6 @@ Backend choose_backend() {
   return cuda::available() ? Backend::Cuda : Backend::Cpu;
 }
 
-// Every setting of the remote transport, read before any network step (see initialize).
-remote::ConduitConfig read_conduit_config(double wait_timeout_s) {
-  remote::ConduitConfig config;
-  config.choice = env::get_choice("MORI_SHMEM_REMOTE_CONDUIT");
-  config.streams = static_cast<int>(env::get_int("MORI_SHMEM_REMOTE_STREAMS"));
-  config.timeout_s = wait_timeout_s;
-  config.ifname = env::get_string("MORI_SOCKET_IFNAME");
-  config.ucx_dir = env::get_string("MORI_SHMEM_UCX_DIR");
-  config.ucx_atomics = env::get_choice("MORI_SHMEM_UCX_ATOMICS");
-  return config;
-}
-
 // The conduit (both backends) and, on the cuda backend, the staging and the device proxy.
 void start_remote_transport(PeState& state, const Topology& topology, const remote::ConduitConfig& config) {
   if (state.cuda_heap != nullptr) {
@@ -56,12 +44,25 @@ void start_remote_transport(PeState& state, const Topology& topology, const remo
   state.remote = remote::make_conduit(*state.bootstrap, topology.remote, heap, config);
   if (state.cuda_heap != nullptr) {
     state.proxy = std::make_unique<remote::DeviceProxy>(state.cuda_heap->context(), *state.remote, *state.gpu_remote,
-                                                        state.heap->local_base(), state.rank(), state.wait_timeout_s);
+                                                        state.heap->local_base() + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET,
+                                                        state.heap->local_base() + MORI_SHMEM_SYNC_ERROR_OFFSET,
+                                                        state.rank(), state.wait_timeout_s);
     state.cuda_heap->set_proxy_ring(state.proxy->ring_address());
   }
 }
 
 }  // namespace
+
+remote::ConduitConfig read_conduit_config(double wait_timeout_s) {
+  remote::ConduitConfig config;
+  config.choice = env::get_choice("MORI_SHMEM_REMOTE_CONDUIT");
+  config.streams = static_cast<int>(env::get_int("MORI_SHMEM_REMOTE_STREAMS"));
+  config.timeout_s = wait_timeout_s;
+  config.ifname = env::get_string("MORI_SOCKET_IFNAME");
+  config.ucx_dir = env::get_string("MORI_SHMEM_UCX_DIR");
+  config.ucx_atomics = env::get_choice("MORI_SHMEM_UCX_ATOMICS");
+  return config;
+}
 
 std::mutex& state_mutex() {
   static std::mutex mutex;

@@ -16,9 +16,10 @@ namespace mori::shmem::remote {
 
 class DeviceProxy {
  public:
-  // heap_base: this PE's GPU heap (its sync words hold the ring's tail and the error word).
-  DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, GpuRemoteIo& io, uint8_t* heap_base,
-              int rank, double timeout_s);
+  // tail_word: the uint64 (GPU memory) kernels take tickets from; error_word: the uint32 (GPU
+  // memory) where a failed request leaves its MORI_SHMEM_DEVICE_ERR_* code.
+  DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, GpuRemoteIo& io, uint8_t* tail_word,
+              uint8_t* error_word, int rank, double timeout_s);
   ~DeviceProxy();
   DeviceProxy(const DeviceProxy&) = delete;
   DeviceProxy& operator=(const DeviceProxy&) = delete;
@@ -36,7 +37,8 @@ class DeviceProxy {
   const cuda::DeviceContext& context_;
   Conduit& conduit_;
   GpuRemoteIo& io_;
-  uint8_t* heap_base_;
+  uint8_t* tail_word_;
+  uint8_t* error_word_;
   int rank_;
   double timeout_s_;
   PinnedBuffer ring_buffer_;

@@ -13,6 +13,7 @@ class Communicator:
     lsa_size: int
     node: int
     num_nodes: int
+    host_ranks: int
     backend: str
     device: int
     flat_base: int
@@ -39,6 +40,25 @@ class Communicator:
         nbytes: int,
     ) -> int: ...
     def ce_quiet(self, peer: int = -1, queue: int = -1) -> None: ...
+    def gda_put(
+        self,
+        dev_comm: bytes,
+        peer: int,
+        dst: tuple[int, int],
+        dst_offset: int,
+        src: tuple[int, int],
+        src_offset: int,
+        nbytes: int,
+        signal_id: int,
+        signal_value: int,
+    ) -> None: ...
+    def gda_get(
+        self, peer: int, src: tuple[int, int], src_offset: int, dst: tuple[int, int], dst_offset: int, nbytes: int
+    ) -> None: ...
+    def gda_signal(self, dev_comm: bytes, peer: int, signal_id: int, value: int) -> None: ...
+    def read_signal(self, dev_comm: bytes, signal_id: int) -> int: ...
+    def gda_flush(self) -> None: ...
+    gda_conduit: str
 
 def run_collective(args: int) -> None: ...
 def lsa_barrier(dev_comm: bytes, index: int) -> None: ...

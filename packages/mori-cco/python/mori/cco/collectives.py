@@ -3,7 +3,9 @@
 host code on the cpu backend and by the JIT kernels of collectives.cu on cuda.
 
 One engine per communicator owns a dev comm (its LSA barriers) and a scratch area of two buffers
-that calls alternate between; see collective_args.h for why no call needs a closing barrier."""
+that calls alternate between; see collective_args.h for why no call needs a closing barrier. The
+engine spans the ranks of one node (the LSA team); on a communicator of several nodes,
+cross_node.py runs each call as this node-local step plus an exchange between nodes."""
 
 from __future__ import annotations
 
@@ -51,13 +53,16 @@ class CollectiveEngine:
         from mori.cco.communicator import CCODevCommRequirements
 
         self.comm = comm
-        self.world = comm.nranks
+        self.world = comm.lsa_size  # the node's ranks; cross_node.py spans nodes on top of this
         self.cuda = comm.backend == "cuda"
         blocks = int(_C.setting_int("MORI_CCO_BLOCKS"))
         if self.cuda:
             from mori.cco import kernels
 
-            self.blocks = blocks or kernels.default_blocks(comm.device, self.world)
+            # Blocks of different ranks wait for each other, so all must be resident at once: the
+            # share counts every rank on this machine, which is more than the node's when one
+            # host stands for several nodes.
+            self.blocks = blocks or kernels.default_blocks(comm.device, comm.host_ranks)
             self.threads = kernels.THREADS
             self._kernels = kernels.CudaCollectives(comm.device, self.world)
         else:

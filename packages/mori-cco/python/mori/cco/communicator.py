@@ -72,8 +72,10 @@ class RegisteredWindow:
 
 @dataclass
 class CCODevCommRequirements:
-    """What a device communicator reserves (MORI's names and defaults). GDA fields other than the
-    signal and counter counts are accepted for compatibility; this release has no GDA transport."""
+    """What a device communicator reserves (MORI's names and defaults). Of the GDA fields, the
+    signal and counter counts size the resource window; the others (contexts, queue depth,
+    traffic class) describe NIC queues, which the proxy-based GDA path does not have, and are
+    accepted for compatibility."""
 
     gda_connection_type: int = GDA_CONNECTION_CROSSNODE
     gda_context_count: int = 4
@@ -169,6 +171,8 @@ class Communicator:
     lsa_size = property(lambda self: self._live().lsa_size)
     node = property(lambda self: self._live().node)
     num_nodes = property(lambda self: self._live().num_nodes)
+    #: Ranks of this communicator on this machine (they share its GPUs).
+    host_ranks = property(lambda self: self._live().host_ranks)
     backend = property(lambda self: self._live().backend)
     device = property(lambda self: self._live().device)
     flat_base = property(lambda self: self._live().flat_base)
@@ -295,9 +299,82 @@ class Communicator:
                 f"(src_peer={src_peer}, queue={queue}) is outside [0, {dc.lsa_size}) x [0, {dc.ce_queue_count})"
             )
         offset = dc.ce_signal_offset + 8 * (src_peer * dc.ce_queue_count + queue)
-        address = handle.resource_address(dc.lsa_rank, offset)
+        self._wait_word(handle.resource_address(dc.lsa_rank, offset), expected, dc)
+
+    # ---- GDA: ranks on other nodes ----
+    @property
+    def gda_conduit(self) -> str:
+        """The remote transport that carries GDA requests ("tcp" or "ucx"); "" on one node."""
+        return str(self._live().gda_conduit)
+
+    def gda_put(
+        self,
+        handle: DevCommHandle,
+        peer: int,
+        dst: RegisteredWindow,
+        dst_offset: int,
+        src: RegisteredWindow,
+        src_offset: int,
+        nbytes: int,
+        *,
+        signal_id: int = -1,
+        signal_value: int = 1,
+    ) -> None:
+        """Copies ``nbytes`` of this rank's ``src`` window into rank ``peer``'s ``dst`` window,
+        ``peer`` being on another node; with ``signal_id`` the peer's signal then gets
+        ``+= signal_value``, after the data. Returns once ``src`` may be reused; the bytes are at
+        the peer after :meth:`gda_flush` (or once the peer sees the signal)."""
+        self._live().gda_put(
+            handle.raw,
+            peer,
+            (dst.handle.offset, dst.handle.size),
+            dst_offset,
+            (src.handle.offset, src.handle.size),
+            src_offset,
+            nbytes,
+            signal_id,
+            signal_value,
+        )
+
+    def gda_get(
+        self, peer: int, src: RegisteredWindow, src_offset: int, dst: RegisteredWindow, dst_offset: int, nbytes: int
+    ) -> None:
+        """Copies ``nbytes`` of rank ``peer``'s ``src`` window (another node) into this rank's
+        ``dst`` window; the bytes are there when it returns."""
+        self._live().gda_get(
+            peer,
+            (src.handle.offset, src.handle.size),
+            src_offset,
+            (dst.handle.offset, dst.handle.size),
+            dst_offset,
+            nbytes,
+        )
+
+    def gda_signal(self, handle: DevCommHandle, peer: int, signal_id: int, value: int = 1) -> None:
+        """Rank ``peer``'s (another node) signal ``signal_id`` gets ``+= value``, after every
+        earlier GDA put of this rank to it."""
+        self._live().gda_signal(handle.raw, peer, signal_id, value)
+
+    def gda_flush(self) -> None:
+        """Every GDA request issued before it, by host threads or kernels, is applied at its target."""
+        self._live().gda_flush()
+
+    def read_signal(self, handle: DevCommHandle, signal_id: int) -> int:
+        """This rank's signal ``signal_id`` now."""
+        return int(self._live().read_signal(handle.raw, signal_id))
+
+    def wait_signal(self, handle: DevCommHandle, signal_id: int, least: int) -> None:
+        """Waits until this rank's signal ``signal_id`` is at least ``least``: on the cpu backend
+        the calling thread waits (``CcoTimeoutError`` after ``MORI_CCO_TIMEOUT``); on cuda torch's
+        current stream does, so later work on it sees the data."""
+        dc = handle.struct
+        if not 0 <= signal_id < dc.signal_count:
+            raise CcoInvalidArgumentError(f"signal_id={signal_id} is outside [0, gda_signal_count={dc.signal_count})")
+        self._wait_word(handle.resource_address(dc.lsa_rank, dc.signal_offset + 8 * signal_id), least, dc)
+
+    def _wait_word(self, address: int, least: int, dc: DevComm) -> None:
         if self.backend == "cpu":
-            _C.wait_at_least(address, expected, dc.spin_timeout_ns)
+            _C.wait_at_least(address, least, dc.spin_timeout_ns)
             return
         import torch
 
@@ -309,7 +386,7 @@ class Communicator:
             "cuStreamWaitValue64_v2",
             ctypes.c_void_p(stream),
             ctypes.c_uint64(address),
-            ctypes.c_uint64(expected),
+            ctypes.c_uint64(least),
             ctypes.c_uint(wait_geq),
         )
 
@@ -317,9 +394,14 @@ class Communicator:
     def _engine(self) -> Any:
         with self._lock:
             if self._collectives is None:
-                from mori.cco.collectives import CollectiveEngine
+                if self.num_nodes > 1:
+                    from mori.cco.cross_node import CrossNodeCollectives
 
-                self._collectives = CollectiveEngine(self)
+                    self._collectives = CrossNodeCollectives(self)
+                else:
+                    from mori.cco.collectives import CollectiveEngine
+
+                    self._collectives = CollectiveEngine(self)
             return self._collectives
 
     def all_reduce(

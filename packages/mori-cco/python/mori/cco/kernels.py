@@ -31,9 +31,9 @@ MAX_BLOCKS = 64
 
 def default_blocks(device: int, world: int) -> int:
     """The SMs this rank may use, within [MIN_BLOCKS, MAX_BLOCKS] and a multiple of 8: all of
-    them when it has the GPU to itself, its share when the team shares one GPU under MPS (every
-    rank sees one device). Measured on the H200 with 2 ranks sharing it: 16 blocks reach 197 GB/s
-    at 64 MiB, 64 blocks 387 GB/s (docs/benchmarks/cco.md)."""
+    them when it has the GPU to itself, its share when the `world` ranks of this machine share
+    one GPU under MPS (every rank sees one device). Measured on the H200 with 2 ranks sharing it:
+    16 blocks reach 197 GB/s at 64 MiB, 64 blocks 387 GB/s (docs/benchmarks/cco.md)."""
     import torch
 
     sms = int(torch.cuda.get_device_properties(device).multi_processor_count)

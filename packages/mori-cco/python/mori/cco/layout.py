@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 
 DEV_COMM_MAGIC = 0x0CC0AAAA
-DEV_COMM_VERSION = 1
+DEV_COMM_VERSION = 2
 
 GDA_CONNECTION_NONE = 0
 GDA_CONNECTION_FULL = 1
@@ -18,10 +18,12 @@ ERR_NONE = 0
 ERR_BARRIER_TIMEOUT = 1
 ERR_SIGNAL_TIMEOUT = 2
 ERR_BAD_PEER = 3
+ERR_GDA = 4
 ERROR_NAMES = {
     ERR_BARRIER_TIMEOUT: "an LSA barrier wait expired",
     ERR_SIGNAL_TIMEOUT: "a signal wait expired",
     ERR_BAD_PEER: "a device call named a rank outside its team",
+    ERR_GDA: "a GDA request to another node failed (the log names the peer)",
 }
 
 #: MORI_CCO_DTYPE_* by torch dtype name.
@@ -69,6 +71,8 @@ class DevComm(ctypes.Structure):
         ("ce_signal_offset", ctypes.c_uint64),
         ("error_offset", ctypes.c_uint64),
         ("spin_timeout_ns", ctypes.c_uint64),
+        ("gda_ring", ctypes.c_uint64),
+        ("gda_words_offset", ctypes.c_uint64),
     ]
 
 
