@@ -41,6 +41,19 @@ def _gloo(rank: int, nranks: int, port: int) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=nranks)
 
 
+def invalid_argument_messages(checks: list[Any]) -> list[str]:
+    """Runs each call; the CcoInvalidArgumentError message it raised, or "no error"."""
+    messages = []
+    for check in checks:
+        try:
+            check()
+        except mori.cco.CcoInvalidArgumentError as exc:
+            messages.append(str(exc))
+        else:
+            messages.append("no error")
+    return messages
+
+
 def memory_and_windows(rank: int, nranks: int, uid: bytes, backend: str) -> dict[str, Any]:
     """Symmetric offsets, peer load/store through the flat range, windows, free and reuse."""
     import torch
@@ -245,7 +258,6 @@ def exhausted_slot(rank: int, nranks: int, uid: bytes, backend: str) -> str:
 def bad_arguments(rank: int, nranks: int, uid: bytes, backend: str) -> list[str]:
     import torch
 
-    messages = []
     device = _device(backend)
     other = "cpu" if backend == "cuda" else "meta"
 
@@ -267,14 +279,7 @@ def bad_arguments(rank: int, nranks: int, uid: bytes, backend: str) -> list[str]
             lambda: comm.all_reduce(zeros(8)[::2]),
             lambda: comm.all_reduce(zeros(4, on=other)),
         ]
-        for check in checks:
-            try:
-                check()
-            except mori.cco.CcoInvalidArgumentError as exc:
-                messages.append(str(exc))
-            else:
-                messages.append("no error")
-    return messages
+        return invalid_argument_messages(checks)
 
 
 def dead_peer(rank: int, nranks: int, uid: bytes, backend: str) -> str:

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 import numpy as np
+from cco_programs import invalid_argument_messages
 
 import mori.cco
 from mori.cco.tensors import tensor_at
@@ -79,7 +80,6 @@ def host_exchange(rank: int, nranks: int, uid: bytes, backend: str) -> dict[str,
 
 def bad_gda_calls(rank: int, nranks: int, uid: bytes, backend: str) -> list[str]:
     """Each bad call must raise CcoInvalidArgumentError naming what is wrong."""
-    messages = []
     with _init(rank, nranks, uid, backend) as comm:
         handle = comm.create_dev_comm(mori.cco.CCODevCommRequirements(gda_signal_count=2))
         win = comm.register_window(size=4096)
@@ -93,13 +93,7 @@ def bad_gda_calls(rank: int, nranks: int, uid: bytes, backend: str) -> list[str]
             lambda: comm.gda_signal(handle, remote, -2, 1),
             lambda: comm.gda_get(remote, win, 0, win, 8192, 16),
         ]
-        for check in checks:
-            try:
-                check()
-            except mori.cco.CcoInvalidArgumentError as exc:
-                messages.append(str(exc))
-            else:
-                messages.append("no error")
+        messages = invalid_argument_messages(checks)
         comm.barrier()
     return messages
 

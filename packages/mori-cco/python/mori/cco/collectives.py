@@ -174,30 +174,34 @@ class CollectiveEngine:
             self._run(kind, tensor, out, tensor.numel(), dtype, OP_CODES[op], wire)
         return out
 
-    def all_gather(self, output: Any, input: Any) -> Any:
+    def check_all_gather(self, output: Any, input: Any, world: int) -> None:
         self._check_tensor("input", input)
         self._check_tensor("output", output)
-        if output.dtype != input.dtype or output.numel() != input.numel() * self.world:
+        if output.dtype != input.dtype or output.numel() != input.numel() * world:
             raise CcoInvalidArgumentError(
                 f"output ({output.dtype}, {output.numel()} elements) must be {input.dtype} with "
-                f"world * input.numel() = {self.world * input.numel()} elements"
+                f"world * input.numel() = {world * input.numel()} elements"
             )
-        nbytes = input.numel() * input.element_size()
-        if nbytes > 0:
-            self._run(ALL_GATHER, input, output, nbytes, "uint8", 0, WIRE_NATIVE)
-        return output
 
-    def all_to_all(self, output: Any, input: Any) -> Any:
+    def check_all_to_all(self, output: Any, input: Any, world: int) -> None:
         self._check_tensor("input", input)
         self._check_tensor("output", output)
         if output.dtype != input.dtype or output.numel() != input.numel():
             raise CcoInvalidArgumentError(
                 f"output ({output.dtype}, {output.numel()}) must match input ({input.dtype}, {input.numel()})"
             )
-        if input.numel() % self.world:
-            raise CcoInvalidArgumentError(
-                f"input.numel()={input.numel()} is not divisible by the world size {self.world}"
-            )
+        if input.numel() % world:
+            raise CcoInvalidArgumentError(f"input.numel()={input.numel()} is not divisible by the world size {world}")
+
+    def all_gather(self, output: Any, input: Any) -> Any:
+        self.check_all_gather(output, input, self.world)
+        nbytes = input.numel() * input.element_size()
+        if nbytes > 0:
+            self._run(ALL_GATHER, input, output, nbytes, "uint8", 0, WIRE_NATIVE)
+        return output
+
+    def all_to_all(self, output: Any, input: Any) -> Any:
+        self.check_all_to_all(output, input, self.world)
         chunk = input.numel() // self.world * input.element_size()
         if chunk > 0:
             self._run(ALL_TO_ALL, input, output, chunk, "uint8", 0, WIRE_NATIVE)

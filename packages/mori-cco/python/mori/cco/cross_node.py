@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from mori.cco.collectives import CollectiveEngine
-from mori.cco.errors import CcoInvalidArgumentError, CcoTimeoutError
+from mori.cco.errors import CcoTimeoutError
 
 logger = logging.getLogger("mori.cco")
 
@@ -197,13 +197,7 @@ class CrossNodeCollectives:
         return out
 
     def all_gather(self, output: Any, input: Any) -> Any:
-        self.node_engine._check_tensor("input", input)
-        self.node_engine._check_tensor("output", output)
-        if output.dtype != input.dtype or output.numel() != input.numel() * self.world:
-            raise CcoInvalidArgumentError(
-                f"output ({output.dtype}, {output.numel()} elements) must be {input.dtype} with "
-                f"world * input.numel() = {self.world * input.numel()} elements"
-            )
+        self.node_engine.check_all_gather(output, input, self.world)
         if input.numel() == 0:
             return output
         flat = output.reshape(-1)
@@ -219,16 +213,7 @@ class CrossNodeCollectives:
         return output
 
     def all_to_all(self, output: Any, input: Any) -> Any:
-        self.node_engine._check_tensor("input", input)
-        self.node_engine._check_tensor("output", output)
-        if output.dtype != input.dtype or output.numel() != input.numel():
-            raise CcoInvalidArgumentError(
-                f"output ({output.dtype}, {output.numel()}) must match input ({input.dtype}, {input.numel()})"
-            )
-        if input.numel() % self.world:
-            raise CcoInvalidArgumentError(
-                f"input.numel()={input.numel()} is not divisible by the world size {self.world}"
-            )
+        self.node_engine.check_all_to_all(output, input, self.world)
         chunk = input.numel() // self.world
         if chunk == 0:
             return output
