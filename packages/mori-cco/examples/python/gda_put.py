@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """GDA from a kernel of your own: gda_put.cu sends every rank's bytes to its rail peer on the next
-node with gda_put_signal (thread, warp and block scope), waits for its own share, reads the next
-node's bytes back with gda_get and flushes. Ranks on other nodes are reached through the device
+node with gda_put_signal (thread, warp and block scope), reads the next node's bytes back with
+gda_get, stores a word there with gda_put_value, flushes with gda_counter and waits for its own
+share. Ranks on other nodes are reached through the device
 proxy over mori-shmem's remote transport.
 
     python gda_put.py --nranks 4 --ranks-per-node 2   # one host standing for two nodes; needs a GPU
@@ -30,9 +31,10 @@ def rank_main(rank: int, nranks: int, uid: bytes, ranks_per_node: int) -> None:
 
     torch.cuda.set_device(0 if torch.cuda.device_count() == 1 else rank)
     with mori.cco.Communicator.init(nranks, rank, uid, backend="cuda") as comm:
-        window = comm.register_window(size=3 * BYTES)
+        window = comm.register_window(size=3 * BYTES + 8 * BLOCKS)
         data = tensor_at(window.local_ptr, (3 * BYTES,), torch.uint8, comm.device)
-        dev = comm.create_dev_comm(mori.cco.CCODevCommRequirements(gda_signal_count=1))
+        values = tensor_at(window.local_ptr + 3 * BYTES, (BLOCKS,), torch.int64, comm.device)
+        dev = comm.create_dev_comm(mori.cco.CCODevCommRequirements(gda_signal_count=1, gda_counter_count=1))
         kernel = jit.load_module(
             Path(__file__).with_name("gda_put.cu"), include_dirs=[include_dir(), jit.include_dir()]
         ).function("gda_put")
@@ -50,8 +52,10 @@ def rank_main(rank: int, nranks: int, uid: bytes, ranks_per_node: int) -> None:
             kernel.launch(BLOCKS, 256, args, stream=torch.cuda.current_stream())
             torch.cuda.synchronize()
             comm.check_device_error(dev)
+            comm.barrier()  # every peer's kernel, and so its flush of the value it stored here, is done
             assert torch.equal(data[BYTES : 2 * BYTES], pattern(previous, scope)), f"rank {rank} scope {scope}: put"
             assert torch.equal(data[2 * BYTES :], pattern(following, scope)), f"rank {rank} scope {scope}: get"
+            assert values.tolist() == [round_ + 1] * BLOCKS, f"rank {rank} scope {scope}: put_value {values.tolist()}"
             comm.barrier()  # nobody overwrites its data while a peer still reads it
         comm.destroy_dev_comm(dev)
         print(f"rank {rank}: SUCCESS ({comm.num_nodes} node(s), GDA conduit: {comm.gda_conduit or 'none'})")

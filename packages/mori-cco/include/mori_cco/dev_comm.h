@@ -49,6 +49,7 @@ typedef unsigned long long uint64_t;
 #define MORI_CCO_ERR_SIGNAL_TIMEOUT 2u
 #define MORI_CCO_ERR_BAD_PEER 3u
 #define MORI_CCO_ERR_GDA 4u /* a GDA request failed; the proxy's error word says how */
+#define MORI_CCO_ERR_BAD_ARGUMENT 5u /* a device call got an argument outside its contract */
 
 typedef struct {
   uint64_t offset; /* inside every rank's slot */

@@ -42,11 +42,11 @@ struct PeState {
   int nranks() const { return bootstrap->nranks(); }
 };
 
-// Guards init/finalize and every allocator or registry change.
 // Every setting of the remote transport (MORI_SHMEM_REMOTE_*, MORI_SOCKET_IFNAME), read before
 // any network step so that a bad value fails on every PE alike.
 remote::ConduitConfig read_conduit_config(double wait_timeout_s);
 
+// Guards init/finalize and every allocator or registry change.
 std::mutex& state_mutex();
 
 // The live state; throws MORI_SHMEM_ERR_NOT_INITIALIZED naming `caller` when there is none.

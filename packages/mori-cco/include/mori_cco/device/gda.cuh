@@ -10,7 +10,8 @@
 //     reused); the data is at the peer after gda_flush, or once the peer observes the signal.
 //   - gda_put_signal: the peer's signal `id` gets += value after the data has landed.
 //   - gda_get returns with the bytes in local memory; gda_flush returns once every earlier GDA
-//     request of this rank is applied at its target.
+//     request of this rank is applied at its target; gda_counter then bumps a local counter.
+//   - gda_put_value stores up to 8 bytes without a source buffer.
 //   - Waiting for a remote signal is the local wait_signal of signal.cuh.
 // A failed request (a lost peer) still completes, so no kernel waits forever: the proxy records a
 // mori-shmem device error, which check_device_error reports as MORI_CCO_ERR_GDA.
@@ -124,6 +125,31 @@ __device__ __forceinline__ void gda_signal(const mori_cco_dev_comm_t& comm, int 
   }
 }
 
+// Stores the low `bytes` (1, 2, 4 or 8, naturally aligned) bytes of `value` at byte `dst_off` of
+// world rank `peer`'s `dst_window` (MORI's putValue). There is no source buffer, so it returns at
+// once; it is at the peer after gda_flush. One thread calls it.
+__device__ __forceinline__ void gda_put_value(const mori_cco_dev_comm_t& comm, int peer, mori_cco_window_t dst_window,
+                                              unsigned long long dst_off, unsigned long long value, unsigned bytes) {
+  if ((bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8) || (dst_window.offset + dst_off) % bytes != 0) {
+    record_error(comm, MORI_CCO_ERR_BAD_ARGUMENT);
+    return;
+  }
+  const int lsa = gda_detail::route(comm, peer);
+  if (lsa >= 0) {
+    void* word = lsa_ptr(comm, dst_window, lsa, dst_off);
+    switch (bytes) {
+      case 1: *static_cast<volatile unsigned char*>(word) = static_cast<unsigned char>(value); break;
+      case 2: *static_cast<volatile unsigned short*>(word) = static_cast<unsigned short>(value); break;
+      case 4: *static_cast<volatile unsigned int*>(word) = static_cast<unsigned int>(value); break;
+      default: *static_cast<volatile unsigned long long*>(word) = value; break;
+    }
+  } else if (lsa == -1) {
+    const gda_detail::shm::ProxyCtx ctx = gda_detail::proxy_ctx(comm);
+    gda_detail::shm::ProxyPost(ctx, MORI_SHMEM_PROXY_PUT_IMM, peer, 0, 0, 0, dst_window.offset + dst_off, bytes,
+                               value, 0, 0);
+  }
+}
+
 // Copies `bytes` from byte `src_off` of world rank `peer`'s `src_window` to local memory `dst`;
 // complete for the whole scope when it returns.
 template <typename Coop>
@@ -154,6 +180,15 @@ __device__ __forceinline__ void gda_flush(Coop coop, const mori_cco_dev_comm_t& 
     __threadfence_system();
     if (comm.gda_ring != 0) gda_detail::post_and_wait(comm, MORI_SHMEM_PROXY_QUIET, comm.rank, 0, 0, 0, 0, 0);
   }
+  coop.sync();
+}
+
+// MORI's GDA counter: once every GDA request this rank posted before it is complete at its
+// target, local counter `id` gets += 1 (wait_counter / read_counter of signal.cuh).
+template <typename Coop>
+__device__ __forceinline__ void gda_counter(Coop coop, const mori_cco_dev_comm_t& comm, unsigned id) {
+  gda_flush(coop, comm);
+  if (coop.thread_rank() == 0) counter_add(comm, id, 1);
   coop.sync();
 }
 

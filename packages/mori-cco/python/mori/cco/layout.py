@@ -19,11 +19,13 @@ ERR_BARRIER_TIMEOUT = 1
 ERR_SIGNAL_TIMEOUT = 2
 ERR_BAD_PEER = 3
 ERR_GDA = 4
+ERR_BAD_ARGUMENT = 5
 ERROR_NAMES = {
     ERR_BARRIER_TIMEOUT: "an LSA barrier wait expired",
     ERR_SIGNAL_TIMEOUT: "a signal wait expired",
     ERR_BAD_PEER: "a device call named a rank outside its team",
     ERR_GDA: "a GDA request to another node failed (the log names the peer)",
+    ERR_BAD_ARGUMENT: "a device call got an argument outside its contract (e.g. gda_put_value bytes)",
 }
 
 #: MORI_CCO_DTYPE_* by torch dtype name.
