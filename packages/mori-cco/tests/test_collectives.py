@@ -28,6 +28,15 @@ def test_collectives_across_nodes_match_gloo(backend: str, nranks: int, per_node
     assert failures == [[]] * nranks, failures
 
 
+def test_dead_peer_across_nodes_gives_errors_not_a_hang(backend: str) -> None:
+    """The last rank leaves: its node-mate's barrier and the other node's exchange both time out
+    (or see the lost peer) instead of waiting forever."""
+    env = {**backend_env(backend), "MORI_CCO_TIMEOUT": "3", "MORI_CCO_RANKS_PER_NODE": "2"}
+    results = run_pes(cco_programs.dead_peer, 4, backend, env=env, timeout=120, return_exceptions=True)
+    for rank in (0, 1, 2):
+        assert any(word in str(results[rank]) for word in ("Timeout", "Device", "PeerLost")), results[rank]
+
+
 @pytest.mark.parametrize(("nranks", "per_node"), [(2, 0), (4, 0), (4, 2)])
 def test_gemm_all_reduce_matches_matmul_then_all_reduce(backend: str, nranks: int, per_node: int) -> None:
     env = {**backend_env(backend), "MORI_CCO_RANKS_PER_NODE": str(per_node)}

@@ -87,16 +87,15 @@ class CrossNodeCollectives:
         return tensor_at(self._area.local_ptr + offset, (nbytes,), "uint8", self.comm.device)
 
     def _wait(self, signal_id: int, least: int, what: str) -> None:
-        if not self.cuda:
-            self.comm.wait_signal(self.handle, signal_id, least)
-            return
+        """Blocks the host until this rank's signal reaches `least` (both backends: the exchange
+        that follows is host work)."""
         deadline = time.monotonic() + self._timeout_ns / 1e9
         pause = 1e-5
-        while self.comm.read_signal(self.handle, signal_id) < least:
+        while (seen := self.comm.read_signal(self.handle, signal_id)) < least:
             if self._timeout_ns and time.monotonic() > deadline:
                 raise CcoTimeoutError(
                     f"rank {self.comm.rank}: {what} did not arrive within {self._timeout_ns / 1e9:g} s "
-                    f"(signal {signal_id} at {self.comm.read_signal(self.handle, signal_id)}, waiting for {least})"
+                    f"(signal {signal_id} at {seen}, waiting for {least}; is a rank of another node gone?)"
                 )
             time.sleep(pause)
             pause = min(pause * 2, 1e-3)
