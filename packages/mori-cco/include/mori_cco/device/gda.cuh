@@ -111,8 +111,9 @@ __device__ __forceinline__ void gda_put_signal(Coop coop, const mori_cco_dev_com
   coop.sync();
 }
 
-// World rank `peer`'s signal `id` gets += value, after this rank's earlier GDA puts to it. One
-// thread calls it.
+// World rank `peer`'s signal `id` gets += value. One thread calls it. To a rank of another node
+// it is not ordered after this rank's earlier puts (they may travel on other connections): use
+// gda_put_signal, or gda_flush first, to tell a peer that data has landed.
 __device__ __forceinline__ void gda_signal(const mori_cco_dev_comm_t& comm, int peer, unsigned id, word_t value) {
   const int lsa = gda_detail::route(comm, peer);
   if (lsa >= 0) {

@@ -351,8 +351,9 @@ class Communicator:
         )
 
     def gda_signal(self, handle: DevCommHandle, peer: int, signal_id: int, value: int = 1) -> None:
-        """Rank ``peer``'s (another node) signal ``signal_id`` gets ``+= value``, after every
-        earlier GDA put of this rank to it."""
+        """Rank ``peer``'s (another node) signal ``signal_id`` gets ``+= value``. It is not
+        ordered after this rank's earlier puts (they may travel on other connections): to tell a
+        peer that data has landed, give the put a ``signal_id``, or call :meth:`gda_flush` first."""
         self._live().gda_signal(handle.raw, peer, signal_id, value)
 
     def gda_flush(self) -> None:

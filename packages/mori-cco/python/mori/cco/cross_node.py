@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from typing import Any
 
 from mori.cco.collectives import CollectiveEngine
@@ -55,7 +56,8 @@ class CrossNodeCollectives:
         self._slot_bytes = 0
         self._calls = 0
         self._arrived = 0  # ARRIVED this rank has waited for so far
-        self._sent: list[int] = []  # cumulative count of puts (= CONSUMED owed back) per call
+        self._sent = 0  # puts so far: each is owed one CONSUMED back
+        self._sent_after: deque[int] = deque(maxlen=2)  # self._sent after each of the last two calls
 
     def close(self) -> None:
         self.node_engine.close()
@@ -113,8 +115,8 @@ class CrossNodeCollectives:
         nbytes = first.numel() * first.element_size()
         self._ensure_area(slots, nbytes)
         half = self._calls % 2
-        if self._calls >= 2:
-            self._wait(_CONSUMED, self._sent[self._calls - 2], "the peers' reads of an earlier call")
+        if len(self._sent_after) == 2:  # the call two back used this half
+            self._wait(_CONSUMED, self._sent_after[0], "the peers' reads of an earlier call")
         for slot, tensor in enumerate(sends.values()):
             self._view(self._outbox_offset(slot), nbytes).copy_(tensor.reshape(-1).view(torch.uint8))
         self._synchronize()  # the proxy reads the outbox with its own copies
@@ -130,7 +132,8 @@ class CrossNodeCollectives:
                 signal_id=_ARRIVED,
                 signal_value=1,
             )
-        self._sent.append((self._sent[-1] if self._sent else 0) + len(sends))
+        self._sent += len(sends)
+        self._sent_after.append(self._sent)
         self._arrived += len(sends)
         self._wait(_ARRIVED, self._arrived, "the other nodes' data")
         return half, {peer: self._view(self._inbox_offset(half, self._slot_of(peer, slots)), nbytes) for peer in sends}
