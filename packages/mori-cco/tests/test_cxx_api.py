@@ -15,26 +15,49 @@ import mori.cco
 import mori.shmem
 
 
-@pytest.mark.parametrize("nranks", [2, 4])
-def test_cpp_example_ring(tmp_path: Path, nranks: int) -> None:
+def _build(tmp_path: Path, example: str) -> Path:
     compiler = shutil.which("c++") or shutil.which("g++")
     if compiler is None:
         pytest.skip("no C++ compiler")
-    binary = tmp_path / "lsa_ring"
+    binary = tmp_path / Path(example).stem
     build = subprocess.run(
-        [compiler, "-std=c++17", "-O1", str(PACKAGE_ROOT / "examples" / "cpp" / "lsa_ring.cpp"), "-o", str(binary),
+        [compiler, "-std=c++17", "-O1", str(PACKAGE_ROOT / "examples" / "cpp" / example), "-o", str(binary),
          f"-I{mori.cco.get_include()}", f"-I{mori.shmem.get_include()}", f"-L{mori.cco.get_library_dir()}",
          "-lmori_cco", f"-Wl,-rpath,{mori.cco.get_library_dir()}", f"-Wl,-rpath,{mori.shmem.get_library_dir()}"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr
+    return binary
+
+
+def _run_ranks(binary: Path, nranks: int, tmp_path: Path, *extra: str) -> list[str]:
     uid_file = tmp_path / "uid"
     ranks = [
-        subprocess.Popen([str(binary), str(r), str(nranks), str(uid_file)], stdout=subprocess.PIPE,
+        subprocess.Popen([str(binary), str(r), str(nranks), str(uid_file), *extra], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
         for r in range(nranks)
     ]  # fmt: skip
-    for rank, proc in enumerate(ranks):
+    outputs = []
+    for proc in ranks:
         out, err = proc.communicate(timeout=90)
         assert proc.returncode == 0, err
+        outputs.append(out)
+    return outputs
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_cpp_example_ring(tmp_path: Path, nranks: int) -> None:
+    outputs = _run_ranks(_build(tmp_path, "lsa_ring.cpp"), nranks, tmp_path)
+    for rank, out in enumerate(outputs):
         assert f"rank {rank} read {1000 + (rank + 1) % nranks}" in out and "SUCCESS" in out, out
+
+
+@pytest.mark.parametrize(("nranks", "per_node"), [(2, 1), (4, 2)])
+def test_cpp_example_gda_exchange(tmp_path: Path, nranks: int, per_node: int) -> None:
+    outputs = _run_ranks(_build(tmp_path, "gda_exchange.cpp"), nranks, tmp_path, str(per_node))
+    for rank, out in enumerate(outputs):
+        for peer in range(nranks):
+            if peer // per_node != rank // per_node:
+                assert f"rank {rank} got {1000 + peer} from {peer}" in out, out
+        first_remote = next(p for p in range(nranks) if p // per_node != rank // per_node)
+        assert f"rank {rank} read {1000 + first_remote} from {first_remote}" in out and "SUCCESS" in out, out

@@ -2,44 +2,14 @@
 // A ring through the flat address range with the C++ API: every rank writes into its own window,
 // then reads the next rank's copy by load/store. Run N copies: lsa_ring <rank> <nranks> <uid file>
 // (rank 0 writes the unique id there; the others wait for it). Prints "rank R read V" and SUCCESS.
-#include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <string>
-#include <thread>
+#include <cstdlib>
 
+#include "example_common.hpp"
 #include "mori_cco/cco.hpp"
 
-namespace {
-
-int check(int status, const char* what) {
-  if (status != ccoSuccess) {
-    std::fprintf(stderr, "%s failed (%d): %s\n", what, status, ccoGetLastError());
-    std::exit(1);
-  }
-  return status;
-}
-
-ccoUniqueId share_unique_id(int rank, const std::string& path) {
-  ccoUniqueId id{};
-  if (rank == 0) {
-    check(ccoGetUniqueId(&id), "ccoGetUniqueId");
-    const std::string partial = path + ".tmp";
-    std::ofstream(partial, std::ios::binary).write(id.internal, sizeof(id.internal));
-    std::rename(partial.c_str(), path.c_str());  // readers never see half a file
-    return id;
-  }
-  for (int attempt = 0; attempt < 3000; ++attempt) {
-    std::ifstream in(path, std::ios::binary);
-    if (in.read(id.internal, sizeof(id.internal))) return id;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::fprintf(stderr, "rank %d: no unique id appeared at %s\n", rank, path.c_str());
-  std::exit(1);
-}
-
-}  // namespace
+using example::check;
+using example::share_unique_id;
 
 int main(int argc, char** argv) {
   if (argc != 4) {

@@ -31,9 +31,10 @@ struct ccoUniqueId {
 
 enum ccoBackend : int { ccoBackendAuto = 0, ccoBackendCpu = 1, ccoBackendCuda = 2 };
 
-// What a device communicator reserves in its resource window (MORI's field names). GDA fields are
-// accepted for source compatibility; only the LSA, signal, counter and copy-engine resources are
-// allocated by this release.
+// What a device communicator reserves in its resource window (MORI's field names). Of the GDA
+// fields, the signal and counter counts size the resource window; contexts, queue depth and
+// traffic class describe NIC queues, which the proxy-based GDA path does not have, and are
+// accepted for source compatibility.
 struct ccoDevCommRequirements {
   uint32_t size;     // sizeof(ccoDevCommRequirements), for forward compatibility
   uint32_t magic;    // MORI_CCO_DEV_COMM_MAGIC
@@ -87,4 +88,22 @@ MORI_CCO_API int ccoDevCommDestroy(ccoComm_t comm, const ccoDevComm* devComm);
 MORI_CCO_API int ccoBarrierAll(ccoComm_t comm);
 // Reads (and with clear, resets) the error word of devComm (MORI_CCO_ERR_*); synchronise first.
 MORI_CCO_API int ccoDevCommError(ccoComm_t comm, const ccoDevComm* devComm, int clear, uint32_t* code);
+
+// GDA from the host: one-sided transfers with ranks of other nodes (world ranks; a rank of this
+// node is ccoInvalidArgument), through mori-shmem's remote transport, as kernels do with
+// mori_cco/device/gda.cuh. A put returns once src may be reused; its bytes are at the peer after
+// ccoGdaFlush, or once the peer sees its signal: signalId >= 0 adds signalValue to the peer's
+// signal signalId of devComm after the data (-1: no signal).
+MORI_CCO_API int ccoGdaPut(ccoComm_t comm, const ccoDevComm* devComm, int peer, ccoWindow_t dst, size_t dstOffset,
+                           ccoWindow_t src, size_t srcOffset, size_t bytes, int signalId = -1,
+                           uint64_t signalValue = 1);
+// Copies the peer's src window bytes into this rank's dst window; they are there on return.
+MORI_CCO_API int ccoGdaGet(ccoComm_t comm, int peer, ccoWindow_t src, size_t srcOffset, ccoWindow_t dst,
+                           size_t dstOffset, size_t bytes);
+// The peer's signal signalId gets += value; not ordered after earlier puts (signal with the put).
+MORI_CCO_API int ccoGdaSignal(ccoComm_t comm, const ccoDevComm* devComm, int peer, int signalId, uint64_t value);
+// Every GDA request issued before it, by host threads or kernels, is applied at its target.
+MORI_CCO_API int ccoGdaFlush(ccoComm_t comm);
+// This rank's signal signalId of devComm.
+MORI_CCO_API int ccoReadSignal(ccoComm_t comm, const ccoDevComm* devComm, int signalId, uint64_t* value);
 }

@@ -7,7 +7,8 @@
 //   wait.cuh     the bounded spin and the error word
 //   barrier.cuh  LsaBarrierSession
 //   signal.cuh   put / get / put_signal, signals, counters, copy-engine signals
-//   gda.cuh      gda_put / gda_put_signal / gda_signal / gda_get / gda_flush: any world rank,
+//   gda.cuh      gda_put / gda_put_signal / gda_put_value / gda_signal / gda_get / gda_flush /
+//                gda_counter: any world rank,
 //                other nodes through the device proxy
 // Needs mori-shmem's include directory (mori.shmem.jit.include_dir()) on the include path.
 #pragma once

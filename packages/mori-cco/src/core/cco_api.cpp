@@ -123,3 +123,30 @@ int ccoDevCommError(ccoComm_t comm, const ccoDevComm* devComm, int clear, uint32
     *require(code, "code") = require(comm, "comm")->impl.dev_comm_error(*require(devComm, "devComm"), clear != 0);
   });
 }
+
+int ccoGdaPut(ccoComm_t comm, const ccoDevComm* devComm, int peer, ccoWindow_t dst, size_t dstOffset, ccoWindow_t src,
+              size_t srcOffset, size_t bytes, int signalId, uint64_t signalValue) {
+  return guarded([&] {
+    require(comm, "comm")->impl.gda_put(*require(devComm, "devComm"), peer, dst, dstOffset, src, srcOffset, bytes,
+                                        signalId, signalValue);
+  });
+}
+
+int ccoGdaGet(ccoComm_t comm, int peer, ccoWindow_t src, size_t srcOffset, ccoWindow_t dst, size_t dstOffset,
+              size_t bytes) {
+  return guarded([&] { require(comm, "comm")->impl.gda_get(peer, src, srcOffset, dst, dstOffset, bytes); });
+}
+
+int ccoGdaSignal(ccoComm_t comm, const ccoDevComm* devComm, int peer, int signalId, uint64_t value) {
+  return guarded([&] { require(comm, "comm")->impl.gda_signal(*require(devComm, "devComm"), peer, signalId, value); });
+}
+
+int ccoGdaFlush(ccoComm_t comm) {
+  return guarded([&] { require(comm, "comm")->impl.gda_flush(); });
+}
+
+int ccoReadSignal(ccoComm_t comm, const ccoDevComm* devComm, int signalId, uint64_t* value) {
+  return guarded([&] {
+    *require(value, "value") = require(comm, "comm")->impl.read_signal(*require(devComm, "devComm"), signalId);
+  });
+}
