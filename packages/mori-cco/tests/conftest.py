@@ -55,5 +55,10 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def backend_env(backend: str) -> dict[str, str]:
-    return {"MORI_CCO_BACKEND": backend}
+def backend_env(backend: str, ranks_per_node: int = 0, **extra: str) -> dict[str, str]:
+    """The children's environment: the backend, and with ranks_per_node > 0 one host standing for
+    nodes of that many ranks (MORI_CCO_RANKS_PER_NODE); extra adds any other variable."""
+    env = {"MORI_CCO_BACKEND": backend, **extra}
+    if ranks_per_node > 0:
+        env["MORI_CCO_RANKS_PER_NODE"] = str(ranks_per_node)
+    return env

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 import numpy as np
-from cco_programs import invalid_argument_messages
+from cco_programs import _init, invalid_argument_messages
 
 import mori.cco
 from mori.cco.tensors import tensor_at
@@ -19,14 +19,6 @@ CHUNK = 3 << 20  # above the tcp conduit's 512 KiB stripe: striped transfers too
 def pattern(rank: int, nbytes: int = CHUNK) -> np.ndarray:
     """The bytes rank puts; the test recomputes them independently."""
     return np.random.default_rng(1000 + rank).integers(0, 256, size=nbytes, dtype=np.uint8)
-
-
-def _init(rank: int, nranks: int, uid: bytes, backend: str) -> Any:
-    if backend == "cuda":
-        import torch
-
-        torch.cuda.set_device(0)
-    return mori.cco.Communicator.init(nranks, rank, uid, backend=backend)
 
 
 def _bytes_of(comm: Any, window: Any, offset: int, nbytes: int) -> np.ndarray:

@@ -23,7 +23,7 @@ def test_collectives_match_gloo(backend: str, nranks: int) -> None:
 def test_collectives_across_nodes_match_gloo(backend: str, nranks: int, per_node: int) -> None:
     """The same checks with one host standing for several nodes: node-local steps plus the
     exchange between nodes over the GDA path."""
-    env = {**backend_env(backend), "MORI_CCO_RANKS_PER_NODE": str(per_node)}
+    env = backend_env(backend, per_node)
     failures = run_pes(cco_programs.collectives, nranks, backend, find_free_port(), env=env, timeout=280)
     assert failures == [[]] * nranks, failures
 
@@ -31,7 +31,7 @@ def test_collectives_across_nodes_match_gloo(backend: str, nranks: int, per_node
 def test_dead_peer_across_nodes_gives_errors_not_a_hang(backend: str) -> None:
     """The last rank leaves: its node-mate's barrier and the other node's exchange both time out
     (or see the lost peer) instead of waiting forever."""
-    env = {**backend_env(backend), "MORI_CCO_TIMEOUT": "3", "MORI_CCO_RANKS_PER_NODE": "2"}
+    env = backend_env(backend, 2, MORI_CCO_TIMEOUT="3")
     results = run_pes(cco_programs.dead_peer, 4, backend, env=env, timeout=120, return_exceptions=True)
     for rank in (0, 1, 2):
         assert any(word in str(results[rank]) for word in ("Timeout", "Device", "PeerLost")), results[rank]
@@ -39,7 +39,7 @@ def test_dead_peer_across_nodes_gives_errors_not_a_hang(backend: str) -> None:
 
 @pytest.mark.parametrize(("nranks", "per_node"), [(2, 0), (4, 0), (4, 2)])
 def test_gemm_all_reduce_matches_matmul_then_all_reduce(backend: str, nranks: int, per_node: int) -> None:
-    env = {**backend_env(backend), "MORI_CCO_RANKS_PER_NODE": str(per_node)}
+    env = backend_env(backend, per_node)
     results = run_pes(cco_programs.gemm_all_reduce, nranks, backend, find_free_port(), env=env, timeout=120)
     for errors in results:
         for name in ("chunks1", "chunks2", "chunks4"):

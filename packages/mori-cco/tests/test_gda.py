@@ -13,13 +13,9 @@ from conftest import backend_env
 from mori.shmem.testing import run_pes
 
 
-def _env(backend: str, per_node: int, **extra: str) -> dict[str, str]:
-    return {**backend_env(backend), "MORI_CCO_RANKS_PER_NODE": str(per_node), **extra}
-
-
 @pytest.mark.parametrize(("nranks", "per_node"), [(2, 1), (4, 2), (8, 2)])
 def test_puts_gets_and_signals_cross_nodes(backend: str, nranks: int, per_node: int) -> None:
-    results = run_pes(gda_programs.host_exchange, nranks, backend, env=_env(backend, per_node), timeout=240)
+    results = run_pes(gda_programs.host_exchange, nranks, backend, env=backend_env(backend, per_node), timeout=240)
     num_nodes = nranks // per_node
     for rank, result in enumerate(results):
         node = rank // per_node
@@ -34,7 +30,7 @@ def test_puts_gets_and_signals_cross_nodes(backend: str, nranks: int, per_node: 
 
 
 def test_bad_gda_calls_raise_naming_the_argument(backend: str) -> None:
-    messages = run_pes(gda_programs.bad_gda_calls, 4, backend, env=_env(backend, 2))[0]
+    messages = run_pes(gda_programs.bad_gda_calls, 4, backend, env=backend_env(backend, 2))[0]
     expected = ["shares this rank's node", "peer=4 is outside", "run past its size", "signal_id=2",
                 "signal_id=-2", "run past its size"]  # fmt: skip
     for needle, message in zip(expected, messages, strict=True):
@@ -42,6 +38,6 @@ def test_bad_gda_calls_raise_naming_the_argument(backend: str) -> None:
 
 
 def test_gda_to_a_dead_peer_is_an_error_not_a_hang(backend: str) -> None:
-    env = _env(backend, 1, MORI_CCO_TIMEOUT="5")
+    env = backend_env(backend, 1, MORI_CCO_TIMEOUT="5")
     results = run_pes(gda_programs.gda_to_dead_peer, 2, backend, env=env, timeout=120, return_exceptions=True)
     assert "PeerLost" in str(results[0]) or "Timeout" in str(results[0]), results[0]

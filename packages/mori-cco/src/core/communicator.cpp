@@ -112,7 +112,7 @@ void Communicator::start_gda() {
   memory_->zero(gda_words_offset_, kGdaWordsBytes);
   std::vector<uint8_t> reach(static_cast<size_t>(nranks()));
   for (int r = 0; r < nranks(); ++r) {
-    reach[r] = r < topology_.node_start || r >= topology_.node_start + topology_.lsa_size;
+    reach[r] = !topology_.on_node(r);
   }
   gda_ = std::make_unique<GdaTransport>(group_, reinterpret_cast<uint8_t*>(own_slot()), memory_->per_rank_size(),
                                         memory_->device(), reach, gda_words_offset_, timeout_s_);
@@ -221,7 +221,7 @@ void* Communicator::peer_ptr(const void* local, int pe) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (pe < 0 || pe >= nranks()) fail(ccoInvalidArgument, "pe=", pe, " is outside [0, nranks=", nranks(), ")");
   const int peer_lsa = pe - topology_.node_start;
-  if (peer_lsa < 0 || peer_lsa >= topology_.lsa_size) {
+  if (!topology_.on_node(pe)) {
     fail(ccoInvalidArgument, "pe=", pe, " is on another node: only ranks ", topology_.node_start, "..",
          topology_.node_start + topology_.lsa_size - 1, " are reachable by load/store");
   }
@@ -381,7 +381,7 @@ GdaTransport& Communicator::gda_to(int peer, const char* what) const {
   if (peer < 0 || peer >= group_.nranks()) {
     fail(ccoInvalidArgument, what, ": peer=", peer, " is outside [0, nranks=", group_.nranks(), ")");
   }
-  if (peer >= topology_.node_start && peer < topology_.node_start + topology_.lsa_size) {
+  if (topology_.on_node(peer)) {
     fail(ccoInvalidArgument, what, ": peer=", peer, " shares this rank's node (ranks ", topology_.node_start, "..",
          topology_.node_start + topology_.lsa_size - 1, "); reach it by load/store (get_peer_ptr, device put)");
   }

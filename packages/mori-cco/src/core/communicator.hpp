@@ -26,6 +26,9 @@ struct Topology {
   int lsa_size = 1;
   int node_start = 0;  // world rank of LSA rank 0
   int host_ranks = 1;  // ranks on this machine (more than lsa_size when one host stands for several nodes)
+
+  // Whether world rank `rank` is on this rank's node (reachable by load/store).
+  bool on_node(int rank) const { return rank >= node_start && rank < node_start + lsa_size; }
 };
 
 class Communicator {

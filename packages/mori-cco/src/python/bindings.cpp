@@ -35,6 +35,11 @@ mori_cco_dev_comm_t dev_comm_of(const py::bytes& raw) {
   return dc;
 }
 
+// A window crosses as its (offset, size) pair.
+mori_cco_window_t window_of(const std::tuple<uint64_t, uint64_t>& pair) {
+  return mori_cco_window_t{std::get<0>(pair), std::get<1>(pair)};
+}
+
 py::bytes bytes_of(const mori_cco_dev_comm_t& dc) {
   return py::bytes(reinterpret_cast<const char*>(&dc), sizeof(dc));
 }
@@ -162,8 +167,7 @@ PYBIND11_MODULE(_C, m) {
            [](Communicator& c, const py::bytes& dc, int peer, int queue, std::tuple<uint64_t, uint64_t> dst,
               uint64_t dst_offset, std::tuple<uint64_t, uint64_t> src, uint64_t src_offset, uint64_t nbytes) {
              const mori_cco_dev_comm_t value = dev_comm_of(dc);
-             return c.ce_put(value, peer, queue, mori_cco_window_t{std::get<0>(dst), std::get<1>(dst)}, dst_offset,
-                             mori_cco_window_t{std::get<0>(src), std::get<1>(src)}, src_offset, nbytes);
+             return c.ce_put(value, peer, queue, window_of(dst), dst_offset, window_of(src), src_offset, nbytes);
            })
       .def("ce_quiet", &Communicator::ce_quiet, py::arg("peer") = -1, py::arg("queue") = -1,
            py::call_guard<py::gil_scoped_release>())
@@ -173,16 +177,14 @@ PYBIND11_MODULE(_C, m) {
               uint64_t signal_value) {
              const mori_cco_dev_comm_t value = dev_comm_of(dc);
              py::gil_scoped_release release;
-             c.gda_put(value, peer, mori_cco_window_t{std::get<0>(dst), std::get<1>(dst)}, dst_offset,
-                       mori_cco_window_t{std::get<0>(src), std::get<1>(src)}, src_offset, nbytes, signal_id,
+             c.gda_put(value, peer, window_of(dst), dst_offset, window_of(src), src_offset, nbytes, signal_id,
                        signal_value);
            })
       .def(
           "gda_get",
           [](Communicator& c, int peer, std::tuple<uint64_t, uint64_t> src, uint64_t src_offset,
              std::tuple<uint64_t, uint64_t> dst, uint64_t dst_offset, uint64_t nbytes) {
-            c.gda_get(peer, mori_cco_window_t{std::get<0>(src), std::get<1>(src)}, src_offset,
-                      mori_cco_window_t{std::get<0>(dst), std::get<1>(dst)}, dst_offset, nbytes);
+            c.gda_get(peer, window_of(src), src_offset, window_of(dst), dst_offset, nbytes);
           },
           py::call_guard<py::gil_scoped_release>())
       .def("gda_signal",

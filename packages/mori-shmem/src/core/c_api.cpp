@@ -250,13 +250,6 @@ remote::RemoteRegion& require_region(mori_shmem_remote_region_t region) {
   return *region->region;
 }
 
-void require_sig_op(int sig_op) {
-  if (sig_op != MORI_SHMEM_SIGNAL_SET && sig_op != MORI_SHMEM_SIGNAL_ADD) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "sig_op=", sig_op, " is neither MORI_SHMEM_SIGNAL_SET (",
-                MORI_SHMEM_SIGNAL_SET, ") nor MORI_SHMEM_SIGNAL_ADD (", MORI_SHMEM_SIGNAL_ADD, ")");
-  }
-}
-
 }  // namespace
 
 extern "C" {
@@ -296,7 +289,7 @@ int mori_shmem_remote_region_put(mori_shmem_remote_region_t region, int rank, ui
       r.put(rank, offset, src, nbytes);
       return;
     }
-    require_sig_op(sig_op);
+    rma::check_signal_op(sig_op);
     r.put_signal(rank, offset, src, nbytes, signal_offset, signal, sig_op);
   });
 }
@@ -314,7 +307,7 @@ int mori_shmem_remote_region_signal(mori_shmem_remote_region_t region, int rank,
                                     uint64_t signal, int sig_op) {
   return guarded([&] {
     remote::RemoteRegion& r = require_region(region);
-    require_sig_op(sig_op);
+    rma::check_signal_op(sig_op);
     r.signal(rank, signal_offset, signal, sig_op);
   });
 }

@@ -44,9 +44,7 @@ void start_remote_transport(PeState& state, const Topology& topology, const remo
   state.remote = remote::make_conduit(*state.bootstrap, topology.remote, heap, config);
   if (state.cuda_heap != nullptr) {
     state.proxy = std::make_unique<remote::DeviceProxy>(state.cuda_heap->context(), *state.remote, *state.gpu_remote,
-                                                        state.heap->local_base() + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET,
-                                                        state.heap->local_base() + MORI_SHMEM_SYNC_ERROR_OFFSET,
-                                                        state.rank(), state.wait_timeout_s);
+                                                        state.heap->local_base(), state.rank(), state.wait_timeout_s);
     state.cuda_heap->set_proxy_ring(state.proxy->ring_address());
   }
 }

@@ -33,12 +33,11 @@ void back_off(uint64_t idle_rounds) {
 }  // namespace
 
 DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, GpuRemoteIo& io,
-                         uint8_t* tail_word, uint8_t* error_word, int rank, double timeout_s)
+                         uint8_t* sync_words, int rank, double timeout_s)
     : context_(context),
       conduit_(conduit),
       io_(io),
-      tail_word_(tail_word),
-      error_word_(error_word),
+      sync_words_(sync_words),
       rank_(rank),
       timeout_s_(timeout_s),
       ring_buffer_(context, sizeof(mori_shmem_proxy_ring_t)),
@@ -124,9 +123,10 @@ void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
 
 void DeviceProxy::record_device_error(uint32_t code) {
   try {
+    uint8_t* word = sync_words_ + MORI_SHMEM_SYNC_ERROR_OFFSET;
     uint32_t current = 0;
-    context_.copy(&current, error_word_, sizeof(current));
-    if (current == MORI_SHMEM_DEVICE_OK) context_.copy(error_word_, &code, sizeof(code));
+    context_.copy(&current, word, sizeof(current));
+    if (current == MORI_SHMEM_DEVICE_OK) context_.copy(word, &code, sizeof(code));
   } catch (const std::exception& e) {
     log::emit(log::Level::Error, "PE ", rank_, ": could not record a device error: ", e.what());
   }
@@ -135,7 +135,7 @@ void DeviceProxy::record_device_error(uint32_t code) {
 void DeviceProxy::drain() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
   uint64_t tail = 0;
-  context_.copy(&tail, tail_word_, sizeof(tail));
+  context_.copy(&tail, sync_words_ + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET, sizeof(tail));
   for (uint64_t idle = 0; next_.load(std::memory_order_acquire) < tail; ++idle) {
     if (std::chrono::steady_clock::now() > deadline) {
       throw_error(MORI_SHMEM_ERR_TIMEOUT, "the device proxy of PE ", rank_, " carried out ",

@@ -16,10 +16,10 @@ namespace mori::shmem::remote {
 
 class DeviceProxy {
  public:
-  // tail_word: the uint64 (GPU memory) kernels take tickets from; error_word: the uint32 (GPU
-  // memory) where a failed request leaves its MORI_SHMEM_DEVICE_ERR_* code.
-  DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, GpuRemoteIo& io, uint8_t* tail_word,
-              uint8_t* error_word, int rank, double timeout_s);
+  // sync_words: GPU memory laid out as the heap's sync words (device_state.h), whose tail and error
+  // words the proxy uses: this PE's heap, or a remote region's proxy words.
+  DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, GpuRemoteIo& io, uint8_t* sync_words,
+              int rank, double timeout_s);
   ~DeviceProxy();
   DeviceProxy(const DeviceProxy&) = delete;
   DeviceProxy& operator=(const DeviceProxy&) = delete;
@@ -37,8 +37,7 @@ class DeviceProxy {
   const cuda::DeviceContext& context_;
   Conduit& conduit_;
   GpuRemoteIo& io_;
-  uint8_t* tail_word_;
-  uint8_t* error_word_;
+  uint8_t* sync_words_;
   int rank_;
   double timeout_s_;
   PinnedBuffer ring_buffer_;

@@ -36,9 +36,8 @@ RemoteRegion::RemoteRegion(Bootstrap& bootstrap, RegionSpec spec, double timeout
   ConduitConfig config = read_conduit_config(timeout_s);
   conduit_ = make_conduit(bootstrap, spec_.reach, LocalHeap{*access_, spec_.base, gpu}, config);
   if (gpu) {
-    uint8_t* words = spec_.base + spec_.proxy_words;
-    proxy_ = std::make_unique<DeviceProxy>(*context_, *conduit_, *gpu_io_, words + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET,
-                                           words + MORI_SHMEM_SYNC_ERROR_OFFSET, rank_, timeout_s);
+    proxy_ = std::make_unique<DeviceProxy>(*context_, *conduit_, *gpu_io_, spec_.base + spec_.proxy_words, rank_,
+                                           timeout_s);
   }
 }
 

@@ -69,6 +69,11 @@ class RegisteredWindow:
     local_ptr: int
     size: int
 
+    @property
+    def pair(self) -> tuple[int, int]:
+        """(offset, size): how a window crosses into the native module."""
+        return int(self.handle.offset), int(self.handle.size)
+
 
 @dataclass
 class CCODevCommRequirements:
@@ -277,9 +282,9 @@ class Communicator:
                 handle.raw,
                 peer,
                 queue,
-                (dst.handle.offset, dst.handle.size),
+                dst.pair,
                 dst_offset,
-                (src.handle.offset, src.handle.size),
+                src.pair,
                 src_offset,
                 nbytes,
             )
@@ -327,9 +332,9 @@ class Communicator:
         self._live().gda_put(
             handle.raw,
             peer,
-            (dst.handle.offset, dst.handle.size),
+            dst.pair,
             dst_offset,
-            (src.handle.offset, src.handle.size),
+            src.pair,
             src_offset,
             nbytes,
             signal_id,
@@ -343,9 +348,9 @@ class Communicator:
         ``dst`` window; the bytes are there when it returns."""
         self._live().gda_get(
             peer,
-            (src.handle.offset, src.handle.size),
+            src.pair,
             src_offset,
-            (dst.handle.offset, dst.handle.size),
+            dst.pair,
             dst_offset,
             nbytes,
         )

@@ -46,7 +46,6 @@ class CrossNodeCollectives:
         self.nodes = comm.num_nodes
         self.lsa = comm.lsa_size
         self.node_engine = CollectiveEngine(comm)
-        self.cuda = self.node_engine.cuda
         self.handle = comm.create_dev_comm(
             CCODevCommRequirements(gda_signal_count=2, gda_counter_count=0, lsa_barrier_count=0)
         )
@@ -55,8 +54,9 @@ class CrossNodeCollectives:
         self._slots = 0
         self._slot_bytes = 0
         self._calls = 0
-        self._arrived = 0  # ARRIVED this rank has waited for so far
-        self._sent = 0  # puts so far: each is owed one CONSUMED back
+        # Puts so far. Every peer this rank sends to sends to it in the same call, so this is also
+        # the ARRIVED count awaited, and the CONSUMED count owed back once the peers have read.
+        self._sent = 0
         self._sent_after: deque[int] = deque(maxlen=2)  # self._sent after each of the last two calls
 
     def close(self) -> None:
@@ -105,15 +105,20 @@ class CrossNodeCollectives:
     def _synchronize(self) -> None:
         self.node_engine._synchronize()
 
-    def _exchange(self, sends: dict[int, Any], my_slot: int, slots: int) -> tuple[int, dict[int, Any]]:
-        """Puts sends[peer] (a contiguous tensor, the same byte size for every peer) into slot
-        `my_slot` of each peer's inbox and returns (half, the inbox views by sender rank once their
-        data is here). Every peer sends to this rank in the same call."""
+    def _slot_of(self, rank: int, by_node: bool) -> int:
+        return rank // self.lsa if by_node else rank
+
+    def _exchange(self, sends: dict[int, Any], by_node: bool) -> dict[int, Any]:
+        """Puts sends[peer] (a contiguous tensor, the same byte size for every peer) into this
+        rank's inbox slot at each peer and returns the inbox views by sender rank once their data is
+        here. Every peer sends to this rank in the same call. Inbox slots are per node along the
+        rails (by_node) and per rank otherwise."""
         import torch
 
         first = next(iter(sends.values()))
         nbytes = first.numel() * first.element_size()
-        self._ensure_area(slots, nbytes)
+        self._ensure_area(self.nodes if by_node else self.world, nbytes)
+        my_slot = self._slot_of(self.comm.rank, by_node)
         half = self._calls % 2
         if len(self._sent_after) == 2:  # the call two back used this half
             self._wait(_CONSUMED, self._sent_after[0], "the peers' reads of an earlier call")
@@ -134,18 +139,14 @@ class CrossNodeCollectives:
             )
         self._sent += len(sends)
         self._sent_after.append(self._sent)
-        self._arrived += len(sends)
-        self._wait(_ARRIVED, self._arrived, "the other nodes' data")
-        return half, {peer: self._view(self._inbox_offset(half, self._slot_of(peer, slots)), nbytes) for peer in sends}
+        self._wait(_ARRIVED, self._sent, "the other nodes' data")
+        return {peer: self._view(self._inbox_offset(half, self._slot_of(peer, by_node)), nbytes) for peer in sends}
 
     def _done_reading(self, peers: list[int]) -> None:
         self._synchronize()
         for peer in peers:
             self.comm.gda_signal(self.handle, peer, _CONSUMED, 1)
         self._calls += 1
-
-    def _slot_of(self, peer: int, slots: int) -> int:
-        return peer // self.lsa if slots == self.nodes else peer
 
     def _rail_peers(self) -> list[int]:
         me = self.comm.node
@@ -174,14 +175,14 @@ class CrossNodeCollectives:
         self._ensure_area(self.nodes, slice_len * out.element_size())
         if mine.numel() > 0:
             peers = self._rail_peers()
-            _, received = self._exchange({peer: mine for peer in peers}, self.comm.node, self.nodes)
+            received = self._exchange({peer: mine for peer in peers}, by_node=True)
             floating = out.dtype in (torch.float32, torch.bfloat16, torch.float16)
             acc_dtype = torch.float32 if floating and op == "sum" else out.dtype
-            by_node = {self.comm.node: mine}
-            by_node.update({peer // self.lsa: view.view(out.dtype) for peer, view in received.items()})
-            total = by_node[0].to(acc_dtype, copy=True)
+            node_results = {self.comm.node: mine}
+            node_results.update({peer // self.lsa: view.view(out.dtype) for peer, view in received.items()})
+            total = node_results[0].to(acc_dtype, copy=True)
             for node in range(1, self.nodes):
-                part = by_node[node].to(acc_dtype)
+                part = node_results[node].to(acc_dtype)
                 if op == "sum":
                     total += part
                 elif op == "max":
@@ -207,7 +208,7 @@ class CrossNodeCollectives:
         mine = flat[self.comm.node * block : (self.comm.node + 1) * block]
         self.node_engine.all_gather(mine, input)
         peers = self._rail_peers()
-        _, received = self._exchange({peer: mine for peer in peers}, self.comm.node, self.nodes)
+        received = self._exchange({peer: mine for peer in peers}, by_node=True)
         for peer, view in received.items():
             node = peer // self.lsa
             flat[node * block : (node + 1) * block].copy_(view.view(output.dtype))
@@ -224,7 +225,7 @@ class CrossNodeCollectives:
         self.node_engine.all_to_all(dst[start:stop], src[start:stop])
         peers = self._remote_ranks()
         sends = {peer: src[peer * chunk : (peer + 1) * chunk] for peer in peers}
-        _, received = self._exchange(sends, self.comm.rank, self.world)
+        received = self._exchange(sends, by_node=False)
         for peer, view in received.items():
             dst[peer * chunk : (peer + 1) * chunk].copy_(view.view(output.dtype))
         self._done_reading(peers)
