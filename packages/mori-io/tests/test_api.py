@@ -163,6 +163,27 @@ def test_transfer_to_memory_deregistered_on_the_target_fails_cleanly(pair):
         a.create_session(ma, mb)
 
 
+def test_a_session_refuses_what_was_deregistered_after_it_was_made(pair):
+    a, b = pair
+    src, dst = random_bytes(4096, 2), np.zeros(4096, np.uint8)
+    ma, mb = register(a, src), register(b, dst)
+    session = a.create_session(ma, mb)
+    assert session.write(0, 0, 4096, 1).WaitFor(10000) == StatusCode.SUCCESS
+    assert bytes(dst) == bytes(src)
+    a.deregister_memory(ma)
+    with pytest.raises(mio.NotFoundError, match=f"local memory id {ma.id} is not registered"):
+        session.write(0, 0, 16, 2)
+    mc = register(a, src)
+    other = a.create_session(mc, mb)
+    a.deregister_remote_engine(b.get_engine_desc())
+    with pytest.raises(mio.NotFoundError, match="remote engine 'target' is not registered"):
+        other.batch_write([0], [0], [16], 3)
+    a.register_remote_engine(b.get_engine_desc())  # the route is looked up again
+    assert other.batch_write([0], [0], [16], 4).WaitFor(10000) == StatusCode.SUCCESS
+    with pytest.raises(mio.InvalidArgumentError, match="transfer_uid"):
+        other.write(0, 0, 16, -1)
+
+
 def test_stale_memory_desc_is_caught_by_create_session(pair):
     a, b = pair
     ma, mb = register(a, np.zeros(64, np.uint8)), register(b, np.zeros(64, np.uint8))

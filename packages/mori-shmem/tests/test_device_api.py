@@ -76,6 +76,16 @@ def test_put_get_every_op_scope_and_alignment(gpu, nranks):
 
 
 @pytest.mark.gpu
+def test_small_messages_every_size_and_skew(gpu):
+    # Up to 40 bytes: the inline path of messages of at most 16 bytes and the word-sized head and
+    # tail pieces of longer ones, for offsets that agree modulo 16, modulo 8 and not at all.
+    skews = [(0, 0), (8, 0), (3, 3), (5, 13), (15, 7), (1, 9), (6, 2)]
+    cases = [(op, scope, nbytes, dest_off, src_off, False) for op in (0, 2) for scope in range(3)
+             for nbytes in range(1, 41) for dest_off, src_off in skews]  # fmt: skip
+    assert _run(device_programs.put_get, 2, cases) == [len(cases)] * 2
+
+
+@pytest.mark.gpu
 def test_typed_put_get_every_dtype_and_name(gpu):
     cases = [(op, scope, dtype, api, n) for op in range(4) for scope in range(3) for dtype in range(10)
              for api in range(2) for n in (1, 77)]  # fmt: skip

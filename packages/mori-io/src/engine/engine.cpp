@@ -385,6 +385,11 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
         status->update(StatusCode::ERR_GPU_OP, "P2P failed (" + why + ") and the retry too: " + e.what());
       }
     };
+    // The waiter completes the copies it waits for itself, sparing the hand-over from the
+    // backend's completion thread. Weak: a status may outlive the backend.
+    status->set_progress([backend = std::weak_ptr<gpu::P2PBackend>(p2p), raw = status.get()] {
+      if (auto b = backend.lock()) b->progress(raw);
+    });
     std::string why;
     if (!p2p->submit(is_read, RegionPin(region), *peer, segments, status, fallback, &why)) {
       fallback("could not start: " + why);

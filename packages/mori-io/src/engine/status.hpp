@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -68,16 +69,26 @@ class TransferStatus {
     message_ = message;
   }
 
+  // Lets a waiting thread move the transfer on itself rather than wait for a backend thread to
+  // notice its end: the P2P backend installs one that queries the transfer's copies and
+  // completes it. Called from wait_for's spin on the waiting thread; set once, before the status
+  // is handed out.
+  void set_progress(std::function<void()> progress) { progress_ = std::move(progress); }
+
   // Blocks until the status is final or timeout_ms passed (negative waits without limit);
   // returns the code at that moment.
   StatusCode wait_for(int64_t timeout_ms) const {
-    // A GPU copy usually finishes within microseconds of the wait starting, and the thread that
-    // completes it is polling: spinning briefly first spares the futex wake-up, which would
-    // otherwise cost a small transfer as much as the copy itself.
+    // Spinning first spares the futex wake-up, which would otherwise cost a small transfer as
+    // much as the transfer itself. A transfer with a progress hook (a GPU copy) is completed by
+    // this thread's polling for as long as copies of a few hundred MiB take.
     if (timeout_ms != 0) {
-      const auto spin_end = std::chrono::steady_clock::now() + kWaitSpin;
+      const auto spin_end = std::chrono::steady_clock::now() + (progress_ ? kProgressSpin : kWaitSpin);
       while (!final_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end) {
-        std::this_thread::yield();
+        if (progress_) {
+          progress_();
+        } else {
+          std::this_thread::yield();
+        }
       }
     }
     std::unique_lock<std::mutex> lock(mutex_);
@@ -92,9 +103,11 @@ class TransferStatus {
 
  private:
   static constexpr auto kWaitSpin = std::chrono::microseconds(50);
+  static constexpr auto kProgressSpin = std::chrono::milliseconds(1);
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   std::atomic<bool> final_{false};
+  std::function<void()> progress_;
   StatusCode code_ = StatusCode::INIT;
   std::string message_;
 };

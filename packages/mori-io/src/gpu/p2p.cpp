@@ -11,8 +11,6 @@ namespace mori::io::gpu {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Completion polling: spin (yielding) this long after the last progress, then sleep between
 // polls, so transfers complete within microseconds of their copies and an idle backend costs no
 // CPU. A sleep costs ~100 us with Linux's default timer slack, so the window outlasts copies of
@@ -231,6 +229,7 @@ bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote,
       return false;
     }
     pending_.push_back(std::move(op));
+    last_submit_ = Clock::now();
   }
   pending_wake_.notify_one();
   return true;
@@ -290,7 +289,8 @@ size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintpt
     const Segment& s = runs[i];
     auto local_ptr = static_cast<cuda::CUdeviceptr>(local_base + s.local_offset);
     auto peer_ptr = static_cast<cuda::CUdeviceptr>(peer + s.remote_offset);
-    // cuMemcpyAsync, not DtoD: with unified addressing it also copies between two devices.
+    // cuMemcpyAsync, not DtoD: with unified addressing it also copies between two devices (and
+    // within one GPU, DtoD measured no cheaper).
     cuda::CUresult r = d.cuMemcpyAsync(is_read ? local_ptr : peer_ptr, is_read ? peer_ptr : local_ptr, s.size,
                                        state.streams[(first + i % width) % n]);
     if (r != cuda::kSuccess) {
@@ -327,8 +327,43 @@ void P2PBackend::finish(Pending& op, const std::string& failure) {
   op.pin = RegionPin();
 }
 
+bool P2PBackend::ready(Pending& op, Clock::time_point now, std::string* failure) {
+  *failure = op.failure;
+  if (!try_bind(op.device) && failure->empty()) *failure = "cannot make GPU " + std::to_string(op.device) + " current";
+  bool done = true;
+  for (auto event : op.events) {
+    cuda::CUresult r = cuda::driver().cuEventQuery(event);
+    if (r == cuda::kErrorNotReady) {
+      done = false;
+      break;
+    }
+    if (r != cuda::kSuccess && failure->empty()) *failure = cuda::describe(r, "cuEventQuery");
+  }
+  if (done || now < op.deadline) return done;
+  // The copies may still run: their events and descriptors are never reused (leaked).
+  op.events.clear();
+  (void)op.table.release();
+  op.fallback = nullptr;
+  *failure = "copies did not finish within op_timeout_ms=" + std::to_string(config_.op_timeout_ms);
+  return true;
+}
+
+void P2PBackend::progress(const TransferStatus* status) {
+  KeepCurrentContext keep;  // runs on the application's (waiting) thread
+  Pending op;
+  std::string failure;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [status](const Pending& p) { return p.status.get() == status; });
+    if (it == pending_.end() || !ready(*it, Clock::now(), &failure)) return;
+    op = std::move(*it);
+    pending_.erase(it);
+  }
+  finish(op, failure);
+}
+
 void P2PBackend::complete_loop() {
-  const cuda::Driver& d = cuda::driver();
   auto last_progress = Clock::now();
   std::vector<Pending> done;
   std::vector<std::string> reasons;
@@ -336,9 +371,10 @@ void P2PBackend::complete_loop() {
     {
       std::unique_lock<std::mutex> lock(pending_mutex_);
       if (pending_.empty() && !stopping_) {
-        // Right after a completion the next transfer usually follows within microseconds (a
-        // post-then-wait loop): keep polling through the spin window so it needs no wake-up.
-        if (Clock::now() - last_progress < kIdleSpin) {
+        // Right after a completion or a submission the next transfer usually follows within
+        // microseconds (a post-then-wait loop, whose waiter completes the transfers itself): keep
+        // polling through the spin window so that submitting needs no wake-up.
+        if (Clock::now() - std::max(last_progress, last_submit_) < kIdleSpin) {
           lock.unlock();
           std::this_thread::yield();
           continue;
@@ -349,26 +385,8 @@ void P2PBackend::complete_loop() {
       if (stopping_) return;
       const auto now = Clock::now();
       for (auto it = pending_.begin(); it != pending_.end();) {
-        std::string failure = it->failure;
-        bool ready = true;
-        if (!try_bind(it->device) && failure.empty()) failure = "cannot make GPU " + std::to_string(it->device) + " current";
-        for (auto event : it->events) {
-          cuda::CUresult r = d.cuEventQuery(event);
-          if (r == cuda::kErrorNotReady) {
-            ready = false;
-            break;
-          }
-          if (r != cuda::kSuccess && failure.empty()) failure = cuda::describe(r, "cuEventQuery");
-        }
-        if (!ready && now >= it->deadline) {
-          // The copies may still run: their events and descriptors are never reused (leaked).
-          it->events.clear();
-          (void)it->table.release();
-          it->fallback = nullptr;
-          ready = true;
-          failure = "copies did not finish within op_timeout_ms=" + std::to_string(config_.op_timeout_ms);
-        }
-        if (!ready) {
+        std::string failure;
+        if (!ready(*it, now, &failure)) {
           ++it;
           continue;
         }

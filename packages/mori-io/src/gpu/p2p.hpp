@@ -51,6 +51,8 @@ using Fallback = std::function<void(const std::string& reason)>;
 
 class P2PBackend {
  public:
+  using Clock = std::chrono::steady_clock;
+
   explicit P2PBackend(const P2PConfig& config);  // throws Error(Unsupported) without driver or GPU
   ~P2PBackend();
   P2PBackend(const P2PBackend&) = delete;
@@ -62,6 +64,10 @@ class P2PBackend {
   // the completion thread, with `local` still pinned) with the reason of a failure.
   bool submit(bool is_read, RegionPin local, const PeerRegion& remote, const std::vector<Segment>& segments,
               const std::shared_ptr<TransferStatus>& status, Fallback fallback, std::string* why);
+  // Completes the pending transfer reporting into `status` if its copies have finished, on the
+  // calling thread (a waiter's progress hook); does nothing when they have not, or when the
+  // transfer is no longer pending.
+  void progress(const TransferStatus* status);
   // Closes the IPC mappings of a peer engine (after the copies in flight finish).
   void forget_engine(const std::string& engine_key);
   // Finishes the transfers in flight (waiting for their copies) and stops the completion thread.
@@ -103,6 +109,9 @@ class P2PBackend {
   size_t enqueue(DeviceState& state, Pending& op, bool is_read, uintptr_t local_base, uintptr_t peer,
                  const std::vector<Segment>& runs, size_t first);  // state_mutex_ held
   void complete_loop();
+  // Whether op's copies are done (or failed, or past their deadline, which *failure then says);
+  // pending_mutex_ held.
+  bool ready(Pending& op, Clock::time_point now, std::string* failure);
   void finish(Pending& op, const std::string& failure);
   void synchronize_all();
 
@@ -115,6 +124,7 @@ class P2PBackend {
   std::condition_variable pending_wake_;
   std::vector<Pending> pending_;
   bool stopping_ = false;
+  Clock::time_point last_submit_;  // keeps the completion thread polling while transfers keep coming
   std::thread completer_;
 };
 

@@ -16,7 +16,9 @@ using namespace mori::shmem;
 // Puts bytes [worker*slice, +slice) of src into PE pe's copy of dest, for every worker < workers,
 // `reps` times (each completed before the next), so small messages measure the put rather than the
 // launch. A worker is a block, a warp or a thread; the conditions below are uniform over a worker,
-// as the warp and block calls require.
+// as the warp and block calls require. One thread of a worker quiets for it, as a kernel would
+// (the group barrier puts the other threads' stores before its fence); through the device proxy
+// every quiet is a ring request, and one per thread of a large block swamps the proxy.
 extern "C" __global__ void __launch_bounds__(512) mori_bench_put(const __grid_constant__ mori_shmem_device_state_t st, char* dest,
                                           const char* src, unsigned long long bytes, unsigned long long slice, int workers, int pe,
                                           int reps) {
@@ -33,13 +35,17 @@ extern "C" __global__ void __launch_bounds__(512) mori_bench_put(const __grid_co
   const unsigned long long length = slice < bytes - begin ? slice : bytes - begin;
   for (int rep = 0; rep < reps; ++rep) {
 #if MORI_BENCH_SCOPE == 2
-    ShmemPutMemNbiBlock(st, dest + begin, src + begin, length, pe);
+    ShmemPutMemNbiBlock(st, dest + begin, src + begin, length, pe);  // ends with __syncthreads
+    if (threadIdx.x == 0) ShmemQuietThread(st);
+    __syncthreads();
 #elif MORI_BENCH_SCOPE == 1
-    ShmemPutMemNbiWarp(st, dest + begin, src + begin, length, pe);
+    ShmemPutMemNbiWarp(st, dest + begin, src + begin, length, pe);  // ends with __syncwarp
+    if (threadIdx.x % 32 == 0) ShmemQuietThread(st);
+    __syncwarp();
 #else
     ShmemPutMemNbiThread(st, dest + begin, src + begin, length, pe);
-#endif
     ShmemQuietThread(st);
+#endif
   }
 }
 

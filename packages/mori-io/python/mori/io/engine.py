@@ -34,7 +34,7 @@ from mori.io.config import (
     XgmiBackendConfig,
     check_backend_config,
 )
-from mori.io.descriptors import MAX_TEXT_BYTES, EngineDesc, MemoryDesc
+from mori.io.descriptors import MAX_TEXT_BYTES, MAX_UID, EngineDesc, MemoryDesc
 from mori.io.errors import InvalidArgumentError, NotFoundError, UnsupportedError, check_int
 from mori.io.session import IOEngineSession
 
@@ -45,8 +45,6 @@ MemoryLocationType = _C.MemoryLocationType
 StatusCode = _C.StatusCode
 TransferStatus = _C.TransferStatus
 
-#: Transfer uids must stay below 2**63 (MORI reserves bit 63).
-MAX_UID = 2**63 - 1
 _DEFAULT_CONFIGS: dict[Any, type] = {
     BackendType.TCP: TcpBackendConfig,
     BackendType.RDMA: RdmaBackendConfig,
@@ -130,6 +128,7 @@ class IOEngine:
         self._backends: dict[Any, BackendConfig] = {}
         self._memory: dict[int, MemoryDesc] = {}
         self._remotes: dict[str, EngineDesc] = {}
+        self._route_epoch = 0  # bumped when backends or peers change: sessions look their route up again
         log.info("IOEngine %r listening on %s:%d", key, host, self._desc.port)
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -178,6 +177,7 @@ class IOEngine:
         else:
             raise UnsupportedError(f"type={type.name}: this build of mori.io has the TCP, XGMI (P2P) and RDMA backends")
         self._backends[type] = cfg
+        self._route_epoch += 1
 
     def remove_backend(self, type: _C.BackendType) -> None:
         """Removes a backend; TCP and RDMA transfers still in flight fail, P2P ones finish first."""
@@ -188,6 +188,7 @@ class IOEngine:
         if type == BackendType.RDMA and type in self._backends:
             self._native.remove_rdma_backend()
         self._backends.pop(type, None)
+        self._route_epoch += 1
 
     def register_remote_engine(self, desc: EngineDesc) -> None:
         """Makes a peer known (its address and secret); the connection opens on first use."""
@@ -196,6 +197,7 @@ class IOEngine:
         self._native.register_remote(desc.key, desc.host, desc.port, desc.secret)
         with self._lock:
             self._remotes[desc.key] = desc
+            self._route_epoch += 1
 
     def deregister_remote_engine(self, desc: EngineDesc) -> None:
         """Forgets a peer; its transfers in flight fail."""
@@ -204,6 +206,7 @@ class IOEngine:
         self._native.deregister_remote(desc.key)
         with self._lock:
             self._remotes.pop(desc.key, None)
+            self._route_epoch += 1
 
     # -- memory -------------------------------------------------------------------------------
     def register_memory(self, ptr: int, size: int, device_id: int, mem_loc: _C.MemoryLocationType) -> MemoryDesc:

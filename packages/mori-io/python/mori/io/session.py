@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mori.io._native import _C
-from mori.io.descriptors import MemoryDesc
+from mori.io.descriptors import MAX_UID, MemoryDesc
+from mori.io.errors import check_int
 
 if TYPE_CHECKING:
     from mori.io.engine import IOEngine
@@ -20,6 +21,12 @@ class IOEngineSession:
         self._engine = engine
         self.local = local
         self.remote = remote
+        # The pair was checked when the session was made; per call only the route (P2P or the
+        # network) is looked up again, and only after the engine's backends or peers changed. The
+        # native engine still refuses memory deregistered since, and peers forgotten since.
+        # (engine route epoch, P2P peer or None), replaced whole so threads sharing the session
+        # never pair one epoch with another epoch's route.
+        self._route: tuple[int, tuple[int, bytes, int, bool] | None] = (-1, None)
 
     def __repr__(self) -> str:
         return (f"IOEngineSession(local={self.local.engine_key!r}#{self.local.id}, "
@@ -29,21 +36,33 @@ class IOEngineSession:
         return self._engine.allocate_transfer_uid()
 
     def read(self, local_offset: int, remote_offset: int, size: int, transfer_uid: int) -> _C.TransferStatus:
-        return self._engine.read(self.local, local_offset, self.remote, remote_offset, size, transfer_uid)
+        return self._post(True, [local_offset], [remote_offset], [size], transfer_uid)
 
     def write(self, local_offset: int, remote_offset: int, size: int, transfer_uid: int) -> _C.TransferStatus:
-        return self._engine.write(self.local, local_offset, self.remote, remote_offset, size, transfer_uid)
+        return self._post(False, [local_offset], [remote_offset], [size], transfer_uid)
 
     def batch_read(self, local_offsets: Sequence[int] | Any, remote_offsets: Sequence[int] | Any,
                    sizes: Sequence[int] | Any, transfer_uid: int) -> _C.TransferStatus:  # fmt: skip
         """Offsets and sizes may be lists or 1-D int64/uint64 numpy arrays (the cheap path)."""
-        return self._engine._transfer(True, self.local, local_offsets, self.remote, remote_offsets, sizes,
-                                      transfer_uid)  # fmt: skip
+        return self._post(True, local_offsets, remote_offsets, sizes, transfer_uid)
 
     def batch_write(self, local_offsets: Sequence[int] | Any, remote_offsets: Sequence[int] | Any,
                     sizes: Sequence[int] | Any, transfer_uid: int) -> _C.TransferStatus:  # fmt: skip
-        return self._engine._transfer(False, self.local, local_offsets, self.remote, remote_offsets, sizes,
-                                      transfer_uid)  # fmt: skip
+        return self._post(False, local_offsets, remote_offsets, sizes, transfer_uid)
+
+    def _post(self, is_read: bool, local_offsets: Any, remote_offsets: Any, sizes: Any,
+              transfer_uid: int) -> _C.TransferStatus:  # fmt: skip
+        engine = self._engine
+        epoch, peer = self._route
+        if epoch != engine._route_epoch:
+            epoch = engine._route_epoch
+            peer = engine._p2p_peer(self.local, self.remote)
+            self._route = (epoch, peer)
+        uid = check_int("transfer_uid", transfer_uid, 0, MAX_UID)
+        return engine._native.transfer(
+            is_read, self.local.id, self.remote.engine_key, self.remote.id, self.remote.size, local_offsets,
+            remote_offsets, sizes, uid, peer,
+        )  # fmt: skip
 
     def alive(self) -> bool:
         """Whether the peer answers a ping on the control connection now."""
