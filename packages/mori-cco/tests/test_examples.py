@@ -44,3 +44,13 @@ def test_gda_put_example_on_the_gpu(nranks: int, per_node: int) -> None:
         pytest.skip("the device API runs on the cuda backend only: no NVIDIA GPU here")
     out = _run("gda_put.py", "--nranks", str(nranks), "--ranks-per-node", str(per_node))
     assert out.count("SUCCESS") == nranks, out
+
+
+@pytest.mark.parametrize(
+    ("backend", "nranks"), [("cpu", 2), ("cpu", 4), pytest.param("cuda", 8, marks=pytest.mark.gpu)]
+)
+def test_copy_engine_put_example(backend: str, nranks: int) -> None:
+    if backend == "cuda" and not gpu_available():
+        pytest.skip("cuda backend: no NVIDIA GPU / CUDA driver on this machine")
+    out = _run("copy_engine_put.py", "--nranks", str(nranks), "--backend", backend)
+    assert out.count("SUCCESS") == nranks, out
