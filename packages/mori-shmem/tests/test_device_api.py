@@ -77,8 +77,8 @@ def test_put_get_every_op_scope_and_alignment(gpu, nranks):
 
 @pytest.mark.gpu
 def test_small_messages_every_size_and_skew(gpu):
-    # Up to 40 bytes: the inline path of messages of at most 16 bytes and the word-sized head and
-    # tail pieces of longer ones, for offsets that agree modulo 16, modulo 8 and not at all.
+    # Every size up to 40 bytes, at offsets that agree modulo 16, modulo 8 and not at all: messages
+    # that are all head and tail, and those with a few vectors between.
     skews = [(0, 0), (8, 0), (3, 3), (5, 13), (15, 7), (1, 9), (6, 2)]
     cases = [(op, scope, nbytes, dest_off, src_off, False) for op in (0, 2) for scope in range(3)
              for nbytes in range(1, 41) for dest_off, src_off in skews]  # fmt: skip
