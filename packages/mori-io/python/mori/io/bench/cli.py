@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from mori.io.bench import report
-from mori.io.bench.runner import Point, measure
+from mori.io.bench.runner import Point, Samples, measure, summarize, time_iterations
 from mori.io.bench.transports import Layout, MoriTransport, SocketCeiling, buffer_bytes
 
 log = logging.getLogger("mori.io.bench")
@@ -40,6 +40,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max_batch_size", type=int, default=1)
     p.add_argument("--num_threads", type=int, default=1, help="initiator threads posting concurrently")
     p.add_argument("--num_iter", type=int, default=1000)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="tcp/rdma: split each point's iterations into alternating rounds over the transports, so "
+                        "all of them see the same spells of a busy machine (1: one run each)")  # fmt: skip
     p.add_argument("--warmup_iter", type=int, default=100)
     p.add_argument(
         "--max_bytes_per_point",
@@ -77,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     if not blocks or not batches or args.num_threads < 1:
         sys.stderr.write("empty sweep: check the start/max sizes and --num_threads\n")
         return 2
+    if args.rounds < 1:
+        sys.stderr.write(f"--rounds {args.rounds}: at least 1\n")
+        return 2
     size = buffer_bytes(blocks[-1], batches[-1], args.num_threads, args.gap)
     if size > args.max_buffer_bytes:
         sys.stderr.write(f"the sweep needs {size} bytes per side (> --max_buffer_bytes {args.max_buffer_bytes})\n")
@@ -112,22 +118,28 @@ def main(argv: list[str] | None = None) -> int:
             for batch in batches:
                 layout = Layout(block, batch, args.gap)
                 iters = min(args.num_iter, max(5, args.max_bytes_per_point // (block * batch)))
+                rounds = max(1, min(args.rounds, iters))
                 warmup = min(args.warmup_iter, max(1, iters // 10))
-                for t in list(transports):
-                    steps = [t.iteration(args.op_type, layout, i) for i in range(args.num_threads)]
-                    try:
-                        point = measure(t.name, args.op_type, block, batch, steps, iters, warmup)
-                    except Exception as exc:
-                        if isinstance(t, MoriTransport):
-                            raise
-                        # A comparison transport that breaks is reported, not fatal to the run.
-                        notes[t.name] = f"failed at block={block} batch={batch}: {exc}; not measured further"
-                        log.warning("%s", notes[t.name])
-                        transports.remove(t)
-                        t.close()
-                        continue
+                samples = {t.name: Samples() for t in transports}
+                for r in range(rounds):
+                    for t in list(transports):
+                        steps = [t.iteration(args.op_type, layout, i) for i in range(args.num_threads)]
+                        share = iters // rounds + (1 if r < iters % rounds else 0)
+                        try:
+                            samples[t.name].add(time_iterations(steps, share, warmup if r == 0 else 1))
+                        except Exception as exc:
+                            if isinstance(t, MoriTransport):
+                                raise
+                            # A comparison transport that breaks is reported, not fatal to the run.
+                            notes[t.name] = f"failed at block={block} batch={batch}: {exc}; not measured further"
+                            log.warning("%s", notes[t.name])
+                            transports.remove(t)
+                            del samples[t.name]
+                            t.close()
+                for name, got in samples.items():
+                    point = summarize(name, args.op_type, block, batch, args.num_threads, got)
                     points.append(point)
-                    log.info("%s %s block=%d batch=%d: %.3f GB/s", t.name, args.op_type, block, batch, point.gbps)
+                    log.info("%s %s block=%d batch=%d: %.3f GB/s", name, args.op_type, block, batch, point.gbps)
     finally:
         for t in transports:
             t.close()

@@ -8,7 +8,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: One iteration of one thread: posts a batch and waits for it; raises on failure.
 Iteration = Callable[[], None]
@@ -32,8 +32,21 @@ class Point:
     lat_per_desc_us: float  # nixlbench's "avg latency": duration / (iterations x batch)
 
 
-def measure(transport: str, op: str, block: int, batch: int, iterations: list[Iteration], iters: int,
-            warmup: int) -> Point:  # fmt: skip
+@dataclass
+class Samples:
+    """The raw timings of one transport at one point, gathered over one or more rounds."""
+
+    iterations: int = 0  # per thread
+    seconds: float = 0.0  # wall time of the timed parts, all threads running at once
+    latencies: list[float] = field(default_factory=list)  # one per iteration of every thread
+
+    def add(self, other: Samples) -> None:
+        self.iterations += other.iterations
+        self.seconds += other.seconds
+        self.latencies.extend(other.latencies)
+
+
+def time_iterations(iterations: list[Iteration], iters: int, warmup: int) -> Samples:
     """Runs ``warmup`` then ``iters`` iterations on every thread (one callable per thread)."""
     threads = len(iterations)
     latencies: list[list[float]] = [[] for _ in range(threads)]
@@ -66,19 +79,30 @@ def measure(transport: str, op: str, block: int, batch: int, iterations: list[It
     seconds = time.perf_counter() - t0
     if errors:
         raise errors[0]
-    flat = sorted(x for lat in latencies for x in lat)
-    total_bytes = block * batch * iters * threads
+    return Samples(iters, seconds, [x for lat in latencies for x in lat])
+
+
+def summarize(transport: str, op: str, block: int, batch: int, threads: int, samples: Samples) -> Point:
+    """nixlbench's figures from the samples: bytes over wall time, and the iteration times."""
+    flat = sorted(samples.latencies)
+    total_bytes = block * batch * samples.iterations * threads
     return Point(
         transport=transport,
         op=op,
         block_size=block,
         batch_size=batch,
         threads=threads,
-        iterations=iters,
-        seconds=seconds,
-        gbps=total_bytes / 1e9 / seconds,
+        iterations=samples.iterations,
+        seconds=samples.seconds,
+        gbps=total_bytes / 1e9 / samples.seconds,
         lat_us=statistics.fmean(flat) * 1e6,
         lat_p50_us=flat[len(flat) // 2] * 1e6,
         lat_p99_us=flat[min(len(flat) - 1, int(len(flat) * 0.99))] * 1e6,
-        lat_per_desc_us=seconds * 1e6 / (iters * batch),
+        lat_per_desc_us=samples.seconds * 1e6 / (samples.iterations * batch),
     )
+
+
+def measure(transport: str, op: str, block: int, batch: int, iterations: list[Iteration], iters: int,
+            warmup: int) -> Point:  # fmt: skip
+    """Runs ``warmup`` then ``iters`` iterations on every thread and summarizes them."""
+    return summarize(transport, op, block, batch, len(iterations), time_iterations(iterations, iters, warmup))
