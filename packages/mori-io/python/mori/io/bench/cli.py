@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             for batch in batches:
                 layout = Layout(block, batch, args.gap)
                 iters = min(args.num_iter, max(5, args.max_bytes_per_point // (block * batch)))
-                rounds = max(1, min(args.rounds, iters))
+                rounds = min(args.rounds, iters)
                 warmup = min(args.warmup_iter, max(1, iters // 10))
                 samples = {t.name: Samples() for t in transports}
                 for r in range(rounds):
