@@ -19,7 +19,6 @@ FORMAT_VERSION = 2  # 2: MemoryDesc carries ipc_offset
 _ENGINE_MAGIC = b"MIOE"
 _MEMORY_MAGIC = b"MIOM"
 MAX_TEXT_BYTES = 1024
-MAX_UID = 2**63 - 1  # transfer uids stay below 2**63: MORI reserves bit 63
 MAX_SECRET_BYTES = 256
 IPC_HANDLE_BYTES = 64
 

@@ -34,7 +34,7 @@ from mori.io.config import (
     XgmiBackendConfig,
     check_backend_config,
 )
-from mori.io.descriptors import MAX_TEXT_BYTES, MAX_UID, EngineDesc, MemoryDesc
+from mori.io.descriptors import MAX_TEXT_BYTES, EngineDesc, MemoryDesc
 from mori.io.errors import InvalidArgumentError, NotFoundError, UnsupportedError, check_int
 from mori.io.session import IOEngineSession
 
@@ -45,6 +45,8 @@ MemoryLocationType = _C.MemoryLocationType
 StatusCode = _C.StatusCode
 TransferStatus = _C.TransferStatus
 
+#: Transfer uids must stay below 2**63 (MORI reserves bit 63).
+MAX_UID = 2**63 - 1
 _DEFAULT_CONFIGS: dict[Any, type] = {
     BackendType.TCP: TcpBackendConfig,
     BackendType.RDMA: RdmaBackendConfig,
@@ -363,10 +365,17 @@ class IOEngine:
                   remote_offsets: Any, sizes: Any, uid: int) -> TransferStatus:  # fmt: skip
         self._own_memory(local, "local memory")
         self._known_remote(remote, "remote memory")
+        return self._submit(is_read, local, local_offsets, remote, remote_offsets, sizes, uid,
+                            self._p2p_peer(local, remote))  # fmt: skip
+
+    def _submit(self, is_read: bool, local: MemoryDesc, local_offsets: Any, remote: MemoryDesc,
+                remote_offsets: Any, sizes: Any, uid: int,
+                p2p_peer: tuple[int, bytes, int, bool] | None) -> TransferStatus:  # fmt: skip
+        """Hands a checked pair to the native engine (sessions come here directly)."""
         uid = check_int("transfer_uid", uid, 0, MAX_UID)
         return self._native.transfer(
             is_read, local.id, remote.engine_key, remote.id, remote.size, local_offsets, remote_offsets, sizes, uid,
-            self._p2p_peer(local, remote),
+            p2p_peer,
         )  # fmt: skip
 
     def _batch(self, is_read: bool, locals_: Sequence[MemoryDesc], local_offsets: Sequence[Any],

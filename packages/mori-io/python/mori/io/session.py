@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mori.io._native import _C
-from mori.io.descriptors import MAX_UID, MemoryDesc
-from mori.io.errors import check_int
+from mori.io.descriptors import MemoryDesc
 
 if TYPE_CHECKING:
     from mori.io.engine import IOEngine
@@ -58,11 +57,8 @@ class IOEngineSession:
             epoch = engine._route_epoch
             peer = engine._p2p_peer(self.local, self.remote)
             self._route = (epoch, peer)
-        uid = check_int("transfer_uid", transfer_uid, 0, MAX_UID)
-        return engine._native.transfer(
-            is_read, self.local.id, self.remote.engine_key, self.remote.id, self.remote.size, local_offsets,
-            remote_offsets, sizes, uid, peer,
-        )  # fmt: skip
+        return engine._submit(is_read, self.local, local_offsets, self.remote, remote_offsets, sizes, transfer_uid,
+                              peer)  # fmt: skip
 
     def alive(self) -> bool:
         """Whether the peer answers a ping on the control connection now."""
