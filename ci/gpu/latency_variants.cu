@@ -8,6 +8,10 @@
 //   3  as 1, but the signal is fence.acq_rel.sys then a relaxed store
 //   4  as 1, but volatile polls and one fence.acq_rel.sys after the value is seen
 //   5  as 1, at .gpu scope (PEs on one GPU only: what system scope costs on top)
+//   6  the library's put-with-signal, the bare wait
+//   7  the bare put-with-signal, the library's wait
+//   8  as 1, but both peer addresses translated per put (PeerAddr / PeerWord)
+//   9  as 1, but the data moved by the library's out-of-line CopyBytes
 #include "mori_shmem/mori_shmem_device.cuh"
 
 using namespace mori::shmem;
@@ -80,6 +84,26 @@ __device__ __forceinline__ void pingpong(const mori_shmem_device_state_t& st, ch
       if (!initiator) ShmemWaitUntil(st, signal, SHMEM_CMP_GE, round);
       ShmemPutMemNbiSignalThread(st, buf, buf, bytes, signal, round, mori::core::SIGNAL_SET, peer);
       if (initiator) ShmemWaitUntil(st, signal, SHMEM_CMP_GE, round);
+    } else if constexpr (kVariant == 6) {
+      if (!initiator) wait_at_least<1>(signal, round);
+      ShmemPutMemNbiSignalThread(st, buf, buf, bytes, signal, round, mori::core::SIGNAL_SET, peer);
+      if (initiator) wait_at_least<1>(signal, round);
+    } else if constexpr (kVariant == 8) {
+      if (!initiator) wait_at_least<1>(signal, round);
+      auto* d = reinterpret_cast<unsigned long long*>(detail::PeerAddr(st, buf, bytes, peer));
+      auto* sig = reinterpret_cast<unsigned long long*>(detail::PeerWord(st, signal, 8, peer));
+      *reinterpret_cast<volatile unsigned long long*>(d) = *local;
+      detail::StReleaseSys(sig, round);
+      if (initiator) wait_at_least<1>(signal, round);
+    } else if constexpr (kVariant == 9) {
+      if (!initiator) wait_at_least<1>(signal, round);
+      detail::CopyBytes<8>(peer_buf, buf, bytes, 0, 1);
+      detail::StReleaseSys(peer_signal, round);
+      if (initiator) wait_at_least<1>(signal, round);
+    } else if constexpr (kVariant == 7) {
+      if (!initiator) ShmemWaitUntil(st, signal, SHMEM_CMP_GE, round);
+      put_signal<1>(peer_buf, local, peer_signal, round);
+      if (initiator) ShmemWaitUntil(st, signal, SHMEM_CMP_GE, round);
     } else {
       if (!initiator) wait_at_least<kVariant>(signal, round);
       put_signal<kVariant>(peer_buf, local, peer_signal, round);
@@ -104,3 +128,7 @@ MORI_LATENCY_VARIANT_(2)
 MORI_LATENCY_VARIANT_(3)
 MORI_LATENCY_VARIANT_(4)
 MORI_LATENCY_VARIANT_(5)
+MORI_LATENCY_VARIANT_(6)
+MORI_LATENCY_VARIANT_(7)
+MORI_LATENCY_VARIANT_(8)
+MORI_LATENCY_VARIANT_(9)

@@ -24,6 +24,10 @@ VARIANTS = {
     3: "signal as fence.acq_rel.sys + relaxed store",
     4: "volatile polls, then fence.acq_rel.sys",
     5: "bare at .gpu scope",
+    6: "library put-with-signal, bare wait",
+    7: "bare put-with-signal, library wait",
+    8: "bare, peer addresses translated per put",
+    9: "bare, data by the out-of-line CopyBytes",
 }
 SOURCE = Path(__file__).with_name("latency_variants.cu")
 

@@ -184,6 +184,26 @@ def test_a_session_refuses_what_was_deregistered_after_it_was_made(pair):
         other.write(0, 0, 16, -1)
 
 
+def test_single_transfers_take_python_and_numpy_ints_and_name_bad_ones(pair):
+    a, b = pair
+    src, dst = random_bytes(256, 5), np.zeros(256, np.uint8)
+    session = a.create_session(register(a, src), register(b, dst))
+    uid = session.allocate_transfer_uid
+    assert session.write(np.int64(8), np.uint32(16), np.int16(24), uid()).WaitFor(10000) == StatusCode.SUCCESS
+    assert session.read(100, 16, 24, np.uint64(uid())).WaitFor(10000) == StatusCode.SUCCESS
+    np.testing.assert_array_equal(dst[16:40], src[8:32])
+    with pytest.raises(mio.InvalidArgumentError, match=r"remote_offsets\[0\]=-2 must be in \[0, 2\*\*64\)"):
+        session.write(0, -2, 1, uid())
+    with pytest.raises(mio.InvalidArgumentError, match=r"sizes\[0\]=1.5 is not an int"):
+        session.read(0, 0, 1.5, uid())
+    with pytest.raises(mio.InvalidArgumentError, match=r"transfer_uid=True must be an int"):
+        session.write(0, 0, 1, True)
+    with pytest.raises(mio.InvalidArgumentError, match=r"transfer_uid=9223372036854775808 is out of range"):
+        session.write(0, 0, 1, 2**63)
+    with pytest.raises(mio.InvalidArgumentError, match=r"local_offsets\[0\]=\{\} is not an int"):
+        session.batch_write({}, [0], [1], uid())
+
+
 def test_stale_memory_desc_is_caught_by_create_session(pair):
     a, b = pair
     ma, mb = register(a, np.zeros(64, np.uint8)), register(b, np.zeros(64, np.uint8))

@@ -7,9 +7,11 @@ GPU machine two processes share the one GPU under MPS (docs/developer-guide/gpu.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing as mp
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -257,17 +259,22 @@ def test_p2p_failure_falls_back_to_tcp_or_fails(backends, broken):
         peer.close()
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize("threshold", [0, 1], ids=["copy-engine", "kernel"])
-@pytest.mark.parametrize("where", ["one-process", "two-processes"])
-def test_p2p_batch_kernel_and_copy_engine_agree(threshold, where):
-    """The P2P backend's two ways of copying a batch (one cuMemcpyAsync per run, or one kernel
-    launch over a descriptor table: threshold 1 forces it, 0 forbids it): runs of every alignment
-    (16-byte, 8-byte, odd), runs longer than the kernel's 256 KiB piece, both directions."""
-    size = 64 << 20
+@dataclasses.dataclass
+class P2PPair:
+    """An initiator engine with the given P2P config, its GPU memory, and the remote GPU memory of
+    a second engine in this process or in a spawned one."""
+
+    engine: IOEngine
+    local: Memory
+    remote_desc: MemoryDesc
+    remote_bytes: Callable[[], np.ndarray]
+
+
+@contextlib.contextmanager
+def p2p_pair(config: mio.XgmiBackendConfig, size: int, where: str, seed: int) -> Iterator[P2PPair]:
     a = IOEngine("gpu-a", IOEngineConfig())
-    a.create_backend(BackendType.XGMI, mio.XgmiBackendConfig(scatter_gather_threshold=threshold))
-    peer = Target(size, "gpu", True, seed=31) if where == "two-processes" else None
+    a.create_backend(BackendType.XGMI, config)
+    peer = Target(size, "gpu", True, seed=seed) if where == "two-processes" else None
     b = None
     try:
         if peer is not None:
@@ -276,9 +283,28 @@ def test_p2p_batch_kernel_and_copy_engine_agree(threshold, where):
         else:
             b = make_engine("gpu-b", "p2p")
             a.register_remote_engine(b.get_engine_desc())
-            remote = Memory(b, "gpu", size, 32)
+            remote = Memory(b, "gpu", size, seed + 1)
             remote_desc, remote_bytes = remote.desc, remote.bytes
-        local = Memory(a, "gpu", size, 33)
+        yield P2PPair(a, Memory(a, "gpu", size, seed + 2), remote_desc, remote_bytes)
+    finally:
+        a.shutdown()
+        if b is not None:
+            b.shutdown()
+        if peer is not None:
+            peer.close()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("threshold", [0, 1], ids=["copy-engine", "kernel"])
+@pytest.mark.parametrize("where", ["one-process", "two-processes"])
+def test_p2p_batch_kernel_and_copy_engine_agree(threshold, where):
+    """The P2P backend's two ways of copying a batch (one cuMemcpyAsync per run, or one kernel
+    launch over a descriptor table: threshold 1 forces it, 0 forbids it): runs of every alignment
+    (16-byte, 8-byte, odd), runs longer than the kernel's 256 KiB piece, both directions."""
+    size = 64 << 20
+    config = mio.XgmiBackendConfig(scatter_gather_threshold=threshold)
+    with p2p_pair(config, size, where, seed=31) as pair:
+        local, remote_bytes = pair.local, pair.remote_bytes
         want_local, want_remote = local.bytes(), remote_bytes()
         rng = np.random.default_rng(34)
         slot = size // 80  # room for the longest run plus its offset; one run per slot, so none overlap
@@ -287,7 +313,7 @@ def test_p2p_batch_kernel_and_copy_engine_agree(threshold, where):
         lo = [i * slot + align[i % 3] * int(rng.integers(0, 64)) for i in range(len(sizes))]
         ro = [int(j) * slot + align[(i + 1) % 3] * int(rng.integers(0, 64))
               for i, j in enumerate(rng.permutation(len(sizes)))]  # fmt: skip
-        session = a.create_session(local.desc, remote_desc)
+        session = pair.engine.create_session(local.desc, pair.remote_desc)
         assert session is not None
         check_status(session.batch_write(lo, ro, sizes, session.allocate_transfer_uid()))
         for i, n in enumerate(sizes):
@@ -298,9 +324,56 @@ def test_p2p_batch_kernel_and_copy_engine_agree(threshold, where):
         for i, n in enumerate(sizes):
             want_local[lo2[i] : lo2[i] + n] = want_remote[ro[i] : ro[i] + n]
         np.testing.assert_array_equal(local.bytes(), want_local)
-    finally:
-        a.shutdown()
-        if b is not None:
-            b.shutdown()
-        if peer is not None:
-            peer.close()
+
+
+P2P_MODES = {
+    "run-kernel": {},
+    "memcpy": {"run_kernel": False},
+    "resident": {"resident_blocks": 8, "resident_idle_us": 50},
+}
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("mode", list(P2P_MODES))
+@pytest.mark.parametrize("where", ["one-process", "two-processes"])
+def test_p2p_single_runs_in_flight_together(mode, where):
+    """One-run transfers, the P2P backend's common case: by a launch of the run kernel (completion
+    written to host memory), by cuMemcpyAsync and an event, or by the resident copier (no launch;
+    it leaves after 50 us idle and is launched again by the next transfer). Sizes around the
+    kernels' 32 KiB piece and past the run kernel's grid (64 MiB + 5), every alignment, both
+    directions, and more transfers in flight than num_events=2 completion slots or ring entries,
+    so the ones beyond them take the next way down."""
+    size = 80 << 20
+    config = mio.XgmiBackendConfig(num_events=2, **P2P_MODES[mode])
+    with p2p_pair(config, size, where, seed=41) as pair:
+        local, remote_bytes = pair.local, pair.remote_bytes
+        session = pair.engine.create_session(local.desc, pair.remote_desc)
+        assert session is not None
+        want_local, want_remote = local.bytes(), remote_bytes()
+        big = (64 << 20) + 5
+        writes = [(8, 16, big), (big + 64, big + 64, 32 << 10), (big + (1 << 20), big + (2 << 20), (32 << 10) + 1)]
+        writes += [(big + (4 << 20) + i * 70000, big + (8 << 20) + i * 70000 + i % 3, 1 + i * 4099) for i in range(6)]
+        statuses = [session.write(lo, ro, n, session.allocate_transfer_uid()) for lo, ro, n in writes]
+        for status in statuses:
+            check_status(status)
+        for lo, ro, n in writes:
+            want_remote[ro : ro + n] = want_local[lo : lo + n]
+        np.testing.assert_array_equal(remote_bytes(), want_remote)
+        time.sleep(0.01)  # the resident copier leaves: the reads launch it again
+        reads = [(lo + 3, ro, n) for lo, ro, n in writes[1:]]
+        for status in [session.read(lo, ro, n, session.allocate_transfer_uid()) for lo, ro, n in reads]:
+            check_status(status)
+        for lo, ro, n in reads:
+            want_local[lo : lo + n] = want_remote[ro : ro + n]
+        np.testing.assert_array_equal(local.bytes(), want_local)
+
+
+def test_resident_blocks_beyond_the_sm_count_are_refused():
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    too_many = mio.XgmiBackendConfig(resident_blocks=sms + 1)
+    with IOEngine("r", IOEngineConfig()) as e:
+        with pytest.raises(
+            mio.InvalidArgumentError, match=rf"resident_blocks={sms + 1} exceeds the {sms} SMs of GPU 0"
+        ):
+            e.create_backend(BackendType.XGMI, too_many)
+        assert "XGMI" not in repr(e)

@@ -63,6 +63,12 @@ def test_xgmi_config_is_checked_before_the_driver():
             e.create_backend(BackendType.XGMI, XgmiBackendConfig(num_streams=0))
         with pytest.raises(mio.InvalidArgumentError, match=r"num_events=-1 is out of range"):
             e.create_backend(BackendType.XGMI, XgmiBackendConfig(num_events=-1))
+        with pytest.raises(mio.InvalidArgumentError, match=r"run_kernel='no' must be a bool"):
+            e.create_backend(BackendType.XGMI, XgmiBackendConfig(run_kernel="no"))  # type: ignore[arg-type]
+        with pytest.raises(mio.InvalidArgumentError, match=r"resident_blocks=-1 is out of range \[0, 1024\]"):
+            e.create_backend(BackendType.XGMI, XgmiBackendConfig(resident_blocks=-1))
+        with pytest.raises(mio.InvalidArgumentError, match=r"resident_idle_us=0 is out of range"):
+            e.create_backend(BackendType.XGMI, XgmiBackendConfig(resident_idle_us=0))
         with pytest.raises(mio.InvalidArgumentError, match="XgmiBackendConfig"):
             e.create_backend(BackendType.XGMI, mio.TcpBackendConfig())
 

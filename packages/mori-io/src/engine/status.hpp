@@ -75,6 +75,8 @@ class TransferStatus {
   // is handed out.
   void set_progress(std::function<void()> progress) { progress_ = std::move(progress); }
 
+  bool is_done() const { return final_.load(std::memory_order_acquire); }
+
   // Blocks until the status is final or timeout_ms passed (negative waits without limit);
   // returns the code at that moment.
   StatusCode wait_for(int64_t timeout_ms) const {

@@ -41,6 +41,10 @@ Loaded load() {
   bind(library, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain, f);
   bind(library, "cuCtxGetCurrent", d.cuCtxGetCurrent, f);
   bind(library, "cuCtxSetCurrent", d.cuCtxSetCurrent, f);
+  bind(library, "cuDeviceGetAttribute", d.cuDeviceGetAttribute, f);
+  bind(library, "cuMemAlloc_v2", d.cuMemAlloc, f);
+  bind(library, "cuMemFree_v2", d.cuMemFree, f);
+  bind(library, "cuMemsetD32_v2", d.cuMemsetD32, f);
   bind(library, "cuMemHostAlloc", d.cuMemHostAlloc, f);
   bind(library, "cuMemFreeHost", d.cuMemFreeHost, f);
   bind(library, "cuMemGetAddressRange_v2", d.cuMemGetAddressRange, f);

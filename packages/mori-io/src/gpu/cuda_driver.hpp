@@ -35,6 +35,7 @@ constexpr unsigned kEventDisableTiming = 2;
 constexpr int kPointerAttrMemoryType = 2;
 constexpr int kPointerAttrDeviceOrdinal = 9;
 constexpr unsigned kMemoryTypeDevice = 2;
+constexpr int kDeviceAttrMultiprocessorCount = 16;
 
 struct Driver {
   CUresult (*cuInit)(unsigned);
@@ -46,6 +47,10 @@ struct Driver {
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemsetD32)(CUdeviceptr, unsigned, size_t);
   CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
   CUresult (*cuMemFreeHost)(void*);
   CUresult (*cuMemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr);

@@ -82,6 +82,17 @@ void check_device(int device) {
   }
 }
 
+int multiprocessor_count(int device) {
+  check_device(device);
+  const cuda::Driver& d = cuda::driver();
+  cuda::CUdevice handle = 0;
+  cuda::check(d.cuDeviceGet(&handle, device), "cuDeviceGet", "opening GPU " + std::to_string(device));
+  int sms = 0;
+  cuda::check(d.cuDeviceGetAttribute(&sms, cuda::kDeviceAttrMultiprocessorCount, handle), "cuDeviceGetAttribute",
+              "counting the SMs of GPU " + std::to_string(device));
+  return sms;
+}
+
 void bind(int device) {
   cuda::CUcontext context = context_of(device);
   const cuda::Driver& d = cuda::driver();

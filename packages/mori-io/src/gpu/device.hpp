@@ -21,6 +21,10 @@ int device_count();
 // (and Error(Unsupported) as device_count does).
 void check_device(int device);
 
+// The streaming multiprocessors of device (checked as check_device does); throws Error(System)
+// when the driver cannot say.
+int multiprocessor_count(int device);
+
 // Makes device's primary context current on the calling thread (a no-op when it already is).
 void bind(int device);
 

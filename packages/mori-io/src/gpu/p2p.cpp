@@ -2,6 +2,7 @@
 #include "gpu/p2p.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/error.hpp"
 #include "engine/log.hpp"
@@ -33,7 +34,17 @@ bool try_bind(int device) {
 }  // namespace
 
 P2PBackend::P2PBackend(const P2PConfig& config) : config_(config) {
-  device_count();  // throws Error(Unsupported) naming why there is no GPU
+  const int devices = device_count();  // throws Error(Unsupported) naming why there is no GPU
+  // Every block of the resident copier must be on the GPU at once (they wait for each other):
+  // at most one per SM, on the smallest GPU.
+  for (int device = 0; device < devices && config_.resident_blocks > 0; ++device) {
+    const int sms = multiprocessor_count(device);
+    if (config_.resident_blocks > static_cast<uint32_t>(sms)) {
+      throw Error(Code::InvalidArgument, "resident_blocks=" + std::to_string(config_.resident_blocks) +
+                                             " exceeds the " + std::to_string(sms) + " SMs of GPU " +
+                                             std::to_string(device));
+    }
+  }
   completer_ = std::thread([this] { complete_loop(); });
 }
 
@@ -52,6 +63,9 @@ P2PBackend::~P2PBackend() {
       d.cuStreamDestroy(stream);
     }
     for (auto event : entry.second.idle_events) d.cuEventDestroy(event);
+    entry.second.resident.reset();  // CUDA memory and a stream: freed while their device is bound
+    entry.second.slots.reset();
+    entry.second.idle_tables.clear();
   }
 }
 
@@ -64,14 +78,23 @@ void P2PBackend::stop() {
   }
   pending_wake_.notify_all();
   if (completer_.joinable()) completer_.join();
+  {
+    // The resident copiers finish what was posted to them and leave the GPU.
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    for (auto& entry : devices_) {
+      if (entry.second.resident && try_bind(entry.first)) entry.second.resident->stop();
+    }
+  }
   std::vector<Pending> left;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     left.swap(pending_);
+    pending_count_.store(0, std::memory_order_release);
   }
   for (Pending& op : left) {
     if (try_bind(op.device)) {
       for (auto event : op.events) cuda::driver().cuEventSynchronize(event);
+      if (op.stream != nullptr) cuda::driver().cuStreamSynchronize(op.stream);
     }  // the memory is in use until then
     op.fallback = nullptr;
     finish(op, "the P2P backend was removed or the engine shut down while the transfer ran");
@@ -200,7 +223,7 @@ bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote,
       return false;
     }
     state->next_stream = (first + streams_used) % n;  // the next transfer starts on fresh streams
-    for (size_t i = 0; i < streams_used; ++i) {
+    for (size_t i = 0; i < streams_used && !op.self_reporting(); ++i) {
       cuda::CUevent event = nullptr;
       if (!state->idle_events.empty()) {
         event = state->idle_events.back();
@@ -226,25 +249,49 @@ bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote,
       // Nothing will complete this op: wait for its copies here and let the caller fall back.
       *why = "the P2P backend is stopping";
       for (auto event : op.events) d.cuEventSynchronize(event);
+      if (op.stream != nullptr) d.cuStreamSynchronize(op.stream);
       return false;
     }
     pending_.push_back(std::move(op));
-    last_submit_ = Clock::now();
+    pending_count_.store(pending_.size(), std::memory_order_release);
+    last_submit_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   }
   pending_wake_.notify_one();
   return true;
 }
 
-const BatchCopyKernel* P2PBackend::batch_kernel(DeviceState& state, int device) {
-  if (!state.kernel && !state.kernel_unavailable) {
+const CopyKernels* P2PBackend::copy_kernels(DeviceState& state, int device) {
+  if (!state.kernels && !state.kernels_unavailable) {
     try {
-      state.kernel = std::make_unique<BatchCopyKernel>(device);
+      state.kernels = std::make_unique<CopyKernels>(device);
     } catch (const Error& e) {
-      state.kernel_unavailable = true;
-      MORI_IO_LOG(Warning, "P2P batches on GPU " << device << " fall back to one copy per run: " << e.what());
+      state.kernels_unavailable = true;
+      MORI_IO_LOG(Warning, "P2P copies on GPU " << device << " fall back to cuMemcpyAsync per run: " << e.what());
+      return nullptr;
+    }
+    try {
+      state.slots = std::make_unique<CompletionSlots>(static_cast<uint32_t>(config_.num_events));
+    } catch (const Error& e) {
+      MORI_IO_LOG(Warning, "P2P copy kernels on GPU " << device << " report through events: " << e.what());
     }
   }
-  return state.kernel.get();
+  return state.kernels.get();
+}
+
+ResidentCopier* P2PBackend::resident_copier(DeviceState& state, int device) {
+  if (!state.resident && !state.resident_unavailable) {
+    const CopyKernels* kernels = copy_kernels(state, device);
+    try {
+      if (kernels == nullptr) throw Error(Code::Unsupported, "the copy kernels did not load");
+      state.resident = std::make_unique<ResidentCopier>(kernels->module(), config_.resident_blocks,
+                                                        static_cast<uint32_t>(config_.num_events),
+                                                        config_.resident_idle_us * 1000);
+    } catch (const Error& e) {
+      state.resident_unavailable = true;
+      MORI_IO_LOG(Warning, "P2P on GPU " << device << " launches a kernel per transfer: " << e.what());
+    }
+  }
+  return state.resident.get();
 }
 
 size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintptr_t local_base, uintptr_t peer,
@@ -252,35 +299,43 @@ size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintpt
   const cuda::Driver& d = cuda::driver();
   const size_t n = state.streams.size();
   const int threshold = config_.kernel_min_segments;
-  const BatchCopyKernel* kernel =
-      threshold > 0 && runs.size() >= static_cast<size_t>(threshold) ? batch_kernel(state, op.device) : nullptr;
-  if (kernel != nullptr) {
-    std::vector<CopyDesc> copies;
-    copies.reserve(runs.size());
-    for (const Segment& s : runs) {
-      const uint64_t here = local_base + s.local_offset;
-      const uint64_t there = peer + s.remote_offset;
-      copies.push_back(CopyDesc{is_read ? here : there, is_read ? there : here, s.size});
-    }
-    std::unique_ptr<DescriptorTable> table;
-    if (!state.idle_tables.empty()) {
-      table = std::move(state.idle_tables.back());
-      state.idle_tables.pop_back();
+  const bool batch = threshold > 0 && runs.size() >= static_cast<size_t>(threshold);
+  const bool single = !batch && config_.run_kernel && runs.size() == 1;
+  const CopyKernels* kernels = batch || single ? copy_kernels(state, op.device) : nullptr;
+  ResidentCopier* resident = single && config_.resident_blocks > 0 ? resident_copier(state, op.device) : nullptr;
+  if (resident != nullptr) {
+    const uint64_t here = local_base + runs[0].local_offset;
+    const uint64_t there = peer + runs[0].remote_offset;
+    if (resident->post(is_read ? here : there, is_read ? there : here, runs[0].size, &op.ticket)) {
+      op.resident = resident;
+      op.stream = resident->stream();
+      return 1;
+    }  // its ring entry is busy or it could not be launched: a launch of its own then
+  }
+  if (kernels != nullptr) {
+    DoneSignal done;  // stays null (the kernel reports nothing) when every slot is busy: events then
+    uint32_t slot = kNoSlot;
+    if (state.slots && !state.slots->acquire(&slot, &done)) slot = kNoSlot;
+    cuda::CUstream stream = state.streams[first % n];
+    if (single) {
+      const uint64_t here = local_base + runs[0].local_offset;
+      const uint64_t there = peer + runs[0].remote_offset;
+      const cuda::CUresult r =
+          kernels->launch_run(stream, is_read ? here : there, is_read ? there : here, runs[0].size, done);
+      if (r != cuda::kSuccess) op.failure = cuda::describe(r, "cuLaunchKernel") + " (P2P run copy)";
     } else {
-      table = std::make_unique<DescriptorTable>();
-    }
-    try {
-      const uint32_t pieces = table->fill(copies);
-      const cuda::CUresult r = kernel->launch(state.streams[first % n], *table, pieces);
-      if (r != cuda::kSuccess) op.failure = cuda::describe(r, "cuLaunchKernel") + " (P2P batch copy)";
-    } catch (const Error& e) {
-      op.failure = e.what();
+      launch_batch(state, op, *kernels, stream, is_read, local_base, peer, runs, done);
     }
     if (!op.failure.empty()) {
-      state.idle_tables.push_back(std::move(table));
+      if (slot != kNoSlot) state.slots->release(slot);
       return 0;
     }
-    op.table = std::move(table);
+    if (slot != kNoSlot) {
+      op.slots = state.slots.get();
+      op.slot = slot;
+      op.seq = done.seq;
+      op.stream = stream;
+    }
     return 1;
   }
   const size_t width = std::min(n, std::max<size_t>(1, runs.size()));
@@ -303,14 +358,47 @@ size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintpt
   return std::max<size_t>(1, std::min(width, enqueued));
 }
 
+void P2PBackend::launch_batch(DeviceState& state, Pending& op, const CopyKernels& kernels, cuda::CUstream stream,
+                              bool is_read, uintptr_t local_base, uintptr_t peer, const std::vector<Segment>& runs,
+                              const DoneSignal& done) {
+  std::vector<CopyDesc> copies;
+  copies.reserve(runs.size());
+  for (const Segment& s : runs) {
+    const uint64_t here = local_base + s.local_offset;
+    const uint64_t there = peer + s.remote_offset;
+    copies.push_back(CopyDesc{is_read ? here : there, is_read ? there : here, s.size});
+  }
+  std::unique_ptr<DescriptorTable> table;
+  if (!state.idle_tables.empty()) {
+    table = std::move(state.idle_tables.back());
+    state.idle_tables.pop_back();
+  } else {
+    table = std::make_unique<DescriptorTable>();
+  }
+  try {
+    const uint32_t pieces = table->fill(copies);
+    const cuda::CUresult r = kernels.launch_batch(stream, *table, pieces, done);
+    if (r != cuda::kSuccess) op.failure = cuda::describe(r, "cuLaunchKernel") + " (P2P batch copy)";
+  } catch (const Error& e) {
+    op.failure = e.what();
+  }
+  if (!op.failure.empty()) {
+    state.idle_tables.push_back(std::move(table));
+    return;
+  }
+  op.table = std::move(table);
+}
+
 void P2PBackend::finish(Pending& op, const std::string& failure) {
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     DeviceState& state = devices_[op.device];
     state.idle_events.insert(state.idle_events.end(), op.events.begin(), op.events.end());
     if (op.table) state.idle_tables.push_back(std::move(op.table));
+    if (op.slot != kNoSlot) state.slots->release(op.slot);
   }
   op.events.clear();
+  op.slot = kNoSlot;
   if (failure.empty()) {
     op.pin = RegionPin();  // the memory is no longer used: deregistration may go on
     op.status->update(StatusCode::SUCCESS, "");
@@ -329,37 +417,56 @@ void P2PBackend::finish(Pending& op, const std::string& failure) {
 
 bool P2PBackend::ready(Pending& op, Clock::time_point now, std::string* failure) {
   *failure = op.failure;
-  if (!try_bind(op.device) && failure->empty()) *failure = "cannot make GPU " + std::to_string(op.device) + " current";
   bool done = true;
-  for (auto event : op.events) {
-    cuda::CUresult r = cuda::driver().cuEventQuery(event);
-    if (r == cuda::kErrorNotReady) {
-      done = false;
-      break;
+  if (op.resident != nullptr) {
+    done = op.resident->done(op.ticket);
+  } else if (op.slot != kNoSlot) {
+    done = op.slots->done(op.slot, op.seq);
+  } else if (!op.events.empty()) {
+    if (!try_bind(op.device) && failure->empty()) {
+      *failure = "cannot make GPU " + std::to_string(op.device) + " current";
     }
-    if (r != cuda::kSuccess && failure->empty()) *failure = cuda::describe(r, "cuEventQuery");
+    for (auto event : op.events) {
+      cuda::CUresult r = cuda::driver().cuEventQuery(event);
+      if (r == cuda::kErrorNotReady) {
+        done = false;
+        break;
+      }
+      if (r != cuda::kSuccess && failure->empty()) *failure = cuda::describe(r, "cuEventQuery");
+    }
   }
   if (done || now < op.deadline) return done;
-  // The copies may still run: their events and descriptors are never reused (leaked).
+  // The copies may still run: their events, descriptors and completion slot are never reused.
   op.events.clear();
   (void)op.table.release();
+  op.slot = kNoSlot;
+  op.resident = nullptr;
   op.fallback = nullptr;
   *failure = "copies did not finish within op_timeout_ms=" + std::to_string(config_.op_timeout_ms);
   return true;
 }
 
 void P2PBackend::progress(const TransferStatus* status) {
-  KeepCurrentContext keep;  // runs on the application's (waiting) thread
+  // Runs on the application's (waiting) thread, many times per wait: a transfer reporting through
+  // a completion slot is checked without any driver call, so its context is left alone.
+  std::optional<KeepCurrentContext> keep;
   Pending op;
   std::string failure;
   {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
+    // The waiter comes back in a moment: never queue behind the completion thread (a blocked lock
+    // costs a futex sleep and wake, microseconds).
+    std::unique_lock<std::mutex> lock(pending_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [status](const Pending& p) { return p.status.get() == status; });
-    if (it == pending_.end() || !ready(*it, Clock::now(), &failure)) return;
+    if (it == pending_.end()) return;
+    if (!it->self_reporting()) keep.emplace();  // event queries bind the transfer's device
+    if (!ready(*it, Clock::now(), &failure)) return;
     op = std::move(*it);
     pending_.erase(it);
+    pending_count_.store(pending_.size(), std::memory_order_release);
   }
+  if (!keep && !failure.empty()) keep.emplace();  // the fallback may bind a device
   finish(op, failure);
 }
 
@@ -368,19 +475,26 @@ void P2PBackend::complete_loop() {
   std::vector<Pending> done;
   std::vector<std::string> reasons;
   for (;;) {
-    {
+    if (pending_count_.load(std::memory_order_acquire) == 0) {
+      // Right after a completion or a submission the next transfer usually follows within
+      // microseconds (a post-then-wait loop, whose waiter completes the transfers itself): keep
+      // watching through the spin window, without the lock the submitter and waiter take, so
+      // that submitting needs no wake-up.
+      const Clock::time_point submitted{Clock::duration(last_submit_.load(std::memory_order_relaxed))};
+      if (Clock::now() - std::max(last_progress, submitted) < kIdleSpin) {
+        std::this_thread::yield();
+        continue;
+      }
       std::unique_lock<std::mutex> lock(pending_mutex_);
-      if (pending_.empty() && !stopping_) {
-        // Right after a completion or a submission the next transfer usually follows within
-        // microseconds (a post-then-wait loop, whose waiter completes the transfers itself): keep
-        // polling through the spin window so that submitting needs no wake-up.
-        if (Clock::now() - std::max(last_progress, last_submit_) < kIdleSpin) {
-          lock.unlock();
-          std::this_thread::yield();
-          continue;
-        }
-        pending_wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
-        last_progress = Clock::now();
+      pending_wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (stopping_) return;
+      last_progress = Clock::now();
+    }
+    {
+      std::unique_lock<std::mutex> lock(pending_mutex_, std::try_to_lock);
+      if (!lock.owns_lock()) {  // a submitter or waiter has it, for a moment
+        std::this_thread::yield();
+        continue;
       }
       if (stopping_) return;
       const auto now = Clock::now();
@@ -394,6 +508,7 @@ void P2PBackend::complete_loop() {
         reasons.push_back(std::move(failure));
         it = pending_.erase(it);
       }
+      pending_count_.store(pending_.size(), std::memory_order_release);
     }
     if (done.empty()) {
       if (Clock::now() - last_progress < kSpinWindow) {

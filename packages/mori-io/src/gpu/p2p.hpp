@@ -8,6 +8,7 @@
 // Wait() needs no CUDA call and the GIL-free waits of the TCP backend work unchanged.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -21,8 +22,9 @@
 
 #include "engine/status.hpp"
 #include "engine/transfer.hpp"
-#include "gpu/batch_copy.hpp"
+#include "gpu/copy_kernels.hpp"
 #include "gpu/cuda_driver.hpp"
+#include "gpu/resident.hpp"
 
 namespace mori::io::gpu {
 
@@ -33,6 +35,14 @@ struct P2PConfig {
   // A transfer of at least this many separate runs is copied by one kernel launch instead of one
   // cuMemcpyAsync per run (MORI_IO_XGMI_SCATTER_GATHER_THRESHOLD); 0 never uses the kernel.
   int kernel_min_segments = 16;
+  // A transfer of one contiguous run is copied by mori-io's run kernel, which reports completion
+  // through host memory; false copies it with cuMemcpyAsync (between GPUs the copy engines do
+  // that work, leaving the SMs to compute kernels) and waits on an event.
+  bool run_kernel = true;
+  // Blocks of the resident copier (resident.hpp) that takes one-run transfers without a launch;
+  // 0 launches per transfer. It leaves the GPU after resident_idle_us without work.
+  uint32_t resident_blocks = 0;
+  uint64_t resident_idle_us = 200;
 };
 
 // What the initiator knows of the peer's GPU region (from its MemoryDesc and EngineDesc).
@@ -84,10 +94,14 @@ class P2PBackend {
     std::vector<cuda::CUstream> streams;
     std::vector<cuda::CUevent> idle_events;
     size_t next_stream = 0;
-    std::unique_ptr<BatchCopyKernel> kernel;
-    bool kernel_unavailable = false;  // the PTX did not load: per-run copies only
+    std::unique_ptr<CopyKernels> kernels;
+    bool kernels_unavailable = false;  // the PTX did not load: cuMemcpyAsync only
+    std::unique_ptr<CompletionSlots> slots;  // null: the kernels' completion is waited for with events
+    std::unique_ptr<ResidentCopier> resident;
+    bool resident_unavailable = false;
     std::vector<std::unique_ptr<DescriptorTable>> idle_tables;
   };
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
   struct Pending {
     std::shared_ptr<TransferStatus> status;
     RegionPin pin;
@@ -97,17 +111,36 @@ class P2PBackend {
     Fallback fallback;
     std::string failure;  // set when enqueueing stopped part-way
     std::unique_ptr<DescriptorTable> table;  // the kernel's descriptors, read until it finishes
+    // A kernel launch that reports through a completion slot instead of events.
+    const CompletionSlots* slots = nullptr;
+    uint32_t slot = kNoSlot;
+    uint64_t seq = 0;
+    // A copy handed to the resident copier, reported through its ring entry.
+    const ResidentCopier* resident = nullptr;
+    uint64_t ticket = 0;
+    cuda::CUstream stream = nullptr;  // of a self-reporting copy: what waits for it at shutdown
+    // Whether the copy reports its own completion through host memory (no events).
+    bool self_reporting() const { return slot != kNoSlot || resident != nullptr; }
   };
 
   // The peer region's address in this process, for copies on `device`; 0 with *why on failure.
   uintptr_t resolve(const PeerRegion& remote, int device, std::string* why);
   DeviceState& device_state(int device);  // state_mutex_ held
-  // The batch-copy kernel of device, loaded on first use; null when it cannot load (logged once).
-  const BatchCopyKernel* batch_kernel(DeviceState& state, int device);  // state_mutex_ held
+  // The copy kernels of device (and its completion slots), loaded on first use; null when they
+  // cannot load (logged once).
+  const CopyKernels* copy_kernels(DeviceState& state, int device);  // state_mutex_ held
+  // The device's resident copier, made on first use; null when disabled or unavailable.
+  ResidentCopier* resident_copier(DeviceState& state, int device);  // state_mutex_ held
   // Enqueues copies of every run, spread over up to `width` streams from `first`, or as one kernel
-  // launch; returns how many streams carry work. Sets op.failure when enqueueing stopped early.
+  // launch; returns how many streams carry work (whose completion events the caller records,
+  // unless the launch armed op.slot). Sets op.failure when enqueueing stopped early.
   size_t enqueue(DeviceState& state, Pending& op, bool is_read, uintptr_t local_base, uintptr_t peer,
                  const std::vector<Segment>& runs, size_t first);  // state_mutex_ held
+  // Fills a descriptor table with the runs and launches the batch kernel over it (op keeps the
+  // table); sets op.failure when that fails.
+  void launch_batch(DeviceState& state, Pending& op, const CopyKernels& kernels, cuda::CUstream stream, bool is_read,
+                    uintptr_t local_base, uintptr_t peer, const std::vector<Segment>& runs,
+                    const DoneSignal& done);  // state_mutex_ held
   void complete_loop();
   // Whether op's copies are done (or failed, or past their deadline, which *failure then says);
   // pending_mutex_ held.
@@ -124,7 +157,10 @@ class P2PBackend {
   std::condition_variable pending_wake_;
   std::vector<Pending> pending_;
   bool stopping_ = false;
-  Clock::time_point last_submit_;  // keeps the completion thread polling while transfers keep coming
+  // Read by the completion thread without the lock: how many transfers are pending, and when the
+  // last was submitted (Clock ticks), which keeps it watching while transfers keep coming.
+  std::atomic<size_t> pending_count_{0};
+  std::atomic<Clock::rep> last_submit_{0};
   std::thread completer_;
 };
 

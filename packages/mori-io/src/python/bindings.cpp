@@ -48,10 +48,34 @@ std::map<int, py::object>& error_classes() {
   throw py::error_already_set();
 }
 
-// Lists, tuples, ranges and 1-D integer buffers (numpy arrays) of offsets or sizes. The buffer
-// path copies 8-byte integers in one go, which keeps thousands of descriptors per call cheap.
+// Entry i of `name` as an unsigned 64-bit int, or InvalidArgumentError naming it.
+uint64_t u64_at(const py::handle& item, const char* name, size_t i) {
+  PyObject* index = PyNumber_Index(item.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    raise(Code::InvalidArgument, std::string(name) + "[" + std::to_string(i) + "]=" + std::string(py::repr(item)) +
+                                     " is not an int");
+  }
+  unsigned long long value = PyLong_AsUnsignedLongLong(index);
+  Py_DECREF(index);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    raise(Code::InvalidArgument, std::string(name) + "[" + std::to_string(i) + "]=" + std::string(py::repr(item)) +
+                                     " must be in [0, 2**64)");
+  }
+  return value;
+}
+
+// Lists, tuples, ranges and 1-D integer buffers (numpy arrays) of offsets or sizes, or anything
+// else as one int (a single transfer, named as a batch's entry 0). The buffer path copies 8-byte integers in one
+// go, which keeps thousands of descriptors per call cheap.
 std::vector<uint64_t> to_u64(const py::handle& obj, const char* name) {
   std::vector<uint64_t> out;
+  PyObject* raw = obj.ptr();
+  if (!PySequence_Check(raw) || PyUnicode_Check(raw) || PyBytes_Check(raw)) {
+    out.push_back(u64_at(obj, name, 0));
+    return out;
+  }
   if (PyObject_CheckBuffer(obj.ptr())) {
     py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request();
     const char f = info.format.empty() ? '?' : info.format.back();
@@ -70,31 +94,36 @@ std::vector<uint64_t> to_u64(const py::handle& obj, const char* name) {
       return out;
     }
   }
-  if (!PySequence_Check(obj.ptr()) || PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr())) {
-    raise(Code::InvalidArgument, std::string(name) + " must be a sequence of ints, got " +
-                                     std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
-  }
   auto seq = py::reinterpret_borrow<py::sequence>(obj);
   const size_t n = py::len(seq);
   out.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    py::object item = seq[i];
-    PyObject* index = PyNumber_Index(item.ptr());
-    if (index == nullptr) {
-      PyErr_Clear();
-      raise(Code::InvalidArgument, std::string(name) + "[" + std::to_string(i) + "]=" +
-                                       std::string(py::repr(item)) + " is not an int");
-    }
-    unsigned long long value = PyLong_AsUnsignedLongLong(index);
-    Py_DECREF(index);
-    if (PyErr_Occurred()) {
-      PyErr_Clear();
-      raise(Code::InvalidArgument, std::string(name) + "[" + std::to_string(i) + "]=" +
-                                       std::string(py::repr(item)) + " must be in [0, 2**64)");
-    }
-    out[i] = value;
-  }
+  for (size_t i = 0; i < n; ++i) out[i] = u64_at(seq[i], name, i);
   return out;
+}
+
+// A transfer uid: an int in [0, 2**63 - 1] (worded like mori.io.errors.check_int).
+uint64_t to_uid(const py::handle& obj) {
+  PyObject* index = PyBool_Check(obj.ptr()) ? nullptr : PyNumber_Index(obj.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    raise(Code::InvalidArgument, "transfer_uid=" + std::string(py::repr(obj)) + " must be an int");
+  }
+  auto value = py::reinterpret_steal<py::int_>(index);
+  const long long uid = PyLong_AsLongLong(value.ptr());
+  if (PyErr_Occurred() || uid < 0) {
+    PyErr_Clear();
+    raise(Code::InvalidArgument, "transfer_uid=" + std::string(py::str(value)) + " is out of range [0, " +
+                                     std::to_string(INT64_MAX) + "]");
+  }
+  return static_cast<uint64_t>(uid);
+}
+
+// The Python member of a StatusCode, looked up once per code.
+py::object status_code_object(StatusCode code) {
+  static auto* members = new std::map<int, py::object>();  // leaked, like error_classes()
+  auto it = members->find(static_cast<int>(code));
+  if (it == members->end()) it = members->emplace(static_cast<int>(code), py::cast(code)).first;
+  return it->second;
 }
 
 StatusCode wait_all(const std::vector<std::shared_ptr<TransferStatus>>& statuses, int64_t timeout_ms) {
@@ -195,8 +224,21 @@ PYBIND11_MODULE(_C, m) {
       .def("Succeeded", [](const TransferStatus& s) { return s.code() == StatusCode::SUCCESS; })
       .def("Failed", [](const TransferStatus& s) { return mori::io::is_error(s.code()); })
       .def("Wait", [](const TransferStatus& s) { s.wait_for(-1); }, py::call_guard<py::gil_scoped_release>())
-      .def("WaitFor", &TransferStatus::wait_for, py::arg("timeout_ms") = -1,
-           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "WaitFor",
+          // A status already final is answered without letting go of the GIL, and every answer is
+          // a cached enum member: both cost more than a small GPU transfer's wait otherwise.
+          [](const TransferStatus& s, int64_t timeout_ms) -> py::object {
+            StatusCode code;
+            if (s.is_done()) {
+              code = s.code();
+            } else {
+              py::gil_scoped_release release;
+              code = s.wait_for(timeout_ms);
+            }
+            return status_code_object(code);
+          },
+          py::arg("timeout_ms") = -1)
       .def("Update", &TransferStatus::update, py::arg("code"), py::arg("message"))
       .def("SetCode", &TransferStatus::set_code, py::arg("code"))
       .def("SetMessage", &TransferStatus::set_message, py::arg("message"))
@@ -208,6 +250,25 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("wait_all", &wait_all, py::arg("statuses"), py::arg("timeout_ms") = -1,
         py::call_guard<py::gil_scoped_release>());
+
+  // Built once per (local, remote) pair by the Python layer when the pair goes P2P, and handed to
+  // every transfer of that pair as is.
+  py::class_<mori::io::gpu::PeerRegion>(m, "PeerRegion")
+      .def(py::init([](const std::string& engine_key, uintptr_t data, uint64_t size, const py::bytes& ipc_handle,
+                       uint64_t ipc_offset, bool same_process) {
+             mori::io::gpu::PeerRegion r;
+             r.engine_key = engine_key;
+             r.data = data;
+             r.size = size;
+             r.ipc_handle = ipc_handle;
+             r.ipc_offset = ipc_offset;
+             r.same_process = same_process;
+             return r;
+           }),
+           py::arg("engine_key"), py::arg("data"), py::arg("size"), py::arg("ipc_handle"), py::arg("ipc_offset"),
+           py::arg("same_process"))
+      .def_readonly("engine_key", &mori::io::gpu::PeerRegion::engine_key)
+      .def_readonly("same_process", &mori::io::gpu::PeerRegion::same_process);
 
   py::class_<Engine>(m, "Engine")
       .def(py::init([](const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret,
@@ -268,15 +329,20 @@ PYBIND11_MODULE(_C, m) {
       .def("has_tcp_backend", &Engine::has_tcp_backend)
       .def(
           "create_p2p_backend",
-          [](Engine& e, int num_streams, int num_events, int64_t op_timeout_ms, int kernel_min_segments) {
+          [](Engine& e, int num_streams, int num_events, int64_t op_timeout_ms, int kernel_min_segments,
+             bool run_kernel, uint32_t resident_blocks, uint64_t resident_idle_us) {
             mori::io::gpu::P2PConfig c;
             c.num_streams = num_streams;
             c.num_events = num_events;
             c.op_timeout_ms = op_timeout_ms;
             c.kernel_min_segments = kernel_min_segments;
+            c.run_kernel = run_kernel;
+            c.resident_blocks = resident_blocks;
+            c.resident_idle_us = resident_idle_us;
             e.create_p2p_backend(c);
           },
           py::arg("num_streams"), py::arg("num_events"), py::arg("op_timeout_ms"), py::arg("kernel_min_segments"),
+          py::arg("run_kernel"), py::arg("resident_blocks"), py::arg("resident_idle_us"),
           py::call_guard<py::gil_scoped_release>())
       .def("remove_p2p_backend", &Engine::remove_p2p_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_p2p_backend", &Engine::has_p2p_backend)
@@ -328,28 +394,16 @@ PYBIND11_MODULE(_C, m) {
       .def("allocate_uid", &Engine::allocate_uid)
       .def(
           "transfer",
+          // peer: the remote GPU region when the Python layer chose P2P for this pair, else None.
           [](Engine& e, bool is_read, uint32_t local_id, const std::string& remote_key, uint32_t remote_id,
-             uint64_t remote_size, const py::object& local_offsets, const py::object& remote_offsets,
-             const py::object& sizes, uint64_t uid, const py::object& peer) {
+             uint64_t remote_size, const py::handle& local_offsets, const py::handle& remote_offsets,
+             const py::handle& sizes, const py::handle& uid, const mori::io::gpu::PeerRegion* peer) {
             std::vector<uint64_t> lo = to_u64(local_offsets, "local_offsets");
             std::vector<uint64_t> ro = to_u64(remote_offsets, "remote_offsets");
             std::vector<uint64_t> sz = to_u64(sizes, "sizes");
-            // peer: (data, ipc_handle, ipc_offset, same_process) of the remote GPU region when
-            // the Python layer chose P2P for this pair, else None.
-            std::optional<mori::io::gpu::PeerRegion> region;
-            if (!peer.is_none()) {
-              auto t = peer.cast<py::tuple>();
-              region.emplace();
-              region->engine_key = remote_key;
-              region->data = t[0].cast<uintptr_t>();
-              region->size = remote_size;
-              region->ipc_handle = t[1].cast<std::string>();
-              region->ipc_offset = t[2].cast<uint64_t>();
-              region->same_process = t[3].cast<bool>();
-            }
+            const uint64_t checked_uid = to_uid(uid);
             py::gil_scoped_release release;
-            return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, uid,
-                              region ? &*region : nullptr);
+            return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, checked_uid, peer);
           },
           py::arg("is_read"), py::arg("local_id"), py::arg("remote_key"), py::arg("remote_id"),
           py::arg("remote_size"), py::arg("local_offsets"), py::arg("remote_offsets"), py::arg("sizes"),

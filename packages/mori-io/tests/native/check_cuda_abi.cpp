@@ -25,6 +25,7 @@ static_assert(ours::kEventDisableTiming == CU_EVENT_DISABLE_TIMING);
 static_assert(ours::kPointerAttrMemoryType == CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
 static_assert(ours::kPointerAttrDeviceOrdinal == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
 static_assert(ours::kMemoryTypeDevice == CU_MEMORYTYPE_DEVICE);
+static_assert(ours::kDeviceAttrMultiprocessorCount == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 
 // Each function pointer must be call-compatible with the versioned entry point it is bound to
 // (cuda_driver.cpp): the same number of parameters, each of the same size and pointer-ness.
@@ -50,6 +51,10 @@ SAME_SIGNATURE(cuDeviceGetPCIBusId, cuDeviceGetPCIBusId);
 SAME_SIGNATURE(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
 SAME_SIGNATURE(cuCtxGetCurrent, cuCtxGetCurrent);
 SAME_SIGNATURE(cuCtxSetCurrent, cuCtxSetCurrent);
+SAME_SIGNATURE(cuDeviceGetAttribute, cuDeviceGetAttribute);
+SAME_SIGNATURE(cuMemAlloc, cuMemAlloc_v2);
+SAME_SIGNATURE(cuMemFree, cuMemFree_v2);
+SAME_SIGNATURE(cuMemsetD32, cuMemsetD32_v2);
 SAME_SIGNATURE(cuMemHostAlloc, cuMemHostAlloc);
 SAME_SIGNATURE(cuMemFreeHost, cuMemFreeHost);
 SAME_SIGNATURE(cuMemGetAddressRange, cuMemGetAddressRange_v2);

@@ -213,6 +213,7 @@ class RdmaBackendConfig:
 #: Bounds of XgmiBackendConfig's pools (streams and events are made per GPU on its first transfer).
 MAX_P2P_STREAMS = 1024
 MAX_P2P_EVENTS = 65536
+MAX_RESIDENT_BLOCKS = 1024  # the native backend also caps it at the GPU's SM count
 
 
 @dataclass
@@ -221,7 +222,15 @@ class XgmiBackendConfig:
     spread over them) and the events made up front per GPU (more are made when all are busy).
     ``op_timeout_ms`` (an addition) fails a transfer whose copies have not finished by then;
     a transfer of at least ``scatter_gather_threshold`` separate runs is copied by one kernel
-    launch instead of one copy-engine call per run (0: never)."""
+    launch instead of one copy-engine call per run (0: never). ``run_kernel`` (an addition) copies a
+    transfer of one contiguous run with mori-io's kernel, which writes its completion into host
+    memory: no event to record or query, which under MPS costs microseconds per transfer. False
+    uses cuMemcpyAsync, which between two GPUs runs on the copy engines and leaves the SMs free.
+    ``resident_blocks`` (an addition, 0: off) keeps a copy kernel of that many blocks on the GPU
+    while one-run transfers keep coming: a transfer is then a few stores into a ring in host
+    memory, not a launch. While resident it holds resident_blocks x 512 threads of the GPU, and a
+    device-wide synchronize (torch.cuda.synchronize()) waits until it leaves, ``resident_idle_us``
+    after the last transfer."""
 
     num_streams: int = 64
     num_events: int = 64
@@ -229,6 +238,9 @@ class XgmiBackendConfig:
     scatter_gather_threshold: int = field(
         default_factory=lambda: settings.get_int("MORI_IO_XGMI_SCATTER_GATHER_THRESHOLD")
     )
+    run_kernel: bool = field(default_factory=lambda: settings.get_bool("MORI_IO_XGMI_RUN_KERNEL"))
+    resident_blocks: int = field(default_factory=lambda: settings.get_int("MORI_IO_XGMI_RESIDENT_BLOCKS"))
+    resident_idle_us: int = field(default_factory=lambda: settings.get_int("MORI_IO_XGMI_RESIDENT_IDLE_US"))
 
     def validate(self) -> None:
         """Raises InvalidArgumentError naming the first field outside its range."""
@@ -236,12 +248,17 @@ class XgmiBackendConfig:
         check_int("num_events", self.num_events, 1, MAX_P2P_EVENTS)
         check_int("op_timeout_ms", self.op_timeout_ms, 0, 2**40)
         check_int("scatter_gather_threshold", self.scatter_gather_threshold, 0, 2**31 - 1)
+        if not isinstance(self.run_kernel, bool):
+            raise InvalidArgumentError(f"run_kernel={self.run_kernel!r} must be a bool")
+        check_int("resident_blocks", self.resident_blocks, 0, MAX_RESIDENT_BLOCKS)
+        check_int("resident_idle_us", self.resident_idle_us, 1, 10**7)
 
     def apply(self, native: _C.Engine) -> None:
         self.validate()
         native.create_p2p_backend(
             num_streams=self.num_streams, num_events=self.num_events, op_timeout_ms=self.op_timeout_ms,
-            kernel_min_segments=self.scatter_gather_threshold,
+            kernel_min_segments=self.scatter_gather_threshold, run_kernel=self.run_kernel,
+            resident_blocks=self.resident_blocks, resident_idle_us=self.resident_idle_us,
         )  # fmt: skip
 
 

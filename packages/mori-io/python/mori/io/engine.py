@@ -257,14 +257,14 @@ class IOEngine:
     def read(self, local_dest_mem_desc: MemoryDesc, local_offset: int, remote_src_mem_desc: MemoryDesc,
              remote_offset: int, size: int, transfer_uid: int) -> TransferStatus:  # fmt: skip
         """Reads ``size`` bytes of the remote memory into the local memory."""
-        return self._transfer(True, local_dest_mem_desc, [local_offset], remote_src_mem_desc, [remote_offset],
-                              [size], transfer_uid)  # fmt: skip
+        return self._transfer(True, local_dest_mem_desc, local_offset, remote_src_mem_desc, remote_offset, size,
+                              transfer_uid)  # fmt: skip
 
     def write(self, local_src_mem_desc: MemoryDesc, local_offset: int, remote_dest_mem_desc: MemoryDesc,
               remote_offset: int, size: int, transfer_uid: int) -> TransferStatus:  # fmt: skip
         """Writes ``size`` bytes of the local memory into the remote memory."""
-        return self._transfer(False, local_src_mem_desc, [local_offset], remote_dest_mem_desc, [remote_offset],
-                              [size], transfer_uid)  # fmt: skip
+        return self._transfer(False, local_src_mem_desc, local_offset, remote_dest_mem_desc, remote_offset, size,
+                              transfer_uid)  # fmt: skip
 
     def batch_read(self, local_dest_mem_descs: Sequence[MemoryDesc], local_offsets: Sequence[Any],
                    remote_src_mem_descs: Sequence[MemoryDesc], remote_offsets: Sequence[Any],
@@ -342,7 +342,7 @@ class IOEngine:
                 )
         return desc
 
-    def _p2p_peer(self, local: MemoryDesc, remote: MemoryDesc) -> tuple[int, bytes, int, bool] | None:
+    def _p2p_peer(self, local: MemoryDesc, remote: MemoryDesc) -> _C.PeerRegion | None:
         """What the P2P backend needs of ``remote`` when the pair can go P2P: both GPU memory, the
         backend created, the peer on this host (node id, else hostname) and either in this process
         or exported with a CUDA IPC handle. None sends the pair over TCP."""
@@ -359,23 +359,18 @@ class IOEngine:
         if not same_process and not remote.ipc_handle:
             log.debug("memory id %d of engine %r has no CUDA IPC handle: TCP, not P2P", remote.id, remote.engine_key)
             return None
-        return remote.data, remote.ipc_handle, remote.ipc_offset, same_process
+        return _C.PeerRegion(remote.engine_key, remote.data, remote.size, remote.ipc_handle, remote.ipc_offset,
+                             same_process)  # fmt: skip
 
     def _transfer(self, is_read: bool, local: MemoryDesc, local_offsets: Any, remote: MemoryDesc,
                   remote_offsets: Any, sizes: Any, uid: int) -> TransferStatus:  # fmt: skip
+        """One pair's transfer; the native engine checks the offsets, sizes and uid (sessions call
+        it directly)."""
         self._own_memory(local, "local memory")
         self._known_remote(remote, "remote memory")
-        return self._submit(is_read, local, local_offsets, remote, remote_offsets, sizes, uid,
-                            self._p2p_peer(local, remote))  # fmt: skip
-
-    def _submit(self, is_read: bool, local: MemoryDesc, local_offsets: Any, remote: MemoryDesc,
-                remote_offsets: Any, sizes: Any, uid: int,
-                p2p_peer: tuple[int, bytes, int, bool] | None) -> TransferStatus:  # fmt: skip
-        """Hands a checked pair to the native engine (sessions come here directly)."""
-        uid = check_int("transfer_uid", uid, 0, MAX_UID)
         return self._native.transfer(
             is_read, local.id, remote.engine_key, remote.id, remote.size, local_offsets, remote_offsets, sizes, uid,
-            p2p_peer,
+            self._p2p_peer(local, remote),
         )  # fmt: skip
 
     def _batch(self, is_read: bool, locals_: Sequence[MemoryDesc], local_offsets: Sequence[Any],

@@ -95,6 +95,15 @@ REGISTRY: tuple[Setting, ...] = (
     Setting("MORI_IO_XGMI_SCATTER_GATHER_THRESHOLD", "int", "16",
             "Default XgmiBackendConfig.scatter_gather_threshold: a P2P transfer of at least this many separate "
             "runs is copied by one kernel launch (0: one copy-engine call per run, always).", _parse_int),
+    Setting("MORI_IO_XGMI_RUN_KERNEL", "bool", "1",
+            "Default XgmiBackendConfig.run_kernel: a P2P transfer of one contiguous run is copied by mori-io's "
+            "kernel, which reports completion through host memory (0: cuMemcpyAsync and an event).", _parse_bool),
+    Setting("MORI_IO_XGMI_RESIDENT_BLOCKS", "int", "0",
+            "Default XgmiBackendConfig.resident_blocks: blocks of the resident copier that takes one-run P2P "
+            "transfers without a kernel launch each (0: off; the GPU's SM count is a good value).", _parse_int),
+    Setting("MORI_IO_XGMI_RESIDENT_IDLE_US", "int", "200",
+            "Default XgmiBackendConfig.resident_idle_us: how long the resident copier stays without work.",
+            _parse_int),
     Setting("MORI_IO_UCX_LIB_DIR", "string", "",
             "Directory holding libucp.so.0 (with libucs/libuct) for the RDMA backend; empty: the libucx wheel's "
             "(pip install libucx-cu12) when installed, else the system's UCX.", _parse_str),

@@ -114,15 +114,45 @@ __device__ __forceinline__ void CopyShiftedWords(unsigned int* dst, const char* 
   }
 }
 
-// Byte head until dst is kAlign-aligned, kAlign-byte vectors, byte tail. Requires
-// (dst - src) % kAlign == 0 for the vector part (kShifted: requires only dst alignment, src is
-// stitched).
+// Fewer than kAlign bytes with (dst - src) % kAlign == 0, by one thread, in the widest pieces
+// below kAlign that dst's alignment allows: an 8-byte put (a flag, a scalar) is one store, not
+// eight byte stores that its signal's release must then wait for.
+template <int kAlign>
+__device__ __forceinline__ void CopyFragment(char* dst, const char* src, unsigned long long n, unsigned int tid) {
+  if (tid != 0) return;
+  while (n != 0) {
+    const unsigned long long at = reinterpret_cast<unsigned long long>(dst);
+    unsigned int piece = 1;
+    if (kAlign > 8 && n >= 8 && (at & 7) == 0) {
+      *reinterpret_cast<unsigned long long*>(dst) = *reinterpret_cast<const unsigned long long*>(src);
+      piece = 8;
+    } else if (kAlign > 4 && n >= 4 && (at & 3) == 0) {
+      *reinterpret_cast<unsigned int*>(dst) = *reinterpret_cast<const unsigned int*>(src);
+      piece = 4;
+    } else if (kAlign > 2 && n >= 2 && (at & 1) == 0) {
+      *reinterpret_cast<unsigned short*>(dst) = *reinterpret_cast<const unsigned short*>(src);
+      piece = 2;
+    } else {
+      *dst = *src;
+    }
+    dst += piece;
+    src += piece;
+    n -= piece;
+  }
+}
+
+// Head until dst is kAlign-aligned, kAlign-byte vectors, tail. Requires (dst - src) % kAlign == 0
+// (kShifted: requires only dst alignment, src is stitched, and head and tail go byte by byte).
 template <bool kGlobal, int kUnroll, int kAlign, typename V, bool kShifted>
 __device__ __forceinline__ void CopyAligned(char* dst, const char* src, unsigned long long bytes, unsigned int tid,
                                             unsigned int nthreads) {
   unsigned long long head = (0ull - reinterpret_cast<unsigned long long>(dst)) & (kAlign - 1);
   if (head > bytes) head = bytes;
-  CopyScalarBytes(dst, src, head, tid, nthreads);
+  if constexpr (kShifted) {
+    CopyScalarBytes(dst, src, head, tid, nthreads);
+  } else {
+    CopyFragment<kAlign>(dst, src, head, tid);
+  }
   const unsigned long long n = (bytes - head) / kAlign;
   if constexpr (kShifted) {
     CopyShiftedWords<kGlobal, kUnroll>(reinterpret_cast<unsigned int*>(dst + head), src + head, n, tid, nthreads);
@@ -131,7 +161,11 @@ __device__ __forceinline__ void CopyAligned(char* dst, const char* src, unsigned
                                   nthreads);
   }
   const unsigned long long done = head + n * kAlign;
-  CopyScalarBytes(dst + done, src + done, bytes - done, tid, nthreads);
+  if constexpr (kShifted) {
+    CopyScalarBytes(dst + done, src + done, bytes - done, tid, nthreads);
+  } else {
+    CopyFragment<kAlign>(dst + done, src + done, bytes - done, tid);
+  }
 }
 
 // Generic accesses, any alignment.

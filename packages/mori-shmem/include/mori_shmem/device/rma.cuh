@@ -107,15 +107,16 @@ __device__ __forceinline__ void PutMemSignal(const ShmemDeviceState& st, void* d
   }
   // Everything is checked before anything is written, so a peer never sees a signal without
   // its data.
+  const unsigned long long base = PeerBase(st, pe);
   char* sig = nullptr;
   if (!IsSignalOp(sigOp)) {
     SetError(st, MORI_SHMEM_DEVICE_ERR_INVALID_ARGUMENT);
   } else {
-    sig = PeerWord(st, sigDest, 8, pe);
+    sig = PeerWordAt(st, base, sigDest, 8);
   }
   char* d = nullptr;
   if (sig != nullptr && bytes != 0) {
-    d = PeerAddr(st, dest, bytes, pe);
+    d = PeerAddrAt(st, base, dest, bytes);
     if (d != nullptr) CopyBytes<G::kUnroll>(d, src, bytes, G::Rank(), G::Size());
   }
   G::Sync();

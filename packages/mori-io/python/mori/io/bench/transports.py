@@ -87,9 +87,19 @@ def session_iteration(engine: Any, session: Any, op: str, layout: Layout, thread
     assert session is not None
     offsets = layout.offsets(thread)
     sizes = [layout.block] * layout.batch
-    post = session.batch_read if op == "READ" else session.batch_write
     uid = engine.allocate_transfer_uid
     success = StatusCode.SUCCESS
+    if layout.batch == 1:  # what an application moving one block calls
+        one = session.read if op == "READ" else session.write
+        offset, size = offsets[0], layout.block
+
+        def single() -> None:
+            status = one(offset, offset, size, uid())
+            if status.WaitFor(60000) != success:
+                raise RuntimeError(f"mori-io transfer failed: {status.Message()}")
+
+        return single
+    post = session.batch_read if op == "READ" else session.batch_write
 
     def step() -> None:
         status = post(offsets, offsets, sizes, uid())

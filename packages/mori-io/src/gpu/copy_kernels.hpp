@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Many-descriptor copies of the P2P backend in one kernel launch (kernels/copy_batch.cu): the
-// descriptors go into pinned host memory the GPU reads directly, so a transfer of thousands of
-// small blocks costs one launch instead of one driver call per block.
+// The P2P backend's copy kernels (kernels/copy_batch.cu): a transfer of many descriptors in one
+// launch (the descriptors go into pinned host memory the GPU reads directly, so thousands of small
+// blocks cost one launch instead of one driver call per block), or one contiguous run; either
+// reports its completion through a DoneSignal.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/completion.hpp"
 #include "gpu/cuda_driver.hpp"
 
 namespace mori::io::gpu {
@@ -43,17 +45,24 @@ class DescriptorTable {
   size_t capacity_ = 0;
 };
 
-class BatchCopyKernel {
+class CopyKernels {
  public:
   // Loads the PTX into device's primary context (bound by the caller); throws Error(System) when
   // the driver cannot JIT it (a driver older than the PTX ISA the toolkit emitted).
-  explicit BatchCopyKernel(int device);
+  explicit CopyKernels(int device);
   // Enqueues one launch copying the table's `count` pieces on stream; returns the driver's result.
-  cuda::CUresult launch(cuda::CUstream stream, const DescriptorTable& table, uint32_t count) const;
+  cuda::CUresult launch_batch(cuda::CUstream stream, const DescriptorTable& table, uint32_t count,
+                              const DoneSignal& done) const;
+  // Enqueues one launch copying `size` bytes from src to dst on stream.
+  cuda::CUresult launch_run(cuda::CUstream stream, uint64_t dst, uint64_t src, uint64_t size,
+                            const DoneSignal& done) const;
+  cuda::CUmodule module() const { return module_; }
 
  private:
   cuda::CUmodule module_ = nullptr;  // lives as long as the process, like mori-io's streams
-  cuda::CUfunction function_ = nullptr;
+  cuda::CUfunction batch_ = nullptr;
+  cuda::CUfunction run_ = nullptr;
+  uint32_t max_run_blocks_ = 0;
 };
 
 }  // namespace mori::io::gpu
