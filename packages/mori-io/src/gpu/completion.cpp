@@ -1,32 +1,23 @@
 // SPDX-License-Identifier: MIT
 #include "gpu/completion.hpp"
 
-#include <cstring>
-
 #include "engine/error.hpp"
+#include "gpu/device.hpp"
 
 namespace mori::io::gpu {
 
 CompletionSlots::CompletionSlots(uint32_t count) {
   const cuda::Driver& d = cuda::driver();
-  const size_t bytes = size_t(count) * kStride * sizeof(uint64_t);
-  void* host = nullptr;
-  cuda::check(d.cuMemHostAlloc(&host, bytes, cuda::kMemHostAllocPortable | cuda::kMemHostAllocDeviceMap),
-              "cuMemHostAlloc", "allocating P2P completion words");
-  words_ = static_cast<uint64_t*>(host);
-  std::memset(words_, 0, bytes);  // sequence numbers start at 1
+  // Zeroed: sequence numbers start at 1.
+  words_ = static_cast<uint64_t*>(
+      alloc_mapped_host(size_t(count) * kStride * sizeof(uint64_t), &words_on_device_, "P2P completion words"));
   try {
-    cuda::check(d.cuMemHostGetDevicePointer(&words_on_device_, host, 0), "cuMemHostGetDevicePointer",
-                "mapping P2P completion words");
     cuda::check(d.cuMemAlloc(&arrivals_, size_t(count) * sizeof(uint32_t)), "cuMemAlloc",
                 "allocating P2P completion counters");
-    // The kernels leave a counter at zero when they finish with it. The memset runs on the
-    // legacy stream, which mori-io's non-blocking streams do not wait for: wait here.
-    cuda::check(d.cuMemsetD32(arrivals_, 0, count), "cuMemsetD32", "clearing P2P completion counters");
-    cuda::check(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize", "clearing P2P completion counters");
+    clear_device_words(arrivals_, count, "P2P completion counters");  // the kernels leave them at 0
   } catch (...) {
     if (arrivals_ != 0) d.cuMemFree(arrivals_);
-    d.cuMemFreeHost(host);
+    d.cuMemFreeHost(words_);
     throw;
   }
   free_.reserve(count);

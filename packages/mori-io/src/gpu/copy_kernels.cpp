@@ -14,7 +14,6 @@ const char kCopyBatchPtx[] =
 #include "gpu/kernels/copy_batch_ptx.inc"
     ;
 
-constexpr unsigned kThreads = 512;  // the kernels' __launch_bounds__
 // Enough blocks to fill an H200 several times over; the kernel strides over further pieces.
 constexpr uint32_t kMaxBlocks = 4096;
 // The run kernel's smallest piece (MORI_IO_RUN_MIN_PIECE): no more blocks than pieces.
@@ -33,17 +32,9 @@ void DescriptorTable::reserve(size_t count) {
   if (count <= capacity_) return;
   size_t capacity = std::max<size_t>(1024, capacity_);
   while (capacity < count) capacity *= 2;
-  const cuda::Driver& d = cuda::driver();
-  void* host = nullptr;
-  cuda::check(d.cuMemHostAlloc(&host, capacity * sizeof(CopyDesc), cuda::kMemHostAllocPortable | cuda::kMemHostAllocDeviceMap),
-              "cuMemHostAlloc", "allocating a P2P descriptor table");
   cuda::CUdeviceptr device = 0;
-  const cuda::CUresult r = d.cuMemHostGetDevicePointer(&device, host, 0);
-  if (r != cuda::kSuccess) {
-    d.cuMemFreeHost(host);
-    cuda::check(r, "cuMemHostGetDevicePointer", "mapping a P2P descriptor table");
-  }
-  if (host_ != nullptr) d.cuMemFreeHost(host_);
+  void* host = alloc_mapped_host(capacity * sizeof(CopyDesc), &device, "a P2P descriptor table");
+  if (host_ != nullptr) cuda::driver().cuMemFreeHost(host_);
   host_ = static_cast<CopyDesc*>(host);
   device_ = device;
   capacity_ = capacity;
@@ -82,7 +73,7 @@ cuda::CUresult CopyKernels::launch_batch(cuda::CUstream stream, const Descriptor
   cuda::CUdeviceptr flag = done.flag;
   uint64_t seq = done.seq;
   void* params[] = {&descs, &n, &arrivals, &flag, &seq};
-  return cuda::driver().cuLaunchKernel(batch_, std::min(count, kMaxBlocks), 1, 1, kThreads, 1, 1, 0, stream, params,
+  return cuda::driver().cuLaunchKernel(batch_, std::min(count, kMaxBlocks), 1, 1, kCopyThreads, 1, 1, 0, stream, params,
                                        nullptr);
 }
 
@@ -95,7 +86,7 @@ cuda::CUresult CopyKernels::launch_run(cuda::CUstream stream, uint64_t dst, uint
   cuda::CUdeviceptr flag = done.flag;
   uint64_t seq = done.seq;
   void* params[] = {&dst, &src, &size, &arrivals, &flag, &seq};
-  return cuda::driver().cuLaunchKernel(run_, blocks, 1, 1, kThreads, 1, 1, 0, stream, params, nullptr);
+  return cuda::driver().cuLaunchKernel(run_, blocks, 1, 1, kCopyThreads, 1, 1, 0, stream, params, nullptr);
 }
 
 }  // namespace mori::io::gpu

@@ -15,6 +15,9 @@
 
 namespace mori::io::gpu {
 
+// Threads per block of every copy kernel (their __launch_bounds__).
+constexpr unsigned kCopyThreads = 512;
+
 // Mirrors CopyDesc of kernels/copy_batch.cu.
 struct CopyDesc {
   uint64_t dst;

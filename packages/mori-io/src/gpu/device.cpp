@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -91,6 +92,26 @@ int multiprocessor_count(int device) {
   cuda::check(d.cuDeviceGetAttribute(&sms, cuda::kDeviceAttrMultiprocessorCount, handle), "cuDeviceGetAttribute",
               "counting the SMs of GPU " + std::to_string(device));
   return sms;
+}
+
+void* alloc_mapped_host(size_t bytes, cuda::CUdeviceptr* device, const std::string& what) {
+  const cuda::Driver& d = cuda::driver();
+  void* host = nullptr;
+  cuda::check(d.cuMemHostAlloc(&host, bytes, cuda::kMemHostAllocPortable | cuda::kMemHostAllocDeviceMap),
+              "cuMemHostAlloc", "allocating " + what);
+  const cuda::CUresult r = d.cuMemHostGetDevicePointer(device, host, 0);
+  if (r != cuda::kSuccess) {
+    d.cuMemFreeHost(host);
+    cuda::check(r, "cuMemHostGetDevicePointer", "mapping " + what);
+  }
+  std::memset(host, 0, bytes);
+  return host;
+}
+
+void clear_device_words(cuda::CUdeviceptr ptr, size_t words, const std::string& what) {
+  const cuda::Driver& d = cuda::driver();
+  cuda::check(d.cuMemsetD32(ptr, 0, words), "cuMemsetD32", "clearing " + what);
+  cuda::check(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize", "clearing " + what);
 }
 
 void bind(int device) {

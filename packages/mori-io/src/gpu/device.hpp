@@ -25,6 +25,14 @@ void check_device(int device);
 // when the driver cannot say.
 int multiprocessor_count(int device);
 
+// `bytes` of pinned, zeroed host memory that GPUs address at *device (free it with
+// cuMemFreeHost); throws Error(System) naming `what` when CUDA cannot allocate or map it.
+void* alloc_mapped_host(size_t bytes, cuda::CUdeviceptr* device, const std::string& what);
+
+// Zeroes `words` 4-byte words of device memory before anything on mori-io's streams reads them:
+// cuMemsetD32 runs on the legacy stream, which those non-blocking streams do not wait for.
+void clear_device_words(cuda::CUdeviceptr ptr, size_t words, const std::string& what);
+
 // Makes device's primary context current on the calling thread (a no-op when it already is).
 void bind(int device);
 

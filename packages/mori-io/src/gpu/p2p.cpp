@@ -31,6 +31,13 @@ bool try_bind(int device) {
   }
 }
 
+// The (dst, src, size) of one run in the transfer's direction: a read copies peer -> local.
+CopyDesc run_copy(bool is_read, uintptr_t local_base, uintptr_t peer, const Segment& s) {
+  const uint64_t here = local_base + s.local_offset;
+  const uint64_t there = peer + s.remote_offset;
+  return CopyDesc{is_read ? here : there, is_read ? there : here, s.size};
+}
+
 }  // namespace
 
 P2PBackend::P2PBackend(const P2PConfig& config) : config_(config) {
@@ -304,9 +311,8 @@ size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintpt
   const CopyKernels* kernels = batch || single ? copy_kernels(state, op.device) : nullptr;
   ResidentCopier* resident = single && config_.resident_blocks > 0 ? resident_copier(state, op.device) : nullptr;
   if (resident != nullptr) {
-    const uint64_t here = local_base + runs[0].local_offset;
-    const uint64_t there = peer + runs[0].remote_offset;
-    if (resident->post(is_read ? here : there, is_read ? there : here, runs[0].size, &op.ticket)) {
+    const CopyDesc c = run_copy(is_read, local_base, peer, runs[0]);
+    if (resident->post(c.dst, c.src, c.size, &op.ticket)) {
       op.resident = resident;
       op.stream = resident->stream();
       return 1;
@@ -318,10 +324,8 @@ size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintpt
     if (state.slots && !state.slots->acquire(&slot, &done)) slot = kNoSlot;
     cuda::CUstream stream = state.streams[first % n];
     if (single) {
-      const uint64_t here = local_base + runs[0].local_offset;
-      const uint64_t there = peer + runs[0].remote_offset;
-      const cuda::CUresult r =
-          kernels->launch_run(stream, is_read ? here : there, is_read ? there : here, runs[0].size, done);
+      const CopyDesc c = run_copy(is_read, local_base, peer, runs[0]);
+      const cuda::CUresult r = kernels->launch_run(stream, c.dst, c.src, c.size, done);
       if (r != cuda::kSuccess) op.failure = cuda::describe(r, "cuLaunchKernel") + " (P2P run copy)";
     } else {
       launch_batch(state, op, *kernels, stream, is_read, local_base, peer, runs, done);
@@ -341,13 +345,10 @@ size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintpt
   const size_t width = std::min(n, std::max<size_t>(1, runs.size()));
   size_t enqueued = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
-    const Segment& s = runs[i];
-    auto local_ptr = static_cast<cuda::CUdeviceptr>(local_base + s.local_offset);
-    auto peer_ptr = static_cast<cuda::CUdeviceptr>(peer + s.remote_offset);
+    const CopyDesc c = run_copy(is_read, local_base, peer, runs[i]);
     // cuMemcpyAsync, not DtoD: with unified addressing it also copies between two devices (and
     // within one GPU, DtoD measured no cheaper).
-    cuda::CUresult r = d.cuMemcpyAsync(is_read ? local_ptr : peer_ptr, is_read ? peer_ptr : local_ptr, s.size,
-                                       state.streams[(first + i % width) % n]);
+    cuda::CUresult r = d.cuMemcpyAsync(c.dst, c.src, c.size, state.streams[(first + i % width) % n]);
     if (r != cuda::kSuccess) {
       op.failure = cuda::describe(r, "cuMemcpyAsync");
       break;
@@ -363,11 +364,7 @@ void P2PBackend::launch_batch(DeviceState& state, Pending& op, const CopyKernels
                               const DoneSignal& done) {
   std::vector<CopyDesc> copies;
   copies.reserve(runs.size());
-  for (const Segment& s : runs) {
-    const uint64_t here = local_base + s.local_offset;
-    const uint64_t there = peer + s.remote_offset;
-    copies.push_back(CopyDesc{is_read ? here : there, is_read ? there : here, s.size});
-  }
+  for (const Segment& s : runs) copies.push_back(run_copy(is_read, local_base, peer, s));
   std::unique_ptr<DescriptorTable> table;
   if (!state.idle_tables.empty()) {
     table = std::move(state.idle_tables.back());

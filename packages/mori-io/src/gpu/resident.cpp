@@ -1,37 +1,28 @@
 // SPDX-License-Identifier: MIT
 #include "gpu/resident.hpp"
 
-#include <cstring>
-
 #include "engine/error.hpp"
 #include "engine/log.hpp"
+#include "gpu/copy_kernels.hpp"
+#include "gpu/device.hpp"
 
 namespace mori::io::gpu {
-
-namespace {
-constexpr unsigned kThreads = 512;  // the kernel's __launch_bounds__
-}
 
 ResidentCopier::ResidentCopier(cuda::CUmodule module, uint32_t blocks, uint32_t capacity, uint64_t idle_ns)
     : blocks_(blocks), capacity_(capacity), idle_ns_(idle_ns) {
   const cuda::Driver& d = cuda::driver();
   cuda::check(d.cuModuleGetFunction(&kernel_, module, "mori_io_copy_resident"), "cuModuleGetFunction",
               "finding the P2P resident copier");
-  const size_t host_bytes = sizeof(Control) + size_t(capacity) * sizeof(Entry);
-  cuda::check(d.cuMemHostAlloc(&host_, host_bytes, cuda::kMemHostAllocPortable | cuda::kMemHostAllocDeviceMap),
-              "cuMemHostAlloc", "allocating the P2P resident copier's ring");
-  std::memset(host_, 0, host_bytes);  // state STOPPED, no ticket posted or done
+  // Zeroed: state STOPPED, no ticket posted or done.
+  host_ = alloc_mapped_host(sizeof(Control) + size_t(capacity) * sizeof(Entry), &host_on_device_,
+                            "the P2P resident copier's ring");
   control_ = static_cast<Control*>(host_);
   entries_ = reinterpret_cast<Entry*>(control_ + 1);
   try {
-    cuda::check(d.cuMemHostGetDevicePointer(&host_on_device_, host_, 0), "cuMemHostGetDevicePointer",
-                "mapping the P2P resident copier's ring");
     const size_t word_bytes = (2 + 3 * size_t(capacity)) * sizeof(uint64_t) + size_t(capacity) * sizeof(uint32_t);
     cuda::check(d.cuMemAlloc(&words_, word_bytes), "cuMemAlloc", "allocating the P2P resident copier's counters");
-    // Released ticket 0, stop word 0 (generations start at 1), mailboxes, arrival counters 0. The memset
-    // runs on the legacy stream, which mori-io's non-blocking streams do not wait for: wait here.
-    cuda::check(d.cuMemsetD32(words_, 0, word_bytes / 4), "cuMemsetD32", "clearing the P2P resident copier");
-    cuda::check(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize", "clearing the P2P resident copier");
+    // Released ticket 0, stop word 0 (generations start at 1), mailboxes, arrival counters 0.
+    clear_device_words(words_, word_bytes / 4, "the P2P resident copier's counters");
     cuda::check(d.cuStreamCreate(&stream_, cuda::kStreamNonBlocking), "cuStreamCreate",
                 "creating the P2P resident copier's stream");
   } catch (...) {
@@ -63,7 +54,7 @@ bool ResidentCopier::launch(uint64_t first_ticket) {
                     &capacity, &mailboxes, &first,  &generation, &idle};
   __atomic_store_n(&control_->state, kRunning, __ATOMIC_RELEASE);  // before the kernel can leave
   const cuda::CUresult r =
-      cuda::driver().cuLaunchKernel(kernel_, blocks_, 1, 1, kThreads, 1, 1, 0, stream_, params, nullptr);
+      cuda::driver().cuLaunchKernel(kernel_, blocks_, 1, 1, kCopyThreads, 1, 1, 0, stream_, params, nullptr);
   if (r == cuda::kSuccess) {
     MORI_IO_LOG(Debug, "P2P resident copier launched at ticket " << first_ticket << " (generation " << generation
                                                                     << ")");
