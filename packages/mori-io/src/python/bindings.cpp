@@ -67,8 +67,8 @@ uint64_t u64_at(const py::handle& item, const char* name, size_t i) {
 }
 
 // Lists, tuples, ranges and 1-D integer buffers (numpy arrays) of offsets or sizes, or anything
-// else as one int (a single transfer, named as a batch's entry 0). The buffer path copies 8-byte integers in one
-// go, which keeps thousands of descriptors per call cheap.
+// else as one int (a single transfer, named as a batch's entry 0). The buffer path copies 8-byte
+// integers in one go, which keeps thousands of descriptors per call cheap.
 std::vector<uint64_t> to_u64(const py::handle& obj, const char* name) {
   std::vector<uint64_t> out;
   PyObject* raw = obj.ptr();

@@ -121,10 +121,10 @@ extern "C" __global__ void __launch_bounds__(512)
 // (about 5 us under MPS). Block 0 polls the ring, copies the descriptor into device memory and
 // releases the ticket to the other blocks there: loads of host memory cross PCIe one by one
 // (about a microsecond each), so only block 0 makes them. All blocks copy their pieces; the last
-// block to finish writes the entry's done word. After idle_ns without a ticket (or when the host asks it to quit) the kernel
-// leaves, agreeing with the host through the state word which of them owns the next ticket
-// (resident.cpp posts, then reads the state; the kernel announces LEAVING, then re-reads the
-// ticket: one of them always sees the other).
+// block to finish writes the entry's done word. After idle_ns without a ticket (or when the host
+// asks it to quit) the kernel leaves, agreeing with the host through the state word which of them
+// owns the next ticket (resident.cpp posts, then reads the state; the kernel announces LEAVING,
+// then re-reads the ticket: one of them always sees the other).
 
 struct ResidentEntry {  // 64 bytes, one cache line; mirrors resident.hpp
   unsigned long long dst;
