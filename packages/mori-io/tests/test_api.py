@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import array
 import subprocess
 import sys
 from pathlib import Path
@@ -202,6 +203,36 @@ def test_single_transfers_take_python_and_numpy_ints_and_name_bad_ones(pair):
         session.write(0, 0, 1, 2**63)
     with pytest.raises(mio.InvalidArgumentError, match=r"local_offsets\[0\]=\{\} is not an int"):
         session.batch_write({}, [0], [1], uid())
+
+
+def test_batch_offsets_as_lists_tuples_and_int_arrays_agree_and_name_bad_entries(pair):
+    """Lists and tuples are read in place (ints directly, anything else through __index__), int64
+    buffers in one go: every form moves the same bytes, and a bad entry is named by position."""
+    a, b = pair
+    src, dst = random_bytes(4096, 9), np.zeros(4096, np.uint8)
+    session = a.create_session(register(a, src), register(b, dst))
+    uid = session.allocate_transfer_uid
+    offsets = [i * 64 for i in range(40)]
+    sizes = [8 + i for i in range(40)]
+    forms = [
+        (offsets, offsets, sizes),
+        (tuple(offsets), tuple(offsets), tuple(sizes)),
+        ([np.int64(o) for o in offsets], offsets, [np.uint16(s) for s in sizes]),
+        (array.array("q", offsets), array.array("Q", offsets), array.array("q", sizes)),
+    ]
+    expected = np.zeros_like(dst)
+    for o, n in zip(offsets, sizes, strict=True):
+        expected[o : o + n] = src[o : o + n]
+    for local, remote, size in forms:
+        dst[:] = 0
+        assert session.batch_write(local, remote, size, uid()).WaitFor(10000) == StatusCode.SUCCESS
+        np.testing.assert_array_equal(dst, expected)
+    with pytest.raises(mio.InvalidArgumentError, match=r"sizes\[3\]=-1 must be in \[0, 2\*\*64\)"):
+        session.batch_write(offsets[:4], offsets[:4], [1, 2, 3, -1], uid())
+    with pytest.raises(mio.InvalidArgumentError, match=r"local_offsets\[2\]=18446744073709551616 must be in"):
+        session.batch_write((0, 1, 2**64), (0, 1, 2), (1, 1, 1), uid())
+    with pytest.raises(mio.InvalidArgumentError, match=r"remote_offsets\[1\]='7' is not an int"):
+        session.batch_read([0, 1], [0, "7"], [1, 1], uid())
 
 
 def test_stale_memory_desc_is_caught_by_create_session(pair):

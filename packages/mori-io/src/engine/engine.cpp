@@ -369,8 +369,8 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
     std::string remote = remote_key;
     // The failover retries the whole transfer over the network into the same status: the P2P
     // copies have finished (or failed) by then, so the two never write the destination at once.
-    auto fallback = [this, status, is_read, region, remote, remote_id, remote_size, segments, total,
-                     uid](const std::string& why) {
+    gpu::Fallback fallback = [this, status, is_read, region, remote, remote_id, remote_size, segments, total,
+                              uid](const std::string& why) {
       if (!has_tcp_backend() && !has_rdma_backend()) {
         MORI_IO_LOG(Warning, "P2P transfer " << uid << " to engine '" << remote << "' failed: " << why);
         status->update(StatusCode::ERR_GPU_OP,

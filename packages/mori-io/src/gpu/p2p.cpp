@@ -151,6 +151,14 @@ uintptr_t P2PBackend::resolve(const PeerRegion& remote, int device, std::string*
     *why = "the peer's MemoryDesc carries no CUDA IPC handle (its memory could not be exported)";
     return 0;
   }
+  {
+    // A session posts to one peer region over and over: its mapping without building a key.
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    const LastMapping& last = last_mapping_;
+    if (last.device == device && last.engine_key == remote.engine_key && last.ipc_handle == remote.ipc_handle) {
+      return checked_address(last.mapping, remote, why);
+    }
+  }
   std::string key = remote.engine_key;
   key.push_back('\0');
   key += remote.ipc_handle;
@@ -183,7 +191,12 @@ uintptr_t P2PBackend::resolve(const PeerRegion& remote, int device, std::string*
       MORI_IO_LOG(Debug, "opened " << range << " bytes of engine '" << remote.engine_key << "''s GPU memory on GPU "
                                    << device);
     }
+    last_mapping_ = LastMapping{remote.engine_key, remote.ipc_handle, device, mapping};
   }
+  return checked_address(mapping, remote, why);
+}
+
+uintptr_t P2PBackend::checked_address(const Mapping& mapping, const PeerRegion& remote, std::string* why) {
   if (remote.ipc_offset > mapping.size || remote.size > mapping.size - remote.ipc_offset) {
     *why = "the peer's region (offset " + std::to_string(remote.ipc_offset) + ", " + std::to_string(remote.size) +
            " bytes) does not fit the exported allocation of " + std::to_string(mapping.size) + " bytes";
@@ -193,7 +206,7 @@ uintptr_t P2PBackend::resolve(const PeerRegion& remote, int device, std::string*
 }
 
 bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote, const std::vector<Segment>& segments,
-                        const std::shared_ptr<TransferStatus>& status, Fallback fallback, std::string* why) {
+                        const std::shared_ptr<TransferStatus>& status, Fallback& fallback, std::string* why) {
   const int device = local.get()->device;
   KeepCurrentContext keep;  // submit runs on the application's thread
   try {
@@ -212,7 +225,6 @@ bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote,
   op.device = device;
   op.deadline = config_.op_timeout_ms > 0 ? Clock::now() + std::chrono::milliseconds(config_.op_timeout_ms)
                                           : Clock::time_point::max();
-  op.fallback = std::move(fallback);
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     DeviceState* state = nullptr;
@@ -259,6 +271,7 @@ bool P2PBackend::submit(bool is_read, RegionPin local, const PeerRegion& remote,
       if (op.stream != nullptr) d.cuStreamSynchronize(op.stream);
       return false;
     }
+    op.fallback = std::move(fallback);
     pending_.push_back(std::move(op));
     pending_count_.store(pending_.size(), std::memory_order_release);
     last_submit_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
@@ -537,6 +550,7 @@ void P2PBackend::forget_engine(const std::string& engine_key) {
   for (auto& entry : mappings_) any = any || entry.second.engine_key == engine_key;
   if (!any) return;
   synchronize_all();  // copies in flight may still read or write the mappings
+  last_mapping_ = LastMapping();
   for (auto it = mappings_.begin(); it != mappings_.end();) {
     if (it->second.engine_key == engine_key) {
       if (try_bind(it->second.device)) cuda::driver().cuIpcCloseMemHandle(it->second.base);

@@ -69,11 +69,12 @@ class P2PBackend {
   P2PBackend& operator=(const P2PBackend&) = delete;
 
   // Enqueues one transfer between the local GPU region and the peer's. Returns false with *why
-  // when nothing could be enqueued (no byte moved: the caller falls back; `fallback` is not
-  // called). Once it returns true the status completes SUCCESS, or `fallback` is called (from
-  // the completion thread, with `local` still pinned) with the reason of a failure.
+  // when nothing could be enqueued (no byte moved: the caller falls back; `fallback` is left to
+  // it, not called). Once it returns true (having taken `fallback`) the status completes SUCCESS,
+  // or `fallback` is called (from the completion thread, with `local` still pinned) with the
+  // reason of a failure.
   bool submit(bool is_read, RegionPin local, const PeerRegion& remote, const std::vector<Segment>& segments,
-              const std::shared_ptr<TransferStatus>& status, Fallback fallback, std::string* why);
+              const std::shared_ptr<TransferStatus>& status, Fallback& fallback, std::string* why);
   // Completes the pending transfer reporting into `status` if its copies have finished, on the
   // calling thread (a waiter's progress hook); does nothing when they have not, or when the
   // transfer is no longer pending.
@@ -125,6 +126,8 @@ class P2PBackend {
 
   // The peer region's address in this process, for copies on `device`; 0 with *why on failure.
   uintptr_t resolve(const PeerRegion& remote, int device, std::string* why);
+  // The region's address in an opened mapping; 0 with *why when the region does not fit it.
+  static uintptr_t checked_address(const Mapping& mapping, const PeerRegion& remote, std::string* why);
   DeviceState& device_state(int device);  // state_mutex_ held
   // The copy kernels of device (and its completion slots), loaded on first use; null when they
   // cannot load (logged once).
@@ -152,6 +155,13 @@ class P2PBackend {
   std::mutex state_mutex_;  // devices_, mappings_
   std::map<int, DeviceState> devices_;
   std::map<std::string, Mapping> mappings_;  // engine key + handle + device -> opened mapping
+  struct LastMapping {
+    std::string engine_key;
+    std::string ipc_handle;
+    int device = -1;
+    Mapping mapping;
+  };
+  LastMapping last_mapping_;  // the mapping resolved last (state_mutex_)
 
   std::mutex pending_mutex_;
   std::condition_variable pending_wake_;

@@ -94,6 +94,27 @@ std::vector<uint64_t> to_u64(const py::handle& obj, const char* name) {
       return out;
     }
   }
+  if (PyList_CheckExact(raw) || PyTuple_CheckExact(raw)) {
+    // Thousands of descriptors come as lists: read the items in place, ints directly (the general
+    // path below costs ~30 ns an item, a third of a 4 KiB P2P copy per descriptor).
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(raw);
+    PyObject** items = PySequence_Fast_ITEMS(raw);
+    out.resize(size_t(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      unsigned long long value = 0;
+      if (PyLong_CheckExact(items[i])) {
+        value = PyLong_AsUnsignedLongLong(items[i]);
+        if (value == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+          PyErr_Clear();
+          value = u64_at(items[i], name, size_t(i));  // raises, naming the entry
+        }
+      } else {
+        value = u64_at(items[i], name, size_t(i));
+      }
+      out[size_t(i)] = value;
+    }
+    return out;
+  }
   auto seq = py::reinterpret_borrow<py::sequence>(obj);
   const size_t n = py::len(seq);
   out.resize(n);

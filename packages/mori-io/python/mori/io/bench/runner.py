@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import threading
 import time
@@ -50,8 +49,9 @@ def time_iterations(iterations: list[Iteration], iters: int, warmup: int) -> Sam
     """Runs ``warmup`` then ``iters`` iterations on every thread (one callable per thread)."""
     threads = len(iterations)
     latencies: list[list[float]] = [[] for _ in range(threads)]
+    spans: list[tuple[float, float]] = []
     errors: list[BaseException] = []
-    start_line = threading.Barrier(threads + 1)
+    start_line = threading.Barrier(threads)
 
     def work(index: int) -> None:
         step = iterations[index]
@@ -60,10 +60,12 @@ def time_iterations(iterations: list[Iteration], iters: int, warmup: int) -> Sam
                 step()
             start_line.wait()
             lat = latencies[index]
+            begin = time.perf_counter()
             for _ in range(iters):
                 t0 = time.perf_counter()
                 step()
                 lat.append(time.perf_counter() - t0)
+            spans.append((begin, time.perf_counter()))
         except BaseException as exc:  # reported after join; the barrier must not strand the others
             errors.append(exc)
             start_line.abort()
@@ -71,14 +73,13 @@ def time_iterations(iterations: list[Iteration], iters: int, warmup: int) -> Sam
     workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(threads)]
     for w in workers:
         w.start()
-    with contextlib.suppress(threading.BrokenBarrierError):  # a worker failed; reported below
-        start_line.wait()
-    t0 = time.perf_counter()
     for w in workers:
         w.join()
-    seconds = time.perf_counter() - t0
     if errors:
         raise errors[0]
+    # From the workers' own clocks: a coordinating thread that timed the run itself could wait
+    # for the GIL until a worker that never gives it up (a transfer done before its wait) is done.
+    seconds = max(end for _, end in spans) - min(begin for begin, _ in spans)
     return Samples(iters, seconds, [x for lat in latencies for x in lat])
 
 

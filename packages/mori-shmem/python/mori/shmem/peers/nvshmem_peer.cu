@@ -8,7 +8,8 @@
 // never sees half of it), the other ranks poll for the file.
 //
 //   nvshmem_peer <uid_file> <rank> <nranks> bw  [--scope thread|warp|block[,...]] [--sizes 8,64,...]
-//                [--iters N] [--warmup N] [--blocks B] [--threads T] [--min-slice N[,...]] [--reps N,...] <out.json>
+//                [--iters N] [--warmup N] [--blocks B] [--threads T] [--min-slice N[,...]]
+//                [--max-slice N[,...]] [--reps N,...] <out.json>
 //   nvshmem_peer <uid_file> <rank> <nranks> lat [--iters N] [--warmup N] [--size S] <out.json>
 //
 // Common options: --uid-timeout-s S (60), --wait-timeout-s S (10, every device-side wait),
@@ -17,10 +18,12 @@
 // bw: PE r puts `size` bytes from its symmetric source buffer to PE (r+1)%n, split over the grid
 // at the scope's granularity (block: each block one nvshmemx_putmem_nbi_block on its slice; warp:
 // each warp nvshmemx_putmem_nbi_warp; thread: each thread nvshmem_putmem_nbi). At most
-// size/min_slice workers take part (min_slice 16 by default), at least one; slices are whole
-// 16-byte vectors except the last. Per size: --warmup launches (5), then `iters` launches between two
-// CUDA events, with nvshmem_barrier_all before so the PEs start together; after the timed loop
-// each PE checks every byte its left neighbour put (the destination was cleared beforehand).
+// size/min_slice slices (min_slice 16 by default), at least one, of at most max_slice bytes
+// (unlimited by default); slices are whole 16-byte vectors except the last. A grid of at most
+// --blocks blocks takes them grid-stride, each worker quieting once after its slices. Per size:
+// --warmup launches (5), then `iters` launches between two CUDA events, with nvshmem_barrier_all
+// before so the PEs start together; after the timed loop each PE checks every byte its left
+// neighbour put (the destination was cleared beforehand).
 // iters = --iters if given, else enough launches for >= 20 ms, estimated from the first warm-up
 // launch, clamped to 10..10000 and agreed between the PEs (the largest wins) so all PEs run the
 // same number of launches.
@@ -151,19 +154,29 @@ __global__ void put_kernel(uint8_t *dest, const uint8_t *src, size_t size, size_
     else
         worker = blockIdx.x * blockDim.x + threadIdx.x;
     if (worker >= workers) return;
-    size_t offset = (size_t)worker * slice;
-    size_t bytes = size - offset < slice ? size - offset : slice;
-    // `reps` puts of the same slice per launch, each completed before the next, so small messages
-    // measure the put rather than the kernel launch (mori's benchmark kernel does the same).
+    const int grid_workers = SCOPE == kBlock ? gridDim.x : SCOPE == kWarp ? gridDim.x * (blockDim.x / 32)
+                                                                          : gridDim.x * blockDim.x;
+    // `reps` puts of the same slices per launch, each completed before the next, so small messages
+    // measure the put rather than the kernel launch (mori's benchmark kernel does the same). A
+    // worker takes slices worker, worker + grid_workers, ... and quiets once after them.
     for (int r = 0; r < reps; ++r) {
+        for (int w = worker; w < workers; w += grid_workers) {
+            size_t offset = (size_t)w * slice;
+            size_t bytes = size - offset < slice ? size - offset : slice;
+            if (SCOPE == kBlock)
+                nvshmemx_putmem_nbi_block(dest + offset, src + offset, bytes, peer);
+            else if (SCOPE == kWarp)
+                nvshmemx_putmem_nbi_warp(dest + offset, src + offset, bytes, peer);
+            else
+                nvshmem_putmem_nbi(dest + offset, src + offset, bytes, peer);
+        }
         if (SCOPE == kBlock) {
-            nvshmemx_putmem_nbi_block(dest + offset, src + offset, bytes, peer);
             if (threadIdx.x == 0) nvshmem_quiet();
+            __syncthreads();
         } else if (SCOPE == kWarp) {
-            nvshmemx_putmem_nbi_warp(dest + offset, src + offset, bytes, peer);
             if ((threadIdx.x & 31) == 0) nvshmem_quiet();
+            __syncwarp();
         } else {
-            nvshmem_putmem_nbi(dest + offset, src + offset, bytes, peer);
             nvshmem_quiet();
         }
     }
@@ -252,6 +265,7 @@ struct Options {
     std::vector<std::string> scopes{"block"};
     std::vector<size_t> sizes;
     std::vector<size_t> min_slices{16};
+    std::vector<size_t> max_slices{(size_t)1 << 40};
     std::vector<long> reps;  // puts per launch, one per size (default 1)
     long iters = 0;   // 0: automatic
     int warmup = -1;  // -1: 5 launches (bw), 100 rounds (lat)
@@ -267,7 +281,8 @@ void usage(const char *msg) {
     fprintf(stderr,
             "nvshmem_peer: %s\n"
             "usage: nvshmem_peer <uid_file> <rank> <nranks> bw [--scope thread|warp|block[,...]] "
-            "[--sizes 8,64,...] [--iters N] [--warmup N] [--blocks B] [--threads T] [--min-slice N[,...]] [--reps N,...] "
+            "[--sizes 8,64,...] [--iters N] [--warmup N] [--blocks B] [--threads T] [--min-slice N[,...]] "
+            "[--max-slice N[,...]] [--reps N,...] "
             "[--uid-timeout-s S] [--wait-timeout-s S] [--watchdog-s S] <out.json>\n"
             "       nvshmem_peer <uid_file> <rank> <nranks> lat [--iters N] [--warmup N] [--size S] [...] "
             "<out.json>\n",
@@ -336,6 +351,9 @@ Options parse(int argc, char **argv) {
         } else if (key == "--min-slice") {
             o.min_slices.clear();
             for (auto &s : split(val)) o.min_slices.push_back((size_t)parse_int(s, "min slice", 1, 1LL << 40));
+        } else if (key == "--max-slice") {
+            o.max_slices.clear();
+            for (auto &s : split(val)) o.max_slices.push_back((size_t)parse_int(s, "max slice", 16, 1LL << 40));
         } else if (key == "--reps") {
             o.reps.clear();
             for (auto &s : split(val)) o.reps.push_back((long)parse_int(s, "reps", 1, 1 << 20));
@@ -363,6 +381,8 @@ Options parse(int argc, char **argv) {
     if (!o.reps.empty() && o.reps.size() != o.sizes.size()) usage("--reps takes one value per size");
     if (o.min_slices.size() != 1 && o.min_slices.size() != o.scopes.size())
         usage("--min-slice takes one value or one per scope");
+    if (o.max_slices.size() != 1 && o.max_slices.size() != o.scopes.size())
+        usage("--max-slice takes one value or one per scope");
     if (o.mode == "lat" && o.nranks < 2) usage("lat needs at least 2 ranks");
     if (o.mode == "lat" && o.iters == 0) o.iters = 10000;
     if (o.warmup < 0) o.warmup = o.mode == "lat" ? 100 : 5;  // lat: rounds inside the launch
@@ -469,19 +489,20 @@ struct Geometry {
     size_t slice;
 };
 
-// At most size/min_slice workers (at least 1, at most the grid's), slices of whole 16-byte
-// vectors except the last, no empty slice.
-Geometry geometry(int scope, size_t size, size_t min_slice, int max_blocks, int threads) {
+// Slices of at least min_slice bytes (at most as many as the grid has workers) and at most
+// max_slice, whole 16-byte vectors except the last, no empty slice; `workers` counts the slices
+// and the grid is capped at max_blocks (its workers take the slices grid-stride).
+Geometry geometry(int scope, size_t size, size_t min_slice, size_t max_slice, int max_blocks, int threads) {
     long long per_block = scope == kBlock ? 1 : scope == kWarp ? threads / 32 : threads;
     long long max_workers = per_block * max_blocks;
     long long workers = std::max<long long>(1, std::min<long long>(max_workers, (long long)(size / min_slice)));
     size_t slice = (size + workers - 1) / workers;
-    slice = (slice + 15) / 16 * 16;
+    slice = std::min(max_slice, (slice + 15) / 16 * 16);
     workers = (long long)((size + slice - 1) / slice);
     Geometry g;
     g.workers = (int)workers;
     g.slice = slice;
-    g.blocks = (int)((workers + per_block - 1) / per_block);
+    g.blocks = (int)std::min<long long>(max_blocks, (workers + per_block - 1) / per_block);
     return g;
 }
 
@@ -529,10 +550,11 @@ int run_bw(const Options &o, int me, int npes, int sm_count, std::vector<std::st
     for (size_t si = 0; si < o.scopes.size(); ++si) {
         const int scope = scope_id(o.scopes[si]);
         const size_t min_slice = o.min_slices.size() == 1 ? o.min_slices[0] : o.min_slices[si];
+        const size_t max_slice = o.max_slices.size() == 1 ? o.max_slices[0] : o.max_slices[si];
         for (size_t zi = 0; zi < o.sizes.size(); ++zi) {
             const size_t size = o.sizes[zi];
             const int reps = o.reps.empty() ? 1 : (int)o.reps[zi];
-            Geometry g = geometry(scope, size, min_slice, max_blocks, o.threads);
+            Geometry g = geometry(scope, size, min_slice, max_slice, max_blocks, o.threads);
             CUDA_CHECK(cudaMemsetAsync(dest, 0, size, stream));
             CUDA_CHECK(cudaStreamSynchronize(stream));
             nvshmem_barrier_all();  // every destination is clear before anyone puts
