@@ -238,4 +238,22 @@ struct BlockGroup {
   __device__ __forceinline__ static void Sync() { __syncthreads(); }
 };
 
+// A group's copy. One thread's copy of one aligned 8- or 4-byte word (a flag, a scalar) is made
+// inline: the out-of-line call measured about 0.2 us of an 8-byte put-with-signal's 1.3 us.
+template <typename G>
+__device__ __forceinline__ void GroupCopy(void* dst, const void* src, unsigned long long bytes) {
+  if (G::Size() == 1) {
+    const unsigned long long at = reinterpret_cast<unsigned long long>(dst) | reinterpret_cast<unsigned long long>(src);
+    if (bytes == 8 && (at & 7) == 0) {
+      *static_cast<unsigned long long*>(dst) = *static_cast<const unsigned long long*>(src);
+      return;
+    }
+    if (bytes == 4 && (at & 3) == 0) {
+      *static_cast<unsigned int*>(dst) = *static_cast<const unsigned int*>(src);
+      return;
+    }
+  }
+  CopyBytes<G::kUnroll>(dst, src, bytes, G::Rank(), G::Size());
+}
+
 }  // namespace mori::shmem::detail

@@ -57,7 +57,7 @@ __device__ __forceinline__ void PutMem(const ShmemDeviceState& st, void* dest, c
   if (ViaProxy(st, pe)) return ProxyGroupTransfer<G>(st, MORI_SHMEM_PROXY_PUT, dest, src, bytes, pe, blocking);
   if (bytes != 0) {
     char* d = PeerAddr(st, dest, bytes, pe);
-    if (d != nullptr) CopyBytes<G::kUnroll>(d, src, bytes, G::Rank(), G::Size());
+    if (d != nullptr) GroupCopy<G>(d, src, bytes);
   }
   if (blocking) FenceScSys();
   G::Sync();
@@ -69,7 +69,7 @@ __device__ __forceinline__ void GetMem(const ShmemDeviceState& st, void* dest, c
   if (ViaProxy(st, pe)) return ProxyGroupTransfer<G>(st, MORI_SHMEM_PROXY_GET, src, dest, bytes, pe, false);
   if (bytes != 0) {
     const char* s = PeerAddr(st, src, bytes, pe);
-    if (s != nullptr) CopyBytes<G::kUnroll>(dest, s, bytes, G::Rank(), G::Size());
+    if (s != nullptr) GroupCopy<G>(dest, s, bytes);
   }
   if (blocking) FenceScSys();
   G::Sync();
@@ -117,7 +117,7 @@ __device__ __forceinline__ void PutMemSignal(const ShmemDeviceState& st, void* d
   char* d = nullptr;
   if (sig != nullptr && bytes != 0) {
     d = PeerAddrAt(st, base, dest, bytes);
-    if (d != nullptr) CopyBytes<G::kUnroll>(d, src, bytes, G::Rank(), G::Size());
+    if (d != nullptr) GroupCopy<G>(d, src, bytes);
   }
   G::Sync();
   if (sig != nullptr && (bytes == 0 || d != nullptr) && G::Rank() == 0) {
