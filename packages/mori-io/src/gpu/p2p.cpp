@@ -155,7 +155,8 @@ uintptr_t P2PBackend::resolve(const PeerRegion& remote, int device, std::string*
     // A session posts to one peer region over and over: its mapping without building a key.
     std::lock_guard<std::mutex> lock(state_mutex_);
     const LastMapping& last = last_mapping_;
-    if (last.device == device && last.engine_key == remote.engine_key && last.ipc_handle == remote.ipc_handle) {
+    if (last.mapping.device == device && last.mapping.engine_key == remote.engine_key &&
+        last.ipc_handle == remote.ipc_handle) {
       return checked_address(last.mapping, remote, why);
     }
   }
@@ -191,7 +192,7 @@ uintptr_t P2PBackend::resolve(const PeerRegion& remote, int device, std::string*
       MORI_IO_LOG(Debug, "opened " << range << " bytes of engine '" << remote.engine_key << "''s GPU memory on GPU "
                                    << device);
     }
-    last_mapping_ = LastMapping{remote.engine_key, remote.ipc_handle, device, mapping};
+    last_mapping_ = LastMapping{remote.ipc_handle, mapping};
   }
   return checked_address(mapping, remote, why);
 }

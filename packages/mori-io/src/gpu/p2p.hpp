@@ -156,10 +156,8 @@ class P2PBackend {
   std::map<int, DeviceState> devices_;
   std::map<std::string, Mapping> mappings_;  // engine key + handle + device -> opened mapping
   struct LastMapping {
-    std::string engine_key;
     std::string ipc_handle;
-    int device = -1;
-    Mapping mapping;
+    Mapping mapping;  // its engine key and device complete the key
   };
   LastMapping last_mapping_;  // the mapping resolved last (state_mutex_)
 
