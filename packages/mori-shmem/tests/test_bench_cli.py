@@ -38,3 +38,24 @@ def test_remote_rounds_keep_each_size_best_batch(tmp_path):
             row["put_GBps"] / max(row["socket_1_stream_GBps"], row["socket_2_streams_GBps"])
         )
     assert report["latency_us_median"] > 0
+
+
+@pytest.mark.parametrize("scope", ["thread", "warp", "block"])
+@pytest.mark.parametrize("size", [8, 4096, 100_000, 1 << 20, 33 << 20, (256 << 20) + 48])
+def test_geometry_covers_every_byte_once(scope, size):
+    """Each scope's split of a message: slices cover it exactly (whole 16-byte vectors but the last),
+    none empty or over the scope's largest slice; block scope has a block per slice, the smaller
+    scopes a grid of at most BLOCKS_PER_SM blocks per SM that takes the rest grid-stride."""
+    from mori.shmem import bench_gpu
+
+    sms = 132
+    geo = bench_gpu.geometry(scope, size, sms)
+    per_block = {"thread": bench_gpu.THREADS_PER_BLOCK, "warp": bench_gpu.WARPS_PER_BLOCK, "block": 1}[scope]
+    assert (geo.workers - 1) * geo.slice < size <= geo.workers * geo.slice
+    assert geo.slice % 16 == 0 or geo.workers == 1
+    assert geo.slice <= bench_gpu.MAX_SLICE[scope] or geo.workers == 1
+    blocks_needed = -(-geo.workers // per_block)
+    if scope == "block":
+        assert geo.blocks == geo.workers
+    else:
+        assert geo.blocks == min(blocks_needed, bench_gpu.BLOCKS_PER_SM * sms)

@@ -7,9 +7,13 @@ skips elsewhere with the reason.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from mori.shmem import get_include
 from mori.shmem.testing import run_pes
 
 import gpu_programs
@@ -52,12 +56,21 @@ def test_host_rma_on_gpu_heap(nranks, mode):
     assert len(set(olds)) == nranks and olds[0] == 0
 
 
+def _device_state_version() -> int:
+    """MORI_SHMEM_DEVICE_STATE_VERSION as the installed header defines it."""
+    header = (Path(get_include()) / "mori_shmem" / "device_state.h").read_text()
+    match = re.search(r"#define MORI_SHMEM_DEVICE_STATE_VERSION (\d+)", header)
+    assert match, "device_state.h defines no MORI_SHMEM_DEVICE_STATE_VERSION"
+    return int(match.group(1))
+
+
 @pytest.mark.parametrize("mode", ["static_heap", "vmm_heap"])
 def test_device_state_describes_every_peer(mode):
     nranks = 4
+    version = _device_state_version()
     states = run_pes(gpu_programs.module_state, nranks, env=_env(mode), timeout=120)
     for rank, state in enumerate(states):
-        assert state["version"] == 1
+        assert state["version"] == version
         assert (state["my_pe"], state["n_pes"]) == (rank, nranks)
         assert state["peers"][rank] == state["heap_base"]
         assert all(p != 0 for p in state["peers"])

@@ -13,15 +13,25 @@
 
 using namespace mori::shmem;
 
+// Block scope: two 512-thread blocks per SM, so one block copies while its neighbour starts or
+// fences; the block copy (4 vectors in flight a thread) fits in 64 registers. The warp and thread
+// copies keep 8 in flight and take up to 128.
+#if MORI_BENCH_SCOPE == 2
+#define MORI_BENCH_BOUNDS __launch_bounds__(512, 2)
+#else
+#define MORI_BENCH_BOUNDS __launch_bounds__(512)
+#endif
+
 // Puts bytes [w*slice, +slice) of src into PE pe's copy of dest for every slice w < workers,
 // `reps` times (each completed before the next), so small messages measure the put rather than the
 // launch. A worker is a block, a warp or a thread; it takes slices worker, worker + the grid's
-// workers, ... (a message larger than the grid's workers times the largest slice is walked in
-// windows, as a copy kernel walks memory). The conditions below are uniform over a worker, as the
-// warp and block calls require. One thread of a worker quiets for it after its slices, as a kernel
-// would (the group barrier puts the other threads' stores before its fence); through the device
-// proxy every quiet is a ring request, and one per thread of a large block swamps the proxy.
-extern "C" __global__ void __launch_bounds__(512) mori_bench_put(const __grid_constant__ mori_shmem_device_state_t st, char* dest,
+// workers, ... (the benchmark gives block scope a block per slice, and walks larger messages with
+// the smaller scopes in windows of the grid, as a copy kernel walks memory). The conditions below
+// are uniform over a worker, as the warp and block calls require. One thread of a worker quiets
+// for it after its slices, as a kernel would (the group barrier puts the other threads' stores
+// before its fence); through the device proxy every quiet is a ring request, and one per thread
+// of a large block swamps the proxy.
+extern "C" __global__ void MORI_BENCH_BOUNDS mori_bench_put(const __grid_constant__ mori_shmem_device_state_t st, char* dest,
                                           const char* src, unsigned long long bytes, unsigned long long slice, int workers, int pe,
                                           int reps) {
 #if MORI_BENCH_SCOPE == 2

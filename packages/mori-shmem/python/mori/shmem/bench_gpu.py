@@ -27,11 +27,14 @@ THREADS_PER_BLOCK = 512
 WARPS_PER_BLOCK = THREADS_PER_BLOCK // 32
 # Smallest slice one caller of each scope gets; below it fewer callers take part.
 MIN_SLICE = {"thread": 256, "warp": 4096, "block": 32768}
-# Largest slice of warp and block callers: a message beyond the grid's callers times this is put in
-# grid-stride slices, so the grid streams through a window of the message (264 blocks x 128 KiB
-# = 33 MiB on an H200) instead of every caller holding its own part of all of it: at 256 MiB
-# that took block-scope puts from 86 % of the copy to 94 %.
+# Largest slice of warp and block callers. Block scope has one block per slice, so a large message
+# runs as a copy kernel does, blocks starting as others finish (on an H200 at 256 MiB: 97-103 % of
+# the copy, against 94 % for two blocks per SM taking every grid-th slice). Warp scope keeps a grid
+# of BLOCKS_PER_SM blocks per SM taking its 8 KiB slices grid-stride (a warp per slice measured 85-89 %:
+# its deeper copy holds 128 registers a thread, one 512-thread block per SM, so short-lived blocks
+# leave their SM idle while the next one starts).
 MAX_SLICE = {"thread": 1 << 40, "warp": 8 << 10, "block": 128 << 10}
+PER_SLICE_GRID = {"thread": False, "warp": False, "block": True}
 BLOCKS_PER_SM = 2
 _TARGET_BYTES_PER_SIZE = 4 << 30
 
@@ -47,14 +50,19 @@ class Geometry:
 
 
 def geometry(scope: str, size: int, sm_count: int) -> Geometry:
-    """``workers`` is the number of slices; the grid has at most BLOCKS_PER_SM blocks per SM."""
+    """``workers`` slices of ``slice`` bytes: as many as BLOCKS_PER_SM blocks per SM have callers, of at
+    least MIN_SLICE bytes, and more where slices would exceed MAX_SLICE; a grid of at most
+    BLOCKS_PER_SM blocks per SM takes them grid-stride, or one caller each (PER_SLICE_GRID)."""
     per_block = {"thread": THREADS_PER_BLOCK, "warp": WARPS_PER_BLOCK, "block": 1}[scope]
     max_blocks = BLOCKS_PER_SM * sm_count
     workers = max(1, min(max_blocks * per_block, size // MIN_SLICE[scope]))
     slice_bytes = -(-size // workers)
     slice_bytes = min(MAX_SLICE[scope], -(-slice_bytes // 16) * 16)  # whole 16-byte vectors, except the last
     workers = -(-size // slice_bytes)
-    return Geometry(workers, slice_bytes, min(max_blocks, -(-workers // per_block)), THREADS_PER_BLOCK)
+    blocks = -(-workers // per_block)
+    return Geometry(
+        workers, slice_bytes, blocks if PER_SLICE_GRID[scope] else min(max_blocks, blocks), THREADS_PER_BLOCK
+    )
 
 
 def iterations(size: int) -> int:
@@ -206,6 +214,7 @@ def nvshmem_peer(nranks: int, sizes: list[int], scopes: list[str], pingpongs: in
         split = [
             "--min-slice", ",".join(str(MIN_SLICE[s]) for s in scopes),
             "--max-slice", ",".join(str(MAX_SLICE[s]) for s in scopes),
+            "--grid", ",".join("per-slice" if PER_SLICE_GRID[s] else "capped" for s in scopes),
             "--threads", str(THREADS_PER_BLOCK),
         ]  # fmt: skip
         bw = nvshmem.run(

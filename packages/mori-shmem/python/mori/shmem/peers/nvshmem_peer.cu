@@ -9,7 +9,7 @@
 //
 //   nvshmem_peer <uid_file> <rank> <nranks> bw  [--scope thread|warp|block[,...]] [--sizes 8,64,...]
 //                [--iters N] [--warmup N] [--blocks B] [--threads T] [--min-slice N[,...]]
-//                [--max-slice N[,...]] [--reps N,...] <out.json>
+//                [--max-slice N[,...]] [--grid capped|per-slice[,...]] [--reps N,...] <out.json>
 //   nvshmem_peer <uid_file> <rank> <nranks> lat [--iters N] [--warmup N] [--size S] <out.json>
 //
 // Common options: --uid-timeout-s S (60), --wait-timeout-s S (10, every device-side wait),
@@ -19,8 +19,10 @@
 // at the scope's granularity (block: each block one nvshmemx_putmem_nbi_block on its slice; warp:
 // each warp nvshmemx_putmem_nbi_warp; thread: each thread nvshmem_putmem_nbi). At most
 // size/min_slice slices (min_slice 16 by default), at least one, of at most max_slice bytes
-// (unlimited by default); slices are whole 16-byte vectors except the last. A grid of at most
-// --blocks blocks takes them grid-stride, each worker quieting once after its slices. Per size:
+// (unlimited by default); slices are whole 16-byte vectors except the last; at most as many as
+// --blocks blocks have workers unless max_slice calls for more. --grid capped (the default): a grid
+// of at most --blocks blocks takes the slices grid-stride; per-slice: the grid has one worker per
+// slice. Each worker quiets once after its slices. Per size:
 // --warmup launches (5), then `iters` launches between two CUDA events, with nvshmem_barrier_all
 // before so the PEs start together; after the timed loop each PE checks every byte its left
 // neighbour put (the destination was cleared beforehand).
@@ -266,6 +268,7 @@ struct Options {
     std::vector<size_t> sizes;
     std::vector<size_t> min_slices{16};
     std::vector<size_t> max_slices{(size_t)1 << 40};
+    std::vector<bool> per_slice_grids{false};  // --grid, one or per scope
     std::vector<long> reps;  // puts per launch, one per size (default 1)
     long iters = 0;   // 0: automatic
     int warmup = -1;  // -1: 5 launches (bw), 100 rounds (lat)
@@ -282,7 +285,7 @@ void usage(const char *msg) {
             "nvshmem_peer: %s\n"
             "usage: nvshmem_peer <uid_file> <rank> <nranks> bw [--scope thread|warp|block[,...]] "
             "[--sizes 8,64,...] [--iters N] [--warmup N] [--blocks B] [--threads T] [--min-slice N[,...]] "
-            "[--max-slice N[,...]] [--reps N,...] "
+            "[--max-slice N[,...]] [--grid capped|per-slice[,...]] [--reps N,...] "
             "[--uid-timeout-s S] [--wait-timeout-s S] [--watchdog-s S] <out.json>\n"
             "       nvshmem_peer <uid_file> <rank> <nranks> lat [--iters N] [--warmup N] [--size S] [...] "
             "<out.json>\n",
@@ -354,6 +357,12 @@ Options parse(int argc, char **argv) {
         } else if (key == "--max-slice") {
             o.max_slices.clear();
             for (auto &s : split(val)) o.max_slices.push_back((size_t)parse_int(s, "max slice", 16, 1LL << 40));
+        } else if (key == "--grid") {
+            o.per_slice_grids.clear();
+            for (auto &s : split(val)) {
+                if (s != "capped" && s != "per-slice") usage(("bad grid '" + s + "'").c_str());
+                o.per_slice_grids.push_back(s == "per-slice");
+            }
         } else if (key == "--reps") {
             o.reps.clear();
             for (auto &s : split(val)) o.reps.push_back((long)parse_int(s, "reps", 1, 1 << 20));
@@ -383,6 +392,8 @@ Options parse(int argc, char **argv) {
         usage("--min-slice takes one value or one per scope");
     if (o.max_slices.size() != 1 && o.max_slices.size() != o.scopes.size())
         usage("--max-slice takes one value or one per scope");
+    if (o.per_slice_grids.size() != 1 && o.per_slice_grids.size() != o.scopes.size())
+        usage("--grid takes one value or one per scope");
     if (o.mode == "lat" && o.nranks < 2) usage("lat needs at least 2 ranks");
     if (o.mode == "lat" && o.iters == 0) o.iters = 10000;
     if (o.warmup < 0) o.warmup = o.mode == "lat" ? 100 : 5;  // lat: rounds inside the launch
@@ -489,10 +500,12 @@ struct Geometry {
     size_t slice;
 };
 
-// Slices of at least min_slice bytes (at most as many as the grid has workers) and at most
-// max_slice, whole 16-byte vectors except the last, no empty slice; `workers` counts the slices
-// and the grid is capped at max_blocks (its workers take the slices grid-stride).
-Geometry geometry(int scope, size_t size, size_t min_slice, size_t max_slice, int max_blocks, int threads) {
+// Slices of at least min_slice bytes (at most as many as max_blocks blocks have workers, unless
+// max_slice calls for more) and at most max_slice, whole 16-byte vectors except the last, no empty
+// slice; `workers` counts the slices. The grid is capped at max_blocks (its workers take the slices
+// grid-stride) or, with per_slice, has one worker per slice (mori's bench_gpu.geometry).
+Geometry geometry(int scope, size_t size, size_t min_slice, size_t max_slice, int max_blocks, int threads,
+                  bool per_slice) {
     long long per_block = scope == kBlock ? 1 : scope == kWarp ? threads / 32 : threads;
     long long max_workers = per_block * max_blocks;
     long long workers = std::max<long long>(1, std::min<long long>(max_workers, (long long)(size / min_slice)));
@@ -502,7 +515,8 @@ Geometry geometry(int scope, size_t size, size_t min_slice, size_t max_slice, in
     Geometry g;
     g.workers = (int)workers;
     g.slice = slice;
-    g.blocks = (int)std::min<long long>(max_blocks, (workers + per_block - 1) / per_block);
+    const long long blocks = (workers + per_block - 1) / per_block;
+    g.blocks = (int)(per_slice ? blocks : std::min<long long>(max_blocks, blocks));
     return g;
 }
 
@@ -551,10 +565,11 @@ int run_bw(const Options &o, int me, int npes, int sm_count, std::vector<std::st
         const int scope = scope_id(o.scopes[si]);
         const size_t min_slice = o.min_slices.size() == 1 ? o.min_slices[0] : o.min_slices[si];
         const size_t max_slice = o.max_slices.size() == 1 ? o.max_slices[0] : o.max_slices[si];
+        const bool per_slice = o.per_slice_grids.size() == 1 ? o.per_slice_grids[0] : o.per_slice_grids[si];
         for (size_t zi = 0; zi < o.sizes.size(); ++zi) {
             const size_t size = o.sizes[zi];
             const int reps = o.reps.empty() ? 1 : (int)o.reps[zi];
-            Geometry g = geometry(scope, size, min_slice, max_slice, max_blocks, o.threads);
+            Geometry g = geometry(scope, size, min_slice, max_slice, max_blocks, o.threads, per_slice);
             CUDA_CHECK(cudaMemsetAsync(dest, 0, size, stream));
             CUDA_CHECK(cudaStreamSynchronize(stream));
             nvshmem_barrier_all();  // every destination is clear before anyone puts
