@@ -171,6 +171,16 @@ StatusCode wait_all(const std::vector<std::shared_ptr<TransferStatus>>& statuses
 
 }  // namespace
 
+// What IOEngineSession posts with every transfer; the engine outlives it (keep_alive).
+struct SessionPair {
+  Engine* engine;
+  uint32_t local_id;
+  std::string remote_key;
+  uint32_t remote_id;
+  uint64_t remote_size;
+  std::optional<mori::io::gpu::PeerRegion> peer;
+};
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Native core of mori.io (TCP, P2P and RDMA/UCX transfer engine).";
 
@@ -434,4 +444,25 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>())
       .def("ping", &Engine::ping, py::arg("remote_key"), py::call_guard<py::gil_scoped_release>())
       .def("shutdown", &Engine::shutdown, py::call_guard<py::gil_scoped_release>());
+
+  // A session's fixed arguments of Engine::transfer (memory pair, P2P peer), bound once so that a
+  // post converts only its offsets, sizes and uid: pybind11 converts every argument of every call.
+  py::class_<SessionPair>(m, "SessionPair")
+      .def(py::init([](Engine& e, uint32_t local_id, const std::string& remote_key, uint32_t remote_id,
+                       uint64_t remote_size, const mori::io::gpu::PeerRegion* peer) {
+             return SessionPair{&e, local_id, remote_key, remote_id, remote_size,
+                                peer ? std::optional<mori::io::gpu::PeerRegion>(*peer) : std::nullopt};
+           }),
+           py::arg("engine"), py::arg("local_id"), py::arg("remote_key"), py::arg("remote_id"), py::arg("remote_size"),
+           py::arg("peer") = py::none(), py::keep_alive<1, 2>())
+      .def("post", [](const SessionPair& p, bool is_read, const py::handle& local_offsets,
+                      const py::handle& remote_offsets, const py::handle& sizes, const py::handle& uid) {
+        std::vector<uint64_t> lo = to_u64(local_offsets, "local_offsets");
+        std::vector<uint64_t> ro = to_u64(remote_offsets, "remote_offsets");
+        std::vector<uint64_t> sz = to_u64(sizes, "sizes");
+        const uint64_t checked_uid = to_uid(uid);
+        py::gil_scoped_release release;
+        return p.engine->transfer(is_read, p.local_id, p.remote_key, p.remote_id, p.remote_size, lo, ro, sz,
+                                  checked_uid, p.peer ? &*p.peer : nullptr);
+      });
 }

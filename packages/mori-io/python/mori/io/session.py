@@ -23,13 +23,10 @@ class IOEngineSession:
         # The pair was checked when the session was made; per call only the route (P2P or the
         # network) is looked up again, and only after the engine's backends or peers changed. The
         # native engine still refuses memory deregistered since, and peers forgotten since.
-        # (engine route epoch, P2P peer or None), replaced whole so threads sharing the session
-        # never pair one epoch with another epoch's route.
-        self._route: tuple[int, _C.PeerRegion | None] = (-1, None)
-        # What each call hands the native engine, looked up once: at a few microseconds per
-        # transfer, attribute lookups show.
-        self._native = engine._native
-        self._pair = (local.id, remote.engine_key, remote.id, remote.size)
+        # (engine route epoch, native pair bound to that epoch's P2P peer or None), replaced whole
+        # so threads sharing the session never pair one epoch with another epoch's route. The
+        # native pair holds the call's fixed arguments: a post converts only its own four.
+        self._route: tuple[int, _C.SessionPair | None] = (-1, None)
 
     def __repr__(self) -> str:
         return (f"IOEngineSession(local={self.local.engine_key!r}#{self.local.id}, "
@@ -39,31 +36,30 @@ class IOEngineSession:
         return self._engine.allocate_transfer_uid()
 
     def read(self, local_offset: int, remote_offset: int, size: int, transfer_uid: int) -> _C.TransferStatus:
-        return self._post(True, local_offset, remote_offset, size, transfer_uid)
+        return self._pair().post(True, local_offset, remote_offset, size, transfer_uid)
 
     def write(self, local_offset: int, remote_offset: int, size: int, transfer_uid: int) -> _C.TransferStatus:
-        return self._post(False, local_offset, remote_offset, size, transfer_uid)
+        return self._pair().post(False, local_offset, remote_offset, size, transfer_uid)
 
     def batch_read(self, local_offsets: Sequence[int] | Any, remote_offsets: Sequence[int] | Any,
                    sizes: Sequence[int] | Any, transfer_uid: int) -> _C.TransferStatus:  # fmt: skip
         """Offsets and sizes may be lists or 1-D int64/uint64 numpy arrays (the cheap path)."""
-        return self._post(True, local_offsets, remote_offsets, sizes, transfer_uid)
+        return self._pair().post(True, local_offsets, remote_offsets, sizes, transfer_uid)
 
     def batch_write(self, local_offsets: Sequence[int] | Any, remote_offsets: Sequence[int] | Any,
                     sizes: Sequence[int] | Any, transfer_uid: int) -> _C.TransferStatus:  # fmt: skip
-        return self._post(False, local_offsets, remote_offsets, sizes, transfer_uid)
+        return self._pair().post(False, local_offsets, remote_offsets, sizes, transfer_uid)
 
-    def _post(self, is_read: bool, local_offsets: Any, remote_offsets: Any, sizes: Any,
-              transfer_uid: int) -> _C.TransferStatus:  # fmt: skip
+    def _pair(self) -> _C.SessionPair:
+        epoch, pair = self._route
         engine = self._engine
-        epoch, peer = self._route
-        if epoch != engine._route_epoch:
+        if pair is None or epoch != engine._route_epoch:
             epoch = engine._route_epoch
-            peer = engine._p2p_peer(self.local, self.remote)
-            self._route = (epoch, peer)
-        local_id, remote_key, remote_id, remote_size = self._pair
-        return self._native.transfer(is_read, local_id, remote_key, remote_id, remote_size, local_offsets,
-                                     remote_offsets, sizes, transfer_uid, peer)  # fmt: skip
+            local, remote = self.local, self.remote
+            pair = _C.SessionPair(engine._native, local.id, remote.engine_key, remote.id, remote.size,
+                                  engine._p2p_peer(local, remote))  # fmt: skip
+            self._route = (epoch, pair)
+        return pair
 
     def alive(self) -> bool:
         """Whether the peer answers a ping on the control connection now."""
