@@ -169,6 +169,21 @@ StatusCode wait_all(const std::vector<std::shared_ptr<TransferStatus>>& statuses
   return StatusCode::IN_PROGRESS;
 }
 
+// Engine::transfer from Python: offsets, sizes and uid converted (and checked) with the GIL held,
+// the transfer started without it.
+std::shared_ptr<TransferStatus> post_transfer(Engine& e, bool is_read, uint32_t local_id, const std::string& remote_key,
+                                              uint32_t remote_id, uint64_t remote_size,
+                                              const py::handle& local_offsets, const py::handle& remote_offsets,
+                                              const py::handle& sizes, const py::handle& uid,
+                                              const mori::io::gpu::PeerRegion* peer) {
+  std::vector<uint64_t> lo = to_u64(local_offsets, "local_offsets");
+  std::vector<uint64_t> ro = to_u64(remote_offsets, "remote_offsets");
+  std::vector<uint64_t> sz = to_u64(sizes, "sizes");
+  const uint64_t checked_uid = to_uid(uid);
+  py::gil_scoped_release release;
+  return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, checked_uid, peer);
+}
+
 }  // namespace
 
 // What IOEngineSession posts with every transfer; the engine outlives it (keep_alive).
@@ -429,12 +444,8 @@ PYBIND11_MODULE(_C, m) {
           [](Engine& e, bool is_read, uint32_t local_id, const std::string& remote_key, uint32_t remote_id,
              uint64_t remote_size, const py::handle& local_offsets, const py::handle& remote_offsets,
              const py::handle& sizes, const py::handle& uid, const mori::io::gpu::PeerRegion* peer) {
-            std::vector<uint64_t> lo = to_u64(local_offsets, "local_offsets");
-            std::vector<uint64_t> ro = to_u64(remote_offsets, "remote_offsets");
-            std::vector<uint64_t> sz = to_u64(sizes, "sizes");
-            const uint64_t checked_uid = to_uid(uid);
-            py::gil_scoped_release release;
-            return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, checked_uid, peer);
+            return post_transfer(e, is_read, local_id, remote_key, remote_id, remote_size, local_offsets,
+                                 remote_offsets, sizes, uid, peer);
           },
           py::arg("is_read"), py::arg("local_id"), py::arg("remote_key"), py::arg("remote_id"),
           py::arg("remote_size"), py::arg("local_offsets"), py::arg("remote_offsets"), py::arg("sizes"),
@@ -457,12 +468,7 @@ PYBIND11_MODULE(_C, m) {
            py::arg("peer") = py::none(), py::keep_alive<1, 2>())
       .def("post", [](const SessionPair& p, bool is_read, const py::handle& local_offsets,
                       const py::handle& remote_offsets, const py::handle& sizes, const py::handle& uid) {
-        std::vector<uint64_t> lo = to_u64(local_offsets, "local_offsets");
-        std::vector<uint64_t> ro = to_u64(remote_offsets, "remote_offsets");
-        std::vector<uint64_t> sz = to_u64(sizes, "sizes");
-        const uint64_t checked_uid = to_uid(uid);
-        py::gil_scoped_release release;
-        return p.engine->transfer(is_read, p.local_id, p.remote_key, p.remote_id, p.remote_size, lo, ro, sz,
-                                  checked_uid, p.peer ? &*p.peer : nullptr);
+        return post_transfer(*p.engine, is_read, p.local_id, p.remote_key, p.remote_id, p.remote_size, local_offsets,
+                             remote_offsets, sizes, uid, p.peer ? &*p.peer : nullptr);
       });
 }
