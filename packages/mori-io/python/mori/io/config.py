@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mori.io import settings
 from mori.io._native import _C
-from mori.io.errors import InvalidArgumentError, UnsupportedError, check_int
+from mori.io.errors import ConfigError, InvalidArgumentError, UnsupportedError, check_int
 
 #: TcpBackendConfig.num_data_conns bounds (MORI's TCP backend: [1, 16]).
 MAX_DATA_CONNS = 16
@@ -113,10 +113,43 @@ def ucx_library_dir() -> tuple[str, str]:
     return "", f"the system ({_UCX_LIBRARY} through the dynamic loader; no libucx wheel is installed)"
 
 
+_IB_SYSFS = Path("/sys/class/infiniband")
+
+
+def rdma_devices_to_ucx(selection: str, ib_root: Path = _IB_SYSFS) -> str:
+    """MORI_RDMA_DEVICES (``a,b`` uses only these, ``^a,b`` all but these) as UCX's NET_DEVICES.
+
+    UCX names an InfiniBand/RoCE device by device and port (``mlx5_0:1``) where MORI names the
+    device: a device found under ``ib_root`` without a port stands for each of its ports. Other
+    names (``lo``, ``eth0``, or already ``dev:port``) are UCX's own and pass through. UCX reads a
+    leading ``^`` as "all but" too.
+    """
+    text = selection.strip()
+    exclude = text.startswith("^")
+    names = [n.strip() for n in text.lstrip("^").split(",") if n.strip()]
+    if not names:
+        raise ConfigError(f"MORI_RDMA_DEVICES={selection!r} names no device")
+    out: list[str] = []
+    for name in names:
+        ports_dir = ib_root / name / "ports"
+        if ":" not in name and ports_dir.is_dir():
+            ports = sorted((p.name for p in ports_dir.iterdir() if p.name.isdigit()), key=int)
+            out += [f"{name}:{port}" for port in ports] or [name]
+        else:
+            out.append(name)
+    return ("^" if exclude else "") + ",".join(out)
+
+
 def _ucx_net_devices(host: str) -> str:
-    """UCX_NET_DEVICES for an engine listening on ``host``: an engine kept to loopback keeps UCX's
-    network transports there too (UCX's own sockets authenticate nobody), unless the user chose
-    devices with UCX_NET_DEVICES."""
+    """UCX_NET_DEVICES for an engine listening on ``host``: MORI_RDMA_DEVICES when set (MORI's NIC
+    selection, which SGLang sets from its InfiniBand device option); else an engine kept to
+    loopback keeps UCX's network transports there too (UCX's own sockets authenticate nobody),
+    unless the user chose devices with UCX_NET_DEVICES."""
+    selection = settings.get_str("MORI_RDMA_DEVICES")
+    if selection:
+        devices = rdma_devices_to_ucx(selection)
+        log.info("RDMA backend: MORI_RDMA_DEVICES=%s selects UCX NET_DEVICES=%s", selection, devices)
+        return devices
     if settings.foreign("UCX_NET_DEVICES"):
         return ""
     try:
