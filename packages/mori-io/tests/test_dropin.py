@@ -100,3 +100,32 @@ def test_two_process_example_runs():
                             text=True, timeout=90, check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().endswith("OK")
+
+
+def test_mori_rdma_devices_selects_the_nics_of_the_rdma_backend(monkeypatch, capfd):
+    """Over UCX's tcp transport: MORI_RDMA_DEVICES=lo carries the transfer; a device that does not
+    exist leaves UCX without one, so the RDMA backend cannot be created (UCX names the device)."""
+    from rdma_programs import rdma_engine, ucx_unavailable
+
+    from mori.io import UnsupportedError
+
+    why = ucx_unavailable()
+    if why:
+        pytest.skip(f"UCX cannot be loaded here: {why}")
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    monkeypatch.setenv("MORI_RDMA_DEVICES", "lo")
+    a, b = rdma_engine("a"), rdma_engine("b")
+    try:
+        a.register_remote_engine(b.get_engine_desc())
+        src, dst = random_bytes(65536, 8), np.zeros(65536, np.uint8)
+        status = a.write(register(a, src), 0, register(b, dst), 0, src.nbytes, 1)
+        assert status.WaitFor(20000) == StatusCode.SUCCESS, status.Message()
+        assert np.array_equal(src, dst)
+    finally:
+        a.shutdown()
+        b.shutdown()
+    monkeypatch.setenv("MORI_RDMA_DEVICES", "mori_no_such_nic0")
+    with pytest.raises(UnsupportedError, match="UCS_ERR_NO_DEVICE"):
+        rdma_engine("c")
+    captured = capfd.readouterr()
+    assert "mori_no_such_nic0" in captured.out + captured.err
