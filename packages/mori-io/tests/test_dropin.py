@@ -114,7 +114,10 @@ def test_mori_rdma_devices_selects_the_nics_of_the_rdma_backend(monkeypatch, cap
         pytest.skip(f"UCX cannot be loaded here: {why}")
     monkeypatch.setenv("UCX_TLS", "tcp")
     monkeypatch.setenv("MORI_RDMA_DEVICES", "lo")
-    a, b = rdma_engine("a"), rdma_engine("b")
+    a, b = rdma_engine("a", num_worker_threads=4), rdma_engine("b")
+    from mori._compat import noted_settings
+
+    assert "RdmaBackendConfig.num_worker_threads" in noted_settings()  # accepted, no effect, logged once
     try:
         a.register_remote_engine(b.get_engine_desc())
         src, dst = random_bytes(65536, 8), np.zeros(65536, np.uint8)
@@ -129,3 +132,12 @@ def test_mori_rdma_devices_selects_the_nics_of_the_rdma_backend(monkeypatch, cap
         rdma_engine("c")
     captured = capfd.readouterr()
     assert "mori_no_such_nic0" in captured.out + captured.err
+
+
+def test_fabric_config_fields_are_noted_as_without_effect():
+    from mori._compat import noted_settings
+
+    from mori.io import FabricBackendConfig
+
+    FabricBackendConfig(num_events=8)
+    assert "FabricBackendConfig.num_events" in noted_settings()

@@ -37,8 +37,9 @@ Engine::Engine(const EngineConfig& config) : config_(config), inbound_(config.ma
   server.secret = config_.secret;
   server.host = config_.host;
   server.port = config_.port;
-  server.limits.max_frame_bytes = config_.max_frame_bytes;
-  server.limits.max_segments = config_.max_segments;
+  // A target accepts at least what every initiator clamps its announcement up to; a smaller
+  // setting only narrows the frames this engine sends.
+  server.limits = net::clamp(net::TargetLimits{config_.max_frame_bytes, config_.max_segments});
   server.handshake_timeout_ms = config_.handshake_timeout_ms;
   server.io_timeout_ms = config_.io_timeout_ms;
   server.max_connections = config_.max_connections;
@@ -540,8 +541,10 @@ void Engine::start_tcp(const std::shared_ptr<TransferStatus>& status, bool is_re
     return;
   }
   TcpConfig tcp = tcp_config();
+  // Pinned while the transfer waits for its connection: deregister_memory waits for it too.
+  auto pin = std::make_shared<RegionPin>(local);
   try {
-    with_link(remote_key, [this, tcp, status, is_read, local, remote_id, segments, total, uid](
+    with_link(remote_key, [this, tcp, status, is_read, local, pin, remote_id, segments, total, uid](
                               const std::shared_ptr<PeerLink>& link, Code, const std::string& error) {
       if (!link) {
         status->update(StatusCode::ERR_BAD_STATE, error);

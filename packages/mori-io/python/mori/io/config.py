@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mori._compat import note_no_effect
 from mori.io import settings
 from mori.io._native import _C
 from mori.io.errors import ConfigError, InvalidArgumentError, UnsupportedError, check_int
@@ -159,6 +160,19 @@ def _ucx_net_devices(host: str) -> str:
     return "lo" if loopback else ""
 
 
+#: RdmaBackendConfig fields that UCX has no use for: (field, MORI's default, why), as in
+#: docs/user-guide/compatibility.md; setting one to another value is logged once.
+_RDMA_NO_EFFECT: tuple[tuple[str, int, str], ...] = (
+    ("num_worker_threads", -1, "the UCX backend has one progress thread per backend; UCX splits batches itself"),
+    ("notif_per_qp", 1024, "notifications are UCX active messages, which need no pre-posted receives"),
+    ("num_nics_per_transfer", 1, "UCX spreads transfers over NICs itself (UCX_MAX_RNDV_RAILS); "
+     "choose NICs with MORI_RDMA_DEVICES"),
+    ("max_send_wr", 0, "UCX sizes its own send queues"),
+    ("max_cqe_num", 0, "UCX sizes its own completion queues"),
+    ("max_msg_sge", 0, "UCX chooses its own scatter-gather lists"),
+)  # fmt: skip
+
+
 @dataclass
 class RdmaBackendConfig:
     """MORI's RDMA backend config, same fields, order and defaults, served by UCX's UCP API.
@@ -225,6 +239,10 @@ class RdmaBackendConfig:
         """Creates the backend on ``native``, an engine listening on ``host``; raises
         UnsupportedError naming where UCX was looked for and why it could not be used."""
         self.validate()
+        for name, default, reason in _RDMA_NO_EFFECT:
+            value = getattr(self, name)
+            if value != default:
+                note_no_effect(f"RdmaBackendConfig.{name}", value, reason)
         lib_dir, source = ucx_library_dir()
         try:
             native.create_rdma_backend(
@@ -297,10 +315,16 @@ class XgmiBackendConfig:
 
 @dataclass
 class FabricBackendConfig:
-    """MORI's FABRIC backend config (accepted for compatibility; not built here)."""
+    """MORI's FABRIC backend config (accepted for compatibility; not built here: creating the
+    backend raises UnsupportedError)."""
 
     num_streams: int = 64
     num_events: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("num_streams", "num_events"):
+            if getattr(self, name) != 64:
+                note_no_effect(f"FabricBackendConfig.{name}", getattr(self, name), "there is no FABRIC backend")
 
 
 BackendConfig = TcpBackendConfig | RdmaBackendConfig | XgmiBackendConfig | FabricBackendConfig

@@ -48,10 +48,10 @@ TransferStatus = _C.TransferStatus
 #: Transfer uids must stay below 2**63 (MORI reserves bit 63).
 MAX_UID = 2**63 - 1
 #: Bounds of MORI_IO_MAX_FRAME_BYTES / MORI_IO_MAX_SEGMENTS: the floors and ceilings an initiator
-#: clamps a target's announced limits to (kMinFrameBytes etc. in src/net/protocol.hpp).
+#: clamps a target's announced limits to (kMinFrameBytes etc. in src/net/protocol.hpp). Fewer
+#: segments than the floor narrow what this engine sends; as a target it accepts the floor.
 MIN_FRAME_BYTES = 64 * 1024
 MAX_FRAME_BYTES = 1 << 30
-MIN_SEGMENTS = 64
 MAX_SEGMENTS = 1 << 20
 _DEFAULT_CONFIGS: dict[Any, type] = {
     BackendType.TCP: TcpBackendConfig,
@@ -136,7 +136,7 @@ class IOEngine:
             handshake_timeout_ms=_setting("MORI_IO_HANDSHAKE_TIMEOUT_MS", 1, 2**40),
             io_timeout_ms=_setting("MORI_IO_TCP_OP_TIMEOUT_MS", 0, 2**40),
             max_frame_bytes=_setting("MORI_IO_MAX_FRAME_BYTES", MIN_FRAME_BYTES, MAX_FRAME_BYTES),
-            max_segments=_setting("MORI_IO_MAX_SEGMENTS", MIN_SEGMENTS, MAX_SEGMENTS),
+            max_segments=_setting("MORI_IO_MAX_SEGMENTS", 1, MAX_SEGMENTS),
             max_connections=_setting("MORI_IO_MAX_CONNECTIONS", 1, 2**31 - 1),
             max_pending_connections=_setting("MORI_IO_MAX_PENDING_CONNECTIONS", 1, 2**31 - 1),
             max_inbound_per_peer=_setting("MORI_IO_MAX_INBOUND_STATUS", 1, 2**31 - 1),

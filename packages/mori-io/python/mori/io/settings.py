@@ -119,10 +119,11 @@ REGISTRY: tuple[Setting, ...] = (
             "Default RdmaBackendConfig.enable_notification: RDMA transfers announce themselves to the target "
             "(pop_inbound_transfer_status) at the cost of one more round trip.", _parse_bool),
     Setting("MORI_IO_MAX_FRAME_BYTES", "size", "64M",
-            "Largest frame payload this engine accepts as a target; bigger headers close the connection.",
-            _parse_size),
-    Setting("MORI_IO_MAX_SEGMENTS", "int", "8192", "Most (offset, size) segments one frame may carry.",
-            _parse_int),
+            "Largest frame payload this engine accepts as a target, 64K to 1G (the bounds initiators clamp "
+            "announced limits to); bigger headers close the connection.", _parse_size),
+    Setting("MORI_IO_MAX_SEGMENTS", "int", "8192",
+            "Most (offset, size) segments one frame may carry, 1 to 2^20; as a target an engine accepts at "
+            "least 64, the floor initiators clamp announced limits to.", _parse_int),
     Setting("MORI_IO_MAX_CONNECTIONS", "int", "1024",
             "Most authenticated connections a target serves at once; a peer that proves the secret beyond them "
             "is closed. Connections still in their handshake never count here.", _parse_int),
