@@ -27,6 +27,7 @@ from mori.io import (
     MemoryDesc,
     MemoryLocationType,
     StatusCode,
+    TransferStatus,
 )
 
 SIZE = 1 << 20
@@ -41,7 +42,7 @@ def plan() -> tuple[list[int], list[int], list[int]]:
     return local, remote, [SLICE] * SLICES
 
 
-def poll(status, what: str, timeout_s: float = 30.0) -> None:
+def poll(status: TransferStatus, what: str, timeout_s: float = 30.0) -> None:
     """Polls a status the way a serving loop would (no blocking wait), then checks it."""
     deadline = time.monotonic() + timeout_s
     while status.InProgress() and time.monotonic() < deadline:

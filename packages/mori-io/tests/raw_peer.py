@@ -5,6 +5,7 @@ implementation and can send frames no real initiator would."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -152,8 +153,6 @@ class FakeTarget:
     def stop(self) -> None:
         self.listener.close()
         for sock in self.sockets:
-            try:
+            with contextlib.suppress(OSError):  # already closed by its peer
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()

@@ -41,7 +41,11 @@ from mori.io import (
     RdmaBackendConfig,
     StatusCode,
 )
+
+# isort: off
 from mori.io import TransferStatus  # mori.cpp: switch when the root package lands
+
+# isort: on
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,7 +109,11 @@ def group_contiguous(src: np.ndarray, dst: np.ndarray) -> tuple[list[int], list[
     breaks = np.flatnonzero((np.diff(src) != 1) | (np.diff(dst) != 1)) + 1
     starts = np.concatenate(([0], breaks))
     ends = np.concatenate((breaks, [len(src)]))
-    return [int(src[s]) for s in starts], [int(dst[s]) for s in starts], [int(e - s) for s, e in zip(starts, ends)]
+    return (
+        [int(src[s]) for s in starts],
+        [int(dst[s]) for s in starts],
+        [int(e - s) for s, e in zip(starts, ends, strict=True)],
+    )
 
 
 def decode_side(pipe: Connection) -> None:

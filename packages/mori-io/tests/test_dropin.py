@@ -65,8 +65,9 @@ def test_transfer_status_has_moris_methods():
 def test_moris_names_and_constructors_come_from_mori_io():
     import mori.io as mio
 
-    for name in ("IOEngineConfig", "StatusCode", "BackendType", "EngineDesc", "MemoryDesc", "MemoryLocationType",
-                 "PollCqMode", "RdmaBackendConfig", "XgmiBackendConfig", "TcpBackendConfig", "TransferStatus"):  # fmt: skip
+    names = ["IOEngineConfig", "StatusCode", "BackendType", "EngineDesc", "MemoryDesc", "MemoryLocationType",
+             "PollCqMode", "RdmaBackendConfig", "XgmiBackendConfig", "TcpBackendConfig", "TransferStatus"]  # fmt: skip
+    for name in names:
         assert hasattr(mio, name), name
     config = mio.IOEngineConfig("10.0.0.1", 1234)  # MORI's positional (host, port)
     assert (config.host, config.port) == ("10.0.0.1", 1234)
@@ -136,7 +137,6 @@ def test_mori_rdma_devices_selects_the_nics_of_the_rdma_backend(monkeypatch, cap
 
 def test_fabric_config_fields_are_noted_as_without_effect():
     from mori._compat import noted_settings
-
     from mori.io import FabricBackendConfig
 
     FabricBackendConfig(num_events=8)
