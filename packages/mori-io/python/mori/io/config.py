@@ -239,26 +239,31 @@ class RdmaBackendConfig:
         """Creates the backend on ``native``, an engine listening on ``host``; raises
         UnsupportedError naming where UCX was looked for and why it could not be used."""
         self.validate()
-        for name, default, reason in _RDMA_NO_EFFECT:
-            value = getattr(self, name)
-            if value != default:
-                note_no_effect(f"RdmaBackendConfig.{name}", value, reason)
-        lib_dir, source = ucx_library_dir()
-        try:
-            native.create_rdma_backend(
-                lib_dir=lib_dir,
-                net_devices=_ucx_net_devices(host),
-                lanes=self.qp_per_transfer,
-                post_batch=DEFAULT_POST_BATCH if self.post_batch_size == -1 else self.post_batch_size,
-                polling=self.poll_cq_mode == _C.PollCqMode.POLLING,
-                notify=bool(self.enable_notification),
-                chunk_bytes=self.chunk_bytes if self.enable_transfer_chunking else 0,
-                max_chunks=self.max_chunks_per_transfer,
-                op_timeout_ms=self.op_timeout_ms,
-            )
-        except UnsupportedError as exc:
-            log.info("no RDMA backend: UCX from %s is unusable: %s", source, exc)
-            raise UnsupportedError(f"UCX from {source} is unusable: {exc}") from None
+        _create_rdma_backend(native, self, host)
+
+
+def _create_rdma_backend(native: _C.Engine, config: RdmaBackendConfig, host: str) -> None:
+    """The native RDMA backend for a validated ``config``: what each field becomes for UCX."""
+    for name, default, reason in _RDMA_NO_EFFECT:
+        value = getattr(config, name)
+        if value != default:
+            note_no_effect(f"RdmaBackendConfig.{name}", value, reason)
+    lib_dir, source = ucx_library_dir()
+    try:
+        native.create_rdma_backend(
+            lib_dir=lib_dir,
+            net_devices=_ucx_net_devices(host),
+            lanes=config.qp_per_transfer,
+            post_batch=DEFAULT_POST_BATCH if config.post_batch_size == -1 else config.post_batch_size,
+            polling=config.poll_cq_mode == _C.PollCqMode.POLLING,
+            notify=bool(config.enable_notification),
+            chunk_bytes=config.chunk_bytes if config.enable_transfer_chunking else 0,
+            max_chunks=config.max_chunks_per_transfer,
+            op_timeout_ms=config.op_timeout_ms,
+        )
+    except UnsupportedError as exc:
+        log.info("no RDMA backend: UCX from %s is unusable: %s", source, exc)
+        raise UnsupportedError(f"UCX from {source} is unusable: {exc}") from None
 
 
 #: Bounds of XgmiBackendConfig's pools (streams and events are made per GPU on its first transfer).
