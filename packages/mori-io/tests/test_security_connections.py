@@ -205,3 +205,17 @@ def test_wrong_types_and_ranges_raise_mori_io_errors(pair):
     for case in cases:
         with pytest.raises(mio.MoriIoError):
             case()
+
+
+def test_refusals_name_the_peer(guarded_target, capfd):
+    """The target's warning names the address and the key a peer claimed when it fails."""
+    target = guarded_target
+    with pytest.raises(PermissionError):
+        raw_peer.connect(target.get_engine_desc().port, os.urandom(32), key="mallory", check_server=False)
+    deadline = time.monotonic() + 5
+    text = ""
+    while time.monotonic() < deadline and "mallory" not in text:
+        time.sleep(0.05)
+        captured = capfd.readouterr()
+        text += captured.out + captured.err
+    assert "refused a connection from 127.0.0.1:" in text and "peer 'mallory'" in text, text
