@@ -201,6 +201,13 @@ def test_wrong_types_and_ranges_raise_mori_io_errors(pair):
         lambda: a.create_session(ma, mb).batch_write([0], [0], [-1], 0),
         lambda: a.deregister_memory(5),
         lambda: a.register_remote_engine(b"bytes"),
+        lambda: mio.set_log_level(10),  # type: ignore[arg-type]
+        lambda: mio.IOEngine("x", None),  # type: ignore[arg-type]
+        lambda: mio.IOEngine("x", mio.IOEngineConfig(secret="not bytes")),  # type: ignore[arg-type]
+        lambda: a.create_backend(mio.BackendType.TCP, mio.TcpBackendConfig(num_data_conns="8")),  # type: ignore[arg-type]
+        lambda: a.create_backend(mio.BackendType.RDMA, mio.RdmaBackendConfig(poll_cq_mode=0)),  # type: ignore[arg-type]
+        lambda: a.create_session(1, mb),  # type: ignore[arg-type]
+        lambda: EngineDesc.unpack(5),  # type: ignore[arg-type]
     ]
     for case in cases:
         with pytest.raises(mio.MoriIoError):
