@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 from rdma_programs import ucx_unavailable
 
+from mori.cpp import TransferStatus  # as conn.py imports it
 from mori.io import (
     BackendType,
     EngineDesc,
@@ -41,11 +42,6 @@ from mori.io import (
     RdmaBackendConfig,
     StatusCode,
 )
-
-# isort: off
-from mori.io import TransferStatus  # mori.cpp: switch when the root package lands
-
-# isort: on
 
 pytestmark = pytest.mark.timeout(120)
 
