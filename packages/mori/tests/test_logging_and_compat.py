@@ -46,9 +46,11 @@ def test_note_no_effect_logs_once_per_setting(caplog):
 
 
 def test_global_level_reaches_mori_io_and_its_native_core(fresh_python):
-    # mori.io sets its logger and its native threshold together from the same variables.
+    # mori.io sets its logger and its native threshold together when an engine is made.
     done = fresh_python(
-        "import logging, mori.io; print(logging.getLevelName(logging.getLogger('mori.io').level))",
+        "import logging, mori.io\n"
+        "engine = mori.io.IOEngine('k', mori.io.IOEngineConfig(host='127.0.0.1', port=0))\n"
+        "print(logging.getLevelName(logging.getLogger('mori.io').level))",
         MORI_GLOBAL_LOG_LEVEL="info",
     )
     assert done.returncode == 0, done.stderr
