@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from mori.ep.vllm_plugin import LOGGER_NAME
+
 STAND_IN = {
     "vllm/__init__.py": "",
     "vllm/platforms/__init__.py": """
@@ -117,10 +119,10 @@ def test_on_nvidia_the_check_passes_after_the_plugin(stand_in, caplog) -> None:
         _manager(internode=False)._make_all2all_kwargs(0, 8)  # what vLLM does on NVIDIA by itself
     del sys.modules["vllm.platforms.rocm"]  # that call imported it; the plugin's path must not
 
-    caplog.set_level(logging.INFO, logger="mori.ep.vllm_plugin")
+    caplog.set_level(logging.INFO, logger=LOGGER_NAME)
     _load_plugin_like_vllm()
     _load_plugin_like_vllm()  # vLLM loads plugins in several places; the second must not wrap again
-    notes = [r for r in caplog.records if r.name == "mori.ep.vllm_plugin"]
+    notes = [r for r in caplog.records if r.name == LOGGER_NAME]
     assert len(notes) == 1 and "_make_all2all_kwargs" in notes[0].getMessage()
 
     single = _manager(internode=False)._make_all2all_kwargs(3, 8)
@@ -152,7 +154,7 @@ def test_on_other_amd_gpus_the_check_still_fails(stand_in) -> None:
 
 def test_a_vllm_without_the_method_is_left_alone(stand_in, tmp_path: Path, caplog) -> None:
     (tmp_path / "vllm/distributed/device_communicators/all2all.py").write_text("class MoriAll2AllManager:\n    pass\n")
-    caplog.set_level(logging.WARNING, logger="mori.ep.vllm_plugin")
+    caplog.set_level(logging.WARNING, logger=LOGGER_NAME)
     _load_plugin_like_vllm()
     assert any("nothing changed" in r.getMessage() for r in caplog.records)
     all2all = importlib.import_module("vllm.distributed.device_communicators.all2all")

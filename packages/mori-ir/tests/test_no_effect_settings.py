@@ -13,7 +13,7 @@ import pytest
 
 from mori import _compat
 from mori.ir.bitcode import COV_NO_EFFECT, find_bitcode
-from mori.ir.functions import DEVICE_FUNCTIONS, QP_NO_EFFECT
+from mori.ir.functions import DEVICE_FUNCTIONS
 
 QP_FUNCTIONS = [f for f in DEVICE_FUNCTIONS.values() if any(name == "qp" for name, _ in f.args)]
 

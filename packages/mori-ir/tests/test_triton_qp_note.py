@@ -34,7 +34,8 @@ def quiet_runtime_qp(out, qp):
 
 def _compile(kernel, signature, constexprs, bitcode_path):
     source = ASTSource(kernel, signature, constexprs)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"extern_libs": {"mori_shmem": bitcode_path}})
+    options = {"extern_libs": {"mori_shmem": bitcode_path}}
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def _qp_notes(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

@@ -32,7 +32,10 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-logger = logging.getLogger("mori.ep.vllm_plugin")
+# Under vLLM's logger, so the line shows in vLLM's log with vLLM's handler (the mori logger has
+# none of its own).
+LOGGER_NAME = "vllm.plugins.mori_ep"
+logger = logging.getLogger(LOGGER_NAME)
 
 #: Where the check lives, and the module whose predicates it imports.
 ALL2ALL_MODULE = "vllm.distributed.device_communicators.all2all"
@@ -72,9 +75,7 @@ def _importing_nvidia_predicates(method: Callable[..., Any]) -> Callable[..., An
     # globals: so only this copy sees the scoped import, and no process-wide state changes.
     scoped_builtins = dict(vars(builtins), __import__=scoped_import)
     scoped_globals = dict(method.__globals__, __builtins__=scoped_builtins)
-    copy = types.FunctionType(
-        method.__code__, scoped_globals, method.__name__, method.__defaults__, method.__closure__
-    )
+    copy = types.FunctionType(method.__code__, scoped_globals, method.__name__, method.__defaults__, method.__closure__)
     copy.__kwdefaults__ = method.__kwdefaults__
     return copy
 
