@@ -50,9 +50,9 @@ _RELAXED_MARK = "__mori_ep_relaxed_for_nvidia__"
 
 
 def _on_nvidia() -> bool:
-    from vllm.platforms import current_platform
-
-    return bool(current_platform.is_cuda())
+    # Through importlib: vLLM ships no type information, and mori-ep does not depend on it.
+    platforms: Any = importlib.import_module("vllm.platforms")
+    return bool(platforms.current_platform.is_cuda())
 
 
 def _importing_nvidia_predicates(method: Callable[..., Any]) -> Callable[..., Any]:
