@@ -12,7 +12,7 @@ import pytest
 
 import mori.cco
 from mori import _compat
-from mori.cco.communicator import NO_EFFECT_REQUIREMENTS
+from mori.cco.communicator import NO_EFFECT_REQUIREMENTS, NO_EFFECT_VARIABLES
 from mori.cco.layout import DevComm
 
 #: A value other than the default for each no-effect field.
@@ -77,3 +77,34 @@ def test_no_effect_fields_are_logged_once_and_change_nothing(comm, fresh_notes, 
 def test_unknown_connection_type_is_a_typed_error(comm) -> None:
     with pytest.raises(mori.cco.CcoInvalidArgumentError, match=r"gda_connection_type=7 is not one of"):
         comm.create_dev_comm(mori.cco.CCODevCommRequirements(gda_connection_type=7))
+
+
+def test_mori_enable_sdma_is_logged_once_and_changes_nothing(fresh_notes, caplog, monkeypatch) -> None:
+    caplog.set_level(logging.INFO, logger="mori.compat")
+    layouts = []
+    for value in ("0", "1", "1"):
+        monkeypatch.setenv("MORI_ENABLE_SDMA", value)
+        with mori.cco.Communicator.init(1, 0, mori.cco.get_unique_id(), 64 << 20, backend="cpu") as comm:
+            handle = comm.create_dev_comm()
+            layouts.append(_layout(handle))
+            comm.destroy_dev_comm(handle)
+    assert layouts[0] == layouts[1] == layouts[2]
+    lines = [r for r in caplog.records if r.getMessage().startswith("MORI_ENABLE_SDMA=")]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    assert NO_EFFECT_VARIABLES["MORI_ENABLE_SDMA"] in lines[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    ("env", "queues"),
+    [({}, 2), ({"MORI_SDMA_NUM_CHANNELS": "3"}, 3), ({"MORI_SDMA_NUM_CHANNELS": "3", "MORI_CCO_CE_QUEUES": "5"}, 5)],
+)
+def test_mori_sdma_num_channels_sets_the_copy_engine_queues(comm, monkeypatch, env, queues) -> None:
+    """MORI's MORI_SDMA_NUM_CHANNELS takes effect: copy-engine queues per peer when a dev comm asks
+    for 0 and MORI_CCO_CE_QUEUES is not set."""
+    monkeypatch.delenv("MORI_CCO_CE_QUEUES", raising=False)
+    monkeypatch.delenv("MORI_SDMA_NUM_CHANNELS", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    handle = comm.create_dev_comm()
+    assert handle.struct.ce_queue_count == queues
+    comm.destroy_dev_comm(handle)

@@ -127,6 +127,14 @@ NO_EFFECT_REQUIREMENTS: dict[str, str] = {
 }
 _REQUIREMENT_DEFAULTS = {f.name: f.default for f in fields(CCODevCommRequirements)}
 
+#: MORI environment variables in mori-cco's registry that have no effect (default 0), and why.
+NO_EFFECT_VARIABLES: dict[str, str] = {
+    "MORI_ENABLE_SDMA": (
+        "mori-cco's copy engine (a CUDA stream per peer and queue; host threads on the cpu backend) "
+        "is always available, so there is no SDMA engine to switch on"
+    ),
+}
+
 
 def _check_requirements(reqs: CCODevCommRequirements) -> dict[str, Any]:
     """The requirements as the native module takes them; logs the no-effect fields that are set."""
@@ -203,6 +211,10 @@ class Communicator:
         if device is None:
             device = _current_cuda_device() if backend != "cpu" else -1
         raw = bytes(unique_id)
+        for variable, reason in NO_EFFECT_VARIABLES.items():
+            value = int(_C.setting_int(variable))
+            if value != 0:
+                note_no_effect(variable, value, reason)
         native = _C.Communicator(raw, nranks, rank, per_rank_vmm, _BACKENDS[backend], device)
         comm = cls(native)
         logger.debug("rank %d/%d joined a %s communicator", rank, nranks, comm.backend)
