@@ -57,7 +57,8 @@ def _on_nvidia() -> bool:
 
 def _importing_nvidia_predicates(method: Callable[..., Any]) -> Callable[..., Any]:
     """A copy of ``method`` whose ``from vllm.platforms.rocm import ...`` yields
-    NVIDIA_ARCH_PREDICATES; every other import, and every global, is the original's."""
+    NVIDIA_ARCH_PREDICATES; every other import is the original's, and its globals are a copy of
+    the module's taken now (all2all.py binds them at import and never rebinds them)."""
     real_import = builtins.__import__
 
     def scoped_import(
