@@ -26,6 +26,7 @@ COMPAT_PAGE = REPO / "docs" / "user-guide" / "compatibility.md"
 
 #: package -> (module of its env registry, or None when the registry is native) and its config classes.
 CONFIG_CLASSES: dict[str, list[str]] = {
+    "mori-cco": ["mori.cco.communicator:CCODevCommRequirements"],
     "mori-ep": ["mori.ep.config:EpDispatchCombineConfig", "mori.ep.v2.config:EpDispatchCombineConfig"],
     "mori-io": [
         "mori.io.config:IOEngineConfig",
@@ -48,10 +49,14 @@ CONFIG_CLASSES: dict[str, list[str]] = {
 
 
 def _registered_variables(package: str) -> list[str]:
-    if package == "mori-shmem":
+    if package == "mori-shmem":  # the registries of shmem and cco are native (src/core/env.cpp, settings.cpp)
         from mori.shmem._native import _C
 
         return [entry[0] for entry in _C.env_entries()]
+    if package == "mori-cco":
+        from mori.cco import _C as cco_native
+
+        return [entry["name"] for entry in cco_native.settings()]
     module = importlib.import_module(f"mori.{package.removeprefix('mori-')}.settings")
     return [entry.name for entry in module.REGISTRY]
 
@@ -74,8 +79,9 @@ def _compat_rows() -> dict[str, set[str]]:
             rows[section] = set()
         elif line.startswith("|") and section and not line.startswith(("| setting", "| ---")):
             cell = line.split("|")[1].strip()
-            for name in re.findall(r"`([^`]+)`", cell) or [cell]:
-                rows[section].add(name.split("=")[0].strip())
+            names = re.findall(r"`([^`]+)`", cell) or [cell]
+            # The row's setting is its first name; an argument row says so ("qp argument ...").
+            rows[section].add(names[0].split("=")[0].strip() + (" (argument)" if "argument" in cell else ""))
     return rows
 
 
@@ -99,7 +105,7 @@ PACKAGES = ["mori-shmem", "mori-ep", "mori-cco", "mori-ir", "mori-viz", "mori-io
 
 
 def _has_registry(package: str) -> bool:
-    if package == "mori-shmem":
+    if package in ("mori-shmem", "mori-cco"):
         return True
     return importlib.util.find_spec(f"mori.{package.removeprefix('mori-')}.settings") is not None
 
@@ -159,5 +165,5 @@ def test_every_compat_row_names_a_real_setting():
 
 
 def _is_argument(name: str) -> bool:
-    """Rows may also name a function's argument (``func(arg=...)``) or a malloc flag, written with a paren."""
+    """Rows may also name a function's argument: ``func(arg=...)``, or a row that says "argument"."""
     return "(" in name
