@@ -170,7 +170,7 @@ class UMBPHostMemAllocator:
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise InvalidArgumentError(f"size={size!r} must be a positive int")
         try:
-            kind = UMBPHostBufferBacking(backing)  # type: ignore[call-overload]
+            kind = UMBPHostBufferBacking(backing)  # type: ignore[arg-type]
         except ValueError:
             names = ", ".join(b.name for b in UMBPHostBufferBacking)
             raise InvalidArgumentError(f"backing={backing!r} is not a UMBPHostBufferBacking ({names})") from None
@@ -242,7 +242,9 @@ class UMBPHostMemAllocator:
     def _bind(handle: UMBPHostBufferHandle, node: int) -> None:
         number = _SYS_MBIND.get(platform.machine())
         if number is None:
-            _warn_once("mbind-arch", "numa_node=%d not applied: no mbind syscall number for %s", node, platform.machine())
+            _warn_once(
+                "mbind-arch", "numa_node=%d not applied: no mbind syscall number for %s", node, platform.machine()
+            )
             return
         bits = ctypes.c_ulong * (node // (8 * ctypes.sizeof(ctypes.c_ulong)) + 1)
         mask = bits()
@@ -259,4 +261,6 @@ class UMBPHostMemAllocator:
         )
         if rc != 0:
             err = ctypes.get_errno()
-            _warn_once(f"mbind-{node}", "numa_node=%d not applied (mbind: %s); memory left unbound", node, os.strerror(err))
+            _warn_once(
+                f"mbind-{node}", "numa_node=%d not applied (mbind: %s); memory left unbound", node, os.strerror(err)
+            )

@@ -237,9 +237,7 @@ REGISTRY: tuple[Setting, ...] = (
         "NUMA node the DRAM tier's memory is bound to (mbind); -1 leaves it unbound.",
         _parse_int,
     ),
-    Setting(
-        "UMBP_DRAM_PREFAULT", "bool", "1", "Fault the DRAM tier's pages in when it is created.", _parse_bool
-    ),
+    Setting("UMBP_DRAM_PREFAULT", "bool", "1", "Fault the DRAM tier's pages in when it is created.", _parse_bool),
     Setting("UMBP_HBM_PAGE_SIZE", "size", "2M", "Page size of the HBM tier.", _parse_size),
     Setting("UMBP_HBM_DEVICE", "int", "0", "CUDA ordinal (as this process sees it) of the HBM tier.", _parse_int),
     Setting(
@@ -334,7 +332,11 @@ REGISTRY: tuple[Setting, ...] = (
         _parse_bool,
     ),
     Setting(
-        "UMBP_NODE_ADDRESS", "string", "127.0.0.1", "Address this node's peer service listens on (and its IO engine, unless UMBP_IO_ENGINE_HOST is set).", _parse_str
+        "UMBP_NODE_ADDRESS",
+        "string",
+        "127.0.0.1",
+        "Address this node's peer service listens on (and its IO engine, unless UMBP_IO_ENGINE_HOST is set).",
+        _parse_str,
     ),
     Setting(
         "UMBP_IO_ENGINE_HOST",

@@ -34,11 +34,11 @@ from pathlib import Path
 from mori.umbp import devmem
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
-from mori.umbp.client.inert import check_compat
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
+from mori.umbp.client.inert import check_compat
 from mori.umbp.errors import ConfigError, InvalidArgumentError, TierCapacityError
 from mori.umbp.peer.lru import EvictionOrder
-from mori.umbp.peer.packed import ALIGN, PackedHostPool
+from mori.umbp.peer.packed import ALIGN, PackedAllocator, PackedHostPool
 from mori.umbp.peer.pools import host_memory
 from mori.umbp.peer.ssd import SsdTier
 from mori.umbp.types import UMBPTierType
@@ -97,6 +97,7 @@ class LocalClient(UMBPClient):
             else None
         )
         self._pool = PackedHostPool(config.dram.capacity_bytes, config.dram.page_size, host_memory(config.dram))
+        self._alloc: PackedAllocator = self._pool.alloc
         self._high = int(config.dram.high_watermark * self._pool.capacity)
         self._low = int(config.dram.low_watermark * self._pool.capacity)
         self._promote = ev.auto_promote_on_read
@@ -113,7 +114,7 @@ class LocalClient(UMBPClient):
 
     # -- tiers (under the lock) ------------------------------------------------------------------
     def _used(self) -> int:
-        return self._pool.capacity - self._pool.alloc.available
+        return self._pool.capacity - self._alloc.available
 
     def _demote(self, key: str) -> bool:
         """Moves a DRAM block to SSD (drops it without an SSD tier, or if SSD cannot hold it);
@@ -129,7 +130,7 @@ class LocalClient(UMBPClient):
                 kept = True
             except TierCapacityError as exc:
                 log.info("demoting %r: %s; dropped", key, exc)
-        self._pool.alloc.free(block.pages)
+        self._alloc.free(block.pages)
         return kept
 
     def _holds(self, key: str) -> bool:
@@ -142,12 +143,21 @@ class LocalClient(UMBPClient):
             return {key}
         return self._batch if key in self._batch else self._batch | {key}
 
+    def _victim(self, key: str) -> str | None:
+        """The next block to demote for ``key``'s sake, None when every block is protected."""
+        if self.ssd is None and key in self._batch:
+            # Every batch key is in DRAM (none is evicted without SSD): skip a futile full scan.
+            batch_blocks = len(self._batch) - (key not in self._blocks)
+            if len(self._blocks) <= batch_blocks:
+                return None
+        return self._order.victim(self._protected(key))
+
     def _room_for(self, key: str, size: int) -> list[tuple[int, int]] | None:
         """Extents for ``size`` bytes, demoting victims until they are free; None if it cannot fit."""
-        if self._pool.alloc.footprint(size) > self._pool.capacity:
+        if self._alloc.footprint(size) > self._pool.capacity:
             return None
-        while (extents := self._pool.alloc.alloc(size)) is None:
-            victim = self._order.victim(self._protected(key))
+        while (extents := self._alloc.alloc(size)) is None:
+            victim = self._victim(key)
             if victim is None:
                 return None
             self._demote(victim)
@@ -162,7 +172,7 @@ class LocalClient(UMBPClient):
         self._order.add(key, depth)
         if self._used() > self._high:
             while self._used() > self._low:
-                victim = self._order.victim(self._protected(key))
+                victim = self._victim(key)
                 if victim is None:
                     break
                 self._demote(victim)
@@ -230,7 +240,7 @@ class LocalClient(UMBPClient):
             for key in list(self._blocks):
                 block = self._blocks.pop(key)
                 self._order.remove(key)
-                self._pool.alloc.free(block.pages)
+                self._alloc.free(block.pages)
             if self.ssd is not None:
                 self.ssd.clear()
         return True

@@ -23,9 +23,9 @@ from mori.io import BackendType, IOEngine, TcpBackendConfig, UnsupportedError, X
 from mori.umbp import devmem, rpc, settings
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
-from mori.umbp.client.inert import check_compat
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
 from mori.umbp.client.heartbeat import HeartbeatLoop
+from mori.umbp.client.inert import check_compat
 from mori.umbp.client.io_engine import engine_config
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.transfer import Mover, RemotePages

@@ -42,7 +42,9 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     def _node(req: Any, ctx: Any) -> str:
         """The request's node_id; '' names no node and aborts the RPC with INVALID_ARGUMENT."""
         if not req.node_id:
-            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "node_id='' must be a non-empty str (the node the call is about)")
+            ctx.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "node_id='' must be a non-empty str (the node the call is about)"
+            )
         return str(req.node_id)
 
     def _tier(self, req: Any, ctx: Any) -> int:

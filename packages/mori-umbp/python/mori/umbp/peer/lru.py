@@ -10,9 +10,8 @@ and ranks below every known depth, so such blocks go in plain LRU order after tr
 
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
-
 from collections import OrderedDict
+from collections.abc import Set as AbstractSet
 
 from mori.umbp.errors import ConfigError
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from mori.umbp.peer.pools import HostMemory, HostPagePool
+from mori.umbp.peer.pools import HostMemory, HostPagePool, Placement
 
 #: Extent alignment: a cache line, so packed blocks never share one.
 ALIGN = 64
@@ -135,7 +135,7 @@ class PackedHostPool(HostPagePool):
         super().__init__(None, capacity, page_size, memory)
         self.alloc: Any = PackedAllocator(capacity, page_size)
 
-    def _segments(self, pages: list[Any], size: int) -> Iterator[tuple[int, int, int]]:
+    def _segments(self, pages: Placement, size: int) -> Iterator[tuple[int, int, int]]:
         done = 0
         for offset, length in pages:
             n = min(length, size - done)

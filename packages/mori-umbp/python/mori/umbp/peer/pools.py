@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """A tier's pages: one buffer registered with mori-io and cut into fixed-size pages.
 
-DRAM is host memory mapped by UMBPHostMemAllocator (seen through numpy); HBM is one CUDA tensor on the configured device (torch is
-imported only for it). Remote peers reach either with mori-io (the TCP backend stages GPU
+DRAM is host memory mapped by UMBPHostMemAllocator (seen through numpy); HBM is one CUDA tensor
+on the configured device (torch is imported only for it). Remote peers reach either with mori-io (the TCP backend stages GPU
 memory through pinned host buffers; the P2P backend copies GPU to GPU on one host). The owner's
 own copies (a put or get that targets itself, demotion, spills) run here: ``ctypes.memmove`` when
 both sides are host memory, torch copies when either is on a GPU.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,9 @@ from mori.umbp.peer.allocator import PageAllocator
 from mori.umbp.types import UMBPTierType
 
 log = logging.getLogger(__name__)
+
+#: Where a block lies in a pool: its page numbers, or (offset, length) extents in a packed pool.
+Placement = Sequence[Any]
 
 #: PageRef.buffer_index of each registered buffer a peer hands out (1 is the SSD staging buffer).
 DRAM_BUFFER, STAGING_BUFFER, HBM_BUFFER = 0, 1, 2
@@ -50,7 +53,7 @@ class PagePool:
     def capacity(self) -> int:
         return self.alloc.capacity
 
-    def _segments(self, pages: list[int], size: int) -> Iterator[tuple[int, int, int]]:
+    def _segments(self, pages: Placement, size: int) -> Iterator[tuple[int, int, int]]:
         """(offset in the buffer, offset in the block, bytes) per page of a ``size``-byte block."""
         ps = self.page_size
         for i, page in enumerate(pages):
@@ -59,7 +62,7 @@ class PagePool:
     def _tensor(self, torch: Any) -> Any:
         raise NotImplementedError
 
-    def _copy(self, into_pool: bool, pages: list[int], ptr: int, size: int, device: int) -> None:
+    def _copy(self, into_pool: bool, pages: Placement, ptr: int, size: int, device: int) -> None:
         if self.device == devmem.HOST and device == devmem.HOST:
             for off, boff, n in self._segments(pages, size):
                 dst, src = (self.base + off, ptr + boff) if into_pool else (ptr + boff, self.base + off)
@@ -77,10 +80,10 @@ class PagePool:
         for dev in {device, self.device} - {devmem.HOST}:
             torch.cuda.synchronize(dev)
 
-    def copy_in(self, pages: list[int], src: int, size: int, src_device: int = devmem.HOST) -> None:
+    def copy_in(self, pages: Placement, src: int, size: int, src_device: int = devmem.HOST) -> None:
         self._copy(True, pages, src, size, src_device)
 
-    def copy_out(self, pages: list[int], dst: int, size: int, dst_device: int = devmem.HOST) -> None:
+    def copy_out(self, pages: Placement, dst: int, size: int, dst_device: int = devmem.HOST) -> None:
         self._copy(False, pages, dst, size, dst_device)
 
     def close(self, engine: IOEngine | None) -> None:
