@@ -2,10 +2,10 @@
 """A tier's pages: one buffer registered with mori-io and cut into fixed-size pages.
 
 DRAM is host memory mapped by UMBPHostMemAllocator (seen through numpy); HBM is one CUDA tensor
-on the configured device (torch is imported only for it). Remote peers reach either with mori-io (the TCP backend stages GPU
-memory through pinned host buffers; the P2P backend copies GPU to GPU on one host). The owner's
-own copies (a put or get that targets itself, demotion, spills) run here: ``ctypes.memmove`` when
-both sides are host memory, torch copies when either is on a GPU.
+on the configured device (torch is imported only for it). Remote peers reach either with mori-io
+(the TCP backend stages GPU memory through pinned host buffers; the P2P backend copies GPU to GPU
+on one host). The owner's own copies (a put or get that targets itself, demotion, spills) run
+here: ``ctypes.memmove`` when both sides are host memory, torch copies when either is on a GPU.
 """
 
 from __future__ import annotations
