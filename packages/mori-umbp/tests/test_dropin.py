@@ -53,13 +53,34 @@ PAGE = 64 << 10
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "user-guide" / "compatibility.md"
 
 #: What MORI's python/mori/umbp/__init__.py re-exports, plus the further mori.cpp UMBP names.
-MORI_UMBP_NAMES = (
-    "CacheRemoteAdmission UMBPClient UMBPConfig UMBPCopyPipelineConfig UMBPDeploymentMode UMBPDistributedConfig "
-    "UMBPDramConfig UMBPDurabilityMode UMBPHostBufferBacking UMBPHostBufferHandle UMBPHostMemAllocator "
-    "UMBPIoBackend UMBPIoConfig UMBPRole UMBPStandaloneProcessConfig UMBPSsdConfig UMBPEvictionConfig "
-    "UMBPDurabilityConfig UMBPTierType UMBPExternalKvMatch UMBPExternalKvHitCountEntry UMBPMasterClient "
-    "UMBPExternalKvNodeMatch UMBPMasterClientConfig UMBPIoEngineConfig UMBPSsdLayoutMode"
-).split()
+MORI_UMBP_NAMES = [
+    "CacheRemoteAdmission",
+    "UMBPClient",
+    "UMBPConfig",
+    "UMBPCopyPipelineConfig",
+    "UMBPDeploymentMode",
+    "UMBPDistributedConfig",
+    "UMBPDramConfig",
+    "UMBPDurabilityMode",
+    "UMBPHostBufferBacking",
+    "UMBPHostBufferHandle",
+    "UMBPHostMemAllocator",
+    "UMBPIoBackend",
+    "UMBPIoConfig",
+    "UMBPRole",
+    "UMBPStandaloneProcessConfig",
+    "UMBPSsdConfig",
+    "UMBPEvictionConfig",
+    "UMBPDurabilityConfig",
+    "UMBPTierType",
+    "UMBPExternalKvMatch",
+    "UMBPExternalKvHitCountEntry",
+    "UMBPMasterClient",
+    "UMBPExternalKvNodeMatch",
+    "UMBPMasterClientConfig",
+    "UMBPIoEngineConfig",
+    "UMBPSsdLayoutMode",
+]
 
 
 def test_every_mori_umbp_name_is_exported():
