@@ -213,7 +213,14 @@ REGISTRY: tuple[Setting, ...] = (
         "Bytes of this node's DRAM tier (0: a client that owns no pages).",
         _parse_size,
     ),
-    Setting("UMBP_DRAM_PAGE_SIZE", "size", "2M", "Page size of the DRAM tier; a block takes whole pages.", _parse_size),
+    Setting(
+        "UMBP_DRAM_PAGE_SIZE",
+        "size",
+        "2M",
+        "Page size of the DRAM tier: a distributed node's block takes whole pages; the local mode packs blocks "
+        "within pages.",
+        _parse_size,
+    ),
     Setting(
         "UMBP_HBM_CAPACITY",
         "size",
