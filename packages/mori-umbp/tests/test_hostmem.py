@@ -181,3 +181,20 @@ def test_dram_memory_settings_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("UMBP_DRAM_PREFAULT", "0")
     dram = UMBPConfig.from_environment(distributed=False).dram
     assert (dram.use_hugepages, dram.hugepage_size, dram.numa_node, dram.prefault) == (True, 1 << 30, 0, False)
+
+
+def test_a_distributed_nodes_dram_pages_come_from_the_allocator():
+    from conftest import master_config
+
+    from mori.umbp import MasterServer, UMBPDistributedConfig, UMBPMasterClientConfig, UMBPTierType
+
+    with MasterServer(master_config()) as master:
+        mc = UMBPMasterClientConfig(master.address, "numa-node", "127.0.0.1")
+        dram = UMBPDramConfig(16 << 16, 1 << 16, numa_node=0, use_hugepages=True, hugepage_size=64 << 10)
+        with UMBPClient(UMBPConfig(dram, UMBPDistributedConfig(mc, staging_buffer_size=1 << 20))) as node:
+            pool = node.store.pools[int(UMBPTierType.DRAM)]
+            assert (pool.mapping.requested_size, pool.mapping.actual_backing) == (16 << 16, B.Anonymous)
+            assert pool.base == pool.mapping.ptr and pool.desc is not None  # registered with mori-io
+            line = numa_map_line(pool.base)
+            if line is not None:
+                assert " bind:0 " in line, line
