@@ -16,6 +16,7 @@ import importlib.util
 import inspect
 import re
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,6 +102,32 @@ def _config_fields(package: str) -> list[tuple[str, str, str, str]]:
     return found
 
 
+def _field_paths(package: str) -> dict[tuple[str, str], set[str]]:
+    """(class, field) -> every dotted name a row may use for it: ``Class.field`` and, through nested
+    config dataclasses, ``Outer.inner.field`` (MORI's config tree, e.g. ``UMBPConfig.ssd.io.backend``)."""
+    paths: dict[tuple[str, str], set[str]] = {}
+
+    def walk(cls: type, prefix: str, seen: tuple[type, ...]) -> None:
+        hints = typing.get_type_hints(cls)
+        for field in dataclasses.fields(cls):
+            paths.setdefault((cls.__name__, field.name), set()).add(f"{prefix}.{field.name}")
+            hint = hints.get(field.name)
+            for inner in (hint, *typing.get_args(hint)):  # X, or X | None
+                if dataclasses.is_dataclass(inner) and isinstance(inner, type) and inner not in seen:
+                    walk(inner, f"{prefix}.{field.name}", (*seen, inner))
+
+    for spec in CONFIG_CLASSES.get(package, []):
+        module_name, class_name = spec.split(":")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        walk(cls, class_name, (cls,))
+    return paths
+
+
+def _is_listed(names: set[str], listed: set[str]) -> bool:
+    """A field is listed by its own row, or (a nested config) when rows list what is inside it."""
+    return any(name in listed or any(row.startswith(name + ".") for row in listed) for name in names)
+
+
 PACKAGES = ["mori-shmem", "mori-ep", "mori-cco", "mori-ir", "mori-viz", "mori-io", "mori-umbp"]
 
 
@@ -138,8 +165,9 @@ def test_every_config_field_is_read_or_listed(package):
     listed = _compat_rows().get(package, set())
     texts = {path: path.read_text(errors="replace") for path in _sources(package)}
     silent = []
+    paths = _field_paths(package)
     for class_name, field, relative, defining_rest in _config_fields(package):
-        if field in listed or f"{class_name}.{field}" in listed:
+        if field in listed or _is_listed(paths.get((class_name, field), {f"{class_name}.{field}"}), listed):
             continue
         pattern = re.compile(rf"\.{re.escape(field)}\b|\b{re.escape(field)}\s*=|[\"']{re.escape(field)}[\"']")
         others = [text for p, text in texts.items() if not p.as_posix().endswith(relative)]
@@ -152,8 +180,8 @@ def test_every_compat_row_names_a_real_setting():
     known: dict[str, set[str]] = {}
     for package in PACKAGES:
         names = set(_registered_variables(package)) if _has_registry(package) else set()
-        for class_name, field, _, _ in _config_fields(package):
-            names |= {field, f"{class_name}.{field}"}
+        for (class_name, field), dotted in _field_paths(package).items():
+            names |= {field, f"{class_name}.{field}", *dotted}
         known[package] = names
     rows = _compat_rows()
     unknown = {
