@@ -27,13 +27,16 @@ from mori.umbp.client.local_client import LocalClient
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.pool_client import DistributedClient
 from mori.umbp.errors import (
+    AuthenticationError,
     ClosedError,
     ConfigError,
     InvalidArgumentError,
     InvalidKeyError,
+    InvalidNodeIdError,
     MasterUnavailableError,
     MetadataStoreError,
     PeerUnavailableError,
+    PendingLimitError,
     TierCapacityError,
     TierUnavailableError,
     UMBPError,
@@ -52,17 +55,20 @@ PoolClient = DistributedClient
 StandaloneClient = LocalClient
 
 __all__ = [
+    "AuthenticationError",
     "ClosedError",
     "ConfigError",
     "DistributedClient",
     "InvalidArgumentError",
     "InvalidKeyError",
+    "InvalidNodeIdError",
     "LocalClient",
     "MasterServer",
     "MasterServerConfig",
     "MasterUnavailableError",
     "MetadataStoreError",
     "PeerUnavailableError",
+    "PendingLimitError",
     "PoolClient",
     "StandaloneClient",
     "TierCapacityError",
