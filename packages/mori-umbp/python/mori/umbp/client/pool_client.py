@@ -80,13 +80,9 @@ class DistributedClient(UMBPClient):
         mc = dist.master_config
         self.config = config
         self.node_id = mc.node_id
+        # None (no UMBP_POOL_SECRET, no master's file on this host): the registration below then
+        # fails with AuthenticationError naming the remedy, or MasterUnavailableError if no master.
         secret = auth.member_secret(mc.pool_secret, mc.master_address)
-        if secret is None:
-            raise ConfigError(
-                f"no pool secret for master {mc.master_address}: set UMBP_POOL_SECRET (hex) or "
-                f"master_config.pool_secret, or start the master on this host first (it writes "
-                f"{auth.secret_file(mc.master_address)})"
-            )
         self._auth = auth.ClientAuth(self.node_id, lambda: secret)
         # Built first: it checks the SSD config before anything needs tearing down.
         ssd = self._make_ssd_tier(config) if config.ssd.enabled else None
