@@ -113,7 +113,7 @@ def test_caller_with_a_wrong_secret_is_refused_and_changes_nothing(pool):
         _refused_everything(master_stub, peer_stub, EngineDesc.unpack(tenant._desc).secret)
     # The public client names the cause with the package's typed error.
     mc = UMBPMasterClient(master.address, "intruder", pool_secret=wrong)
-    with pytest.raises(AuthenticationError, match="RegisterClient to master .* refused: .*pool secret"):
+    with pytest.raises(AuthenticationError, match=r"RegisterClient to master .* refused: .*pool secret"):
         mc.register_self({DRAM: (PAGE, PAGE)}, "127.0.0.1:1", b"forged")
     with pytest.raises(AuthenticationError, match="UMBP_POOL_SECRET"):
         mc.route_get("tenant-block")
@@ -146,7 +146,8 @@ def test_replays_are_refused(pool):
     window = auth.Verifier(secret).window_ms
     with ch:
         # A credential recorded long ago (outside UMBP_AUTH_WINDOW_MS) is refused...
-        stale = auth.sign(secret, method, "tenant-reader", req.SerializeToString(), int(time.time() * 1000) - window - 1000)
+        long_ago = int(time.time() * 1000) - window - 1000
+        stale = auth.sign(secret, method, "tenant-reader", req.SerializeToString(), long_ago)
         with pytest.raises(grpc.RpcError) as err:
             master_stub.BatchLookup(req, timeout=2, metadata=[(auth.METADATA_KEY, stale)])
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "off this clock" in err.value.details()
@@ -169,7 +170,7 @@ def test_replays_are_refused(pool):
 
 
 def test_a_member_acts_only_as_itself(pool):
-    master, tenant, _ = pool
+    master, _, _ = pool
     secret = auth.member_secret(None, master.address)
     assert secret is not None
     ch, master_stub, _ = _signed(master.address, "mallory", secret)

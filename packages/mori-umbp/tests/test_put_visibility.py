@@ -39,7 +39,7 @@ def test_two_threads_put_one_key_then_each_gets_it():
             barrier = threading.Barrier(2)
             results: list[tuple[bool, bool, bytes] | BaseException] = [b"", b""]  # type: ignore[list-item]
 
-            def writer(i: int, key: str = key, barrier: threading.Barrier = barrier, results=results) -> None:
+            def writer(i: int, key: str = key, barrier: threading.Barrier = barrier, results=results, r=r) -> None:
                 try:
                     data, back = _data(2 * r + i), np.zeros(PAGE, np.uint8)
                     barrier.wait(5)

@@ -188,7 +188,7 @@ class Verifier:
 
 
 # -- gRPC -------------------------------------------------------------------------------------------
-class ServerAuth(grpc.ServerInterceptor):  # type: ignore[misc]
+class ServerAuth(grpc.ServerInterceptor):
     """Refuses every unary RPC whose credential does not verify, before its request is parsed.
     Built before the port is bound; until ``set_secret`` it refuses everything."""
 
@@ -231,12 +231,12 @@ class ServerAuth(grpc.ServerInterceptor):  # type: ignore[misc]
 
 class _Details(
     namedtuple("_Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")),
-    grpc.ClientCallDetails,  # type: ignore[misc]
+    grpc.ClientCallDetails,
 ):
     pass
 
 
-class ClientAuth(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class ClientAuth(grpc.UnaryUnaryClientInterceptor):
     """Signs every unary call with the secret ``secret()`` gives (None: sent unsigned, and refused)."""
 
     def __init__(self, node_id: str, secret: Callable[[], bytes | None]) -> None:

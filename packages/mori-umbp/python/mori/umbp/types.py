@@ -78,9 +78,7 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 80 else f"{text[:40]!r}... ({len(text)} chars)"
 
 
-def _check_name(
-    value: object, name: str, limit_name: str, separators: str, error: type[InvalidArgumentError]
-) -> str:
+def _check_name(value: object, name: str, limit_name: str, separators: str, error: type[InvalidArgumentError]) -> str:
     limit = settings.get_int(limit_name)
     if not isinstance(value, str):
         raise error(f"{name}={value!r} must be a str, not {type(value).__name__}")

@@ -8,11 +8,11 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
+from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidArgumentError
 from mori.umbp.master.core import Master
 from mori.umbp.master.store import NodeInfo
 from mori.umbp.rpc import pb, pb_grpc
-from mori.umbp.auth import caller_node
 from mori.umbp.types import PEER_TIERS, check_key, check_node_id, check_tier
 
 
