@@ -147,23 +147,23 @@ def test_replays_are_refused(pool):
     with ch:
         # A credential recorded long ago (outside UMBP_AUTH_WINDOW_MS) is refused...
         long_ago = int(time.time() * 1000) - window - 1000
-        stale = auth.sign(secret, method, "tenant-reader", req.SerializeToString(), long_ago)
+        stale = auth.sign(auth.keyed(secret), method, "tenant-reader", req.SerializeToString(), long_ago)
         with pytest.raises(grpc.RpcError) as err:
             master_stub.BatchLookup(req, timeout=2, metadata=[(auth.METADATA_KEY, stale)])
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "off this clock" in err.value.details()
         # ...and a fresh one is accepted once: the same bytes sent again are a replay.
-        fresh = auth.sign(secret, method, "tenant-reader", req.SerializeToString())
+        fresh = auth.sign(auth.keyed(secret), method, "tenant-reader", req.SerializeToString())
         assert list(master_stub.BatchLookup(req, timeout=2, metadata=[(auth.METADATA_KEY, fresh)]).found) == [True]
         with pytest.raises(grpc.RpcError) as err:
             master_stub.BatchLookup(req, timeout=2, metadata=[(auth.METADATA_KEY, fresh)])
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "replayed" in err.value.details()
         # A credential for one request does not cover another (the MAC binds the body and method).
         other = pb.BatchLookupRequest(keys=["intruder-block"])
-        reused = auth.sign(secret, method, "tenant-reader", req.SerializeToString())
+        reused = auth.sign(auth.keyed(secret), method, "tenant-reader", req.SerializeToString())
         with pytest.raises(grpc.RpcError) as err:
             master_stub.BatchLookup(other, timeout=2, metadata=[(auth.METADATA_KEY, reused)])
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        moved = auth.sign(secret, "/umbp.UMBPMaster/RouteGet", "tenant-reader", req.SerializeToString())
+        moved = auth.sign(auth.keyed(secret), "/umbp.UMBPMaster/RouteGet", "tenant-reader", req.SerializeToString())
         with pytest.raises(grpc.RpcError) as err:
             master_stub.BatchLookup(req, timeout=2, metadata=[(auth.METADATA_KEY, moved)])
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED

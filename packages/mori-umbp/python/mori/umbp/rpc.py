@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import grpc  # type: ignore[import-untyped]
 
 from mori.umbp import settings
-from mori.umbp.auth import ClientAuth, ServerAuth
+from mori.umbp.auth import ClientAuth, ServerAuth, SigningChannel
 from mori.umbp.errors import AuthenticationError, InvalidArgumentError, PendingLimitError, UMBPError
 
 pb: Any = importlib.import_module("mori.umbp._proto.umbp_pb2")
@@ -33,7 +33,7 @@ PENDING_LIMIT_TAG = "UMBP_MAX_PENDING_SLOTS_PER_NODE"
 
 def channel(address: str, auth: ClientAuth) -> Any:
     """A plaintext channel whose calls all carry the pool credential (NOTE [pool authentication])."""
-    return grpc.intercept_channel(grpc.insecure_channel(address, options=_CHANNEL_OPTIONS), auth)
+    return SigningChannel(grpc.insecure_channel(address, options=_CHANNEL_OPTIONS), auth)
 
 
 def timeout_s() -> float:
