@@ -25,6 +25,9 @@ peer_grpc: Any = importlib.import_module("mori.umbp._proto.umbp_peer_pb2_grpc")
 #: gRPC's default 4 MiB message cap is far above any control message; keep the default.
 _CHANNEL_OPTIONS = [("grpc.enable_retries", 0)]
 
+#: A connection, proven or not, holds at most this many calls in flight.
+_SERVER_OPTIONS = [("grpc.max_concurrent_streams", 100)]
+
 T = TypeVar("T")
 
 #: The detail of a RESOURCE_EXHAUSTED a peer sends when a node's pending slots are at the cap.
@@ -64,7 +67,9 @@ def server(auth: ServerAuth, workers: int = 16) -> Any:
     """A server that serves only callers ``auth`` verifies (NOTE [pool authentication])."""
     from concurrent.futures import ThreadPoolExecutor
 
-    return grpc.server(ThreadPoolExecutor(max_workers=workers), interceptors=[auth], options=_CHANNEL_OPTIONS)
+    return grpc.server(
+        ThreadPoolExecutor(max_workers=workers), interceptors=[auth], options=[*_CHANNEL_OPTIONS, *_SERVER_OPTIONS]
+    )
 
 
 def bind(srv: Any, address: str) -> int:
