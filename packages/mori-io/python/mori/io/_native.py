@@ -21,11 +21,11 @@ def apply_log_level() -> None:
 
 def set_log_level(level: str) -> None:
     """MORI's ``set_log_level``: 'debug', 'info', 'warning', 'error' or 'critical'."""
-    name = level.upper()
-    if name.lower() not in ("debug", "info", "warning", "error", "critical"):
-        from mori.io.errors import InvalidArgumentError
+    from mori.io.errors import InvalidArgumentError
 
+    if not isinstance(level, str) or level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise InvalidArgumentError(f"level={level!r} must be one of debug, info, warning, error, critical")
+    name = level.upper()
     _C.set_log_level(logging.getLevelName(name))
     logging.getLogger("mori.io").setLevel(name)
 
