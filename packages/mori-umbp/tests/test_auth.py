@@ -209,3 +209,28 @@ def test_pending_slots_are_capped_per_node(monkeypatch):
             hog.AbortSlot(peer_pb.AbortSlotRequest(slot_id=slots[0]), timeout=2)
             assert hog.AllocateSlot(fourth, timeout=2).outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
         assert peer.store.capacities()[DRAM][1] == 12 * PAGE  # 4 pending slots of one page each
+
+
+def test_a_configured_secret_is_used_and_no_file_is_written(monkeypatch, tmp_path):
+    secret = os.urandom(32)
+    monkeypatch.setenv("UMBP_POOL_SECRET_DIR", str(tmp_path / "secrets"))
+    monkeypatch.setenv("UMBP_POOL_SECRET", secret.hex())
+    with MasterServer(master_config()) as master, make_client(master.address, "env-peer", 4 * PAGE) as peer:
+        data = np.arange(PAGE, dtype=np.uint8)
+        assert peer.put_from_ptr("env-block", data.ctypes.data, PAGE)
+        assert not auth.secret_file(master.address).exists()
+        ch, master_stub, _ = _signed(master.address, "env-peer", secret)
+        with ch:
+            assert list(master_stub.BatchLookup(pb.BatchLookupRequest(keys=["env-block"]), timeout=2).found) == [True]
+
+
+def test_a_secret_directory_others_can_read_is_refused(monkeypatch, tmp_path):
+    from mori.umbp import ConfigError
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    monkeypatch.setenv("UMBP_POOL_SECRET_DIR", str(shared))
+    with pytest.raises(ConfigError, match=r"UMBP_POOL_SECRET_DIR=.* must be a directory of uid .* mode 0700"):
+        MasterServer(master_config())
+    assert list(shared.iterdir()) == []

@@ -138,7 +138,13 @@ class MasterServer:
         )
         self._port = rpc.bind(self._server, self.config.listen_address)
         # After the bind: a generated secret is filed under the port actually bound.
-        secret = auth.master_secret(self.config.pool_secret, self.address)
+        try:
+            secret = auth.master_secret(self.config.pool_secret, self.address)
+        except Exception:
+            self._server.stop(0)
+            self.evictor.close()
+            store.close()
+            raise
         server_auth.set_secret(secret)
         self.evictor.set_auth(auth.ClientAuth(MASTER_CALLER, lambda: secret))
         self._stop = threading.Event()
