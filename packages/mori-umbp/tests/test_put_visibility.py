@@ -139,3 +139,39 @@ def test_a_key_held_past_the_wait_is_reported_not_stored(monkeypatch):
             assert wait_for(lambda: late.put_from_ptr("held", data.ctypes.data, PAGE), timeout=10, every=0.3)
             back = np.zeros(PAGE, np.uint8)
             assert late.get_into_ptr("held", back.ctypes.data, PAGE) and np.array_equal(back, data)
+
+
+def test_waiting_writers_never_take_every_peer_worker():
+    with MasterServer(master_config()) as master, make_client(master.address, "busy-owner", 8 * PAGE) as owner:
+        secret = auth.member_secret(None, master.address)
+        assert secret is not None
+        ch = rpc.channel(owner.peer_address, auth.ClientAuth("holder", lambda: secret))
+        with ch:
+            stub = rpc.peer_grpc.UMBPPeerStub(ch)
+            held = peer_pb.AllocateSlotRequest(size=PAGE, tier=DRAM, key="hot")
+            assert stub.AllocateSlot(held, timeout=2).outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
+            other = stub.AllocateSlot(peer_pb.AllocateSlotRequest(size=PAGE, tier=DRAM, key="cold"), timeout=2)
+            answers: list[tuple[int, float]] = []
+
+            def wait_on_hot() -> None:
+                start = time.monotonic()
+                res = stub.AllocateSlot(held, timeout=3.0)  # the hot slot's TTL (1.5 s) ends first
+                answers.append((int(res.outcome), time.monotonic() - start))
+
+            threads = [threading.Thread(target=wait_on_hot) for _ in range(8)]  # as many as the peer's workers
+            for t in threads:
+                t.start()
+            time.sleep(0.3)
+            start = time.monotonic()  # a commit still finds a worker while the waiters wait
+            assert stub.CommitSlot(peer_pb.CommitSlotRequest(slot_id=other.slot_id, key="cold"), timeout=2).success
+            commit_s = time.monotonic() - start
+            for t in threads:
+                t.join(10)
+        assert len(answers) == 8
+        waited = [s for _, s in answers if s > 0.9]
+        assert 1 <= len(waited) <= 4, answers  # at most half the workers wait; the rest answer at once
+        assert commit_s < min(waited) - 0.3, (commit_s, answers)
+        # Of the waiters, the first to see the hot slot expire takes it; nobody hears "exists".
+        outcomes = [o for o, _ in answers]
+        assert peer_pb.AllocateSlotResponse.SUCCESS_ALREADY_EXISTS not in outcomes
+        assert outcomes.count(peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED) == 1

@@ -121,8 +121,9 @@ class DistributedClient(UMBPClient):
             self.store.enable_ssd(ssd, staging, lambda: self._hb.kick())
         self._mover = Mover(self._engine, dist.staging_buffer_size, self._timeout_ms)
         self._sync_flush = settings.get_bool("UMBP_COMMIT_SYNC_FLUSH")
-        self._peer_server: Any = rpc.server(auth.ServerAuth(secret), workers=8)
-        servicer = PeerServicer(self.store, self._desc, self._after_commit, lambda: self._hb.kick())
+        workers = 8
+        self._peer_server: Any = rpc.server(auth.ServerAuth(secret), workers=workers)
+        servicer = PeerServicer(self.store, self._desc, self._after_commit, lambda: self._hb.kick(), workers // 2)
         rpc.peer_grpc.add_UMBPPeerServicer_to_server(servicer, self._peer_server)
         port = rpc.bind(self._peer_server, f"{host}:{dist.peer_service_port}")
         self.peer_address = f"{host}:{port}"

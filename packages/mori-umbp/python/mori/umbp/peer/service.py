@@ -7,6 +7,7 @@ staging buffer, 2 HBM), and ``descs[0]`` is that buffer's packed mori-io MemoryD
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +33,18 @@ def _wait_budget(ctx: Any) -> float:
 
 class PeerServicer(peer_grpc.UMBPPeerServicer):
     def __init__(
-        self, store: PeerStore, engine_desc: bytes, on_commit: Callable[[str], bool], on_evict: Callable[[], None]
+        self,
+        store: PeerStore,
+        engine_desc: bytes,
+        on_commit: Callable[[str], bool],
+        on_evict: Callable[[], None],
+        max_waiters: int = 4,
     ) -> None:
         self.s = store
+        # Writers waiting on another writer's key hold a worker thread each; at most this many
+        # wait at once (the rest are answered at once), so commits, the waits' own end, always
+        # find a free worker.
+        self._waiters = threading.BoundedSemaphore(max_waiters)
         self.engine_desc = engine_desc
         self.on_commit = on_commit  # ships the ADD to the master before answering; True once visible
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
@@ -78,9 +88,14 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             return out(
                 outcome=out.FAILED_NO_SPACE, message=f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
             )
-        wait_s = _wait_budget(ctx)
         owner = caller_node.get()
-        outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), tier, int(req.depth), owner, wait_s)
+        may_wait = self._waiters.acquire(blocking=False)
+        wait_s = _wait_budget(ctx) if may_wait else 0.0
+        try:
+            outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), tier, int(req.depth), owner, wait_s)
+        finally:
+            if may_wait:
+                self._waiters.release()
         if outcome == "EXISTS":
             return out(outcome=out.SUCCESS_ALREADY_EXISTS)
         if outcome == "PENDING":
