@@ -3,7 +3,9 @@
 (or killed). Commands over the pipe: ("keys",) the blocks it owns in page tiers, ("tiers",)
 {key: tier} of its page blocks and its SSD keys, ("caps",) its tier capacities, ("flush",) a
 heartbeat now, ("drain",) waits for its spills, ("inbound",
-engine key, uid) the inbound status code of a transfer (None: none, as after P2P), ("exit",)."""
+engine key, uid) the inbound status code of a transfer (None: none, as after P2P), ("putget", key,
+seed, size) (put ok, get ok, the bytes read), ("exit",). ``hold_slot`` allocates a pending slot and
+then waits to be killed (a writer dying mid-put)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,31 @@ def serve_peer(
         elif cmd[0] == "inbound":
             status = client._engine.pop_inbound_transfer_status(cmd[1], cmd[2])
             conn.send(None if status is None else int(status.Code()))
+        elif cmd[0] == "putget":  # ("putget", key, seed, size): put seeded bytes, then get the key back
+            conn.send(_put_then_get(client, cmd[1], cmd[2], cmd[3]))
         elif cmd[0] == "exit":
             client.close()
             conn.send("bye")
             return
+
+
+def _put_then_get(client, key: str, seed: int, size: int) -> tuple[bool, bool, bytes]:
+    import numpy as np
+
+    data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
+    put = client.put_from_ptr(key, data.ctypes.data, size)
+    back = np.zeros(size, np.uint8)
+    got = client.get_into_ptr(key, back.ctypes.data, size)
+    return put, got, back.tobytes()
+
+
+def hold_slot(conn, peer_address: str, secret: bytes, key: str, size: int, tier: int) -> None:
+    """A writer that allocates ``key`` on a peer, says so, and never commits: the test SIGKILLs it."""
+    import time
+
+    from mori.umbp import auth, rpc
+
+    stub = rpc.peer_grpc.UMBPPeerStub(rpc.channel(peer_address, auth.ClientAuth("doomed-writer", lambda: secret)))
+    res = stub.AllocateSlot(rpc.peer_pb.AllocateSlotRequest(size=size, tier=tier, key=key), timeout=5)
+    conn.send(int(res.outcome))
+    time.sleep(600)

@@ -37,13 +37,16 @@ from mori.umbp.client.local_client import LocalClient
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.pool_client import DistributedClient
 from mori.umbp.errors import (
+    AuthenticationError,
     ClosedError,
     ConfigError,
     InvalidArgumentError,
     InvalidKeyError,
+    InvalidNodeIdError,
     MasterUnavailableError,
     MetadataStoreError,
     PeerUnavailableError,
+    PendingLimitError,
     TierCapacityError,
     TierUnavailableError,
     UMBPError,
@@ -63,18 +66,21 @@ PoolClient = DistributedClient
 StandaloneClient = LocalClient
 
 __all__ = [
+    "AuthenticationError",
     "CacheRemoteAdmission",
     "ClosedError",
     "ConfigError",
     "DistributedClient",
     "InvalidArgumentError",
     "InvalidKeyError",
+    "InvalidNodeIdError",
     "LocalClient",
     "MasterServer",
     "MasterServerConfig",
     "MasterUnavailableError",
     "MetadataStoreError",
     "PeerUnavailableError",
+    "PendingLimitError",
     "PoolClient",
     "StandaloneClient",
     "TierCapacityError",

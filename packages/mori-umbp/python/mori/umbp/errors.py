@@ -23,6 +23,10 @@ class InvalidKeyError(InvalidArgumentError):
     """A block key is empty, too long, not text, or holds characters keys may not hold."""
 
 
+class InvalidNodeIdError(InvalidArgumentError):
+    """A node id is empty, too long, not text, or holds a separator of the master's store."""
+
+
 class ValueTooLargeError(InvalidArgumentError):
     """A value is larger than the largest block this pool accepts."""
 
@@ -57,3 +61,11 @@ class MetadataStoreError(UMBPError):
 
 class ClosedError(UMBPError):
     """The client or server was closed; make a new one."""
+
+
+class AuthenticationError(UMBPError, PermissionError):
+    """A master or peer refused a request that did not prove the pool secret (UMBP_POOL_SECRET)."""
+
+
+class PendingLimitError(UMBPError, RuntimeError):
+    """This node already holds UMBP_MAX_PENDING_SLOTS_PER_NODE uncommitted slots on a peer."""

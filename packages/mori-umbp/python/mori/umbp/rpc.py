@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 import grpc  # type: ignore[import-untyped]
 
 from mori.umbp import settings
-from mori.umbp.errors import InvalidArgumentError, UMBPError
+from mori.umbp.auth import ClientAuth, ServerAuth, SigningChannel
+from mori.umbp.errors import AuthenticationError, InvalidArgumentError, PendingLimitError, UMBPError
 
 pb: Any = importlib.import_module("mori.umbp._proto.umbp_pb2")
 pb_grpc: Any = importlib.import_module("mori.umbp._proto.umbp_pb2_grpc")
@@ -24,12 +25,18 @@ peer_grpc: Any = importlib.import_module("mori.umbp._proto.umbp_peer_pb2_grpc")
 #: gRPC's default 4 MiB message cap is far above any control message; keep the default.
 _CHANNEL_OPTIONS = [("grpc.enable_retries", 0)]
 
+#: A connection, proven or not, holds at most this many calls in flight.
+_SERVER_OPTIONS = [("grpc.max_concurrent_streams", 100)]
+
 T = TypeVar("T")
 
+#: The detail of a RESOURCE_EXHAUSTED a peer sends when a node's pending slots are at the cap.
+PENDING_LIMIT_TAG = "UMBP_MAX_PENDING_SLOTS_PER_NODE"
 
-def channel(address: str) -> Any:
-    """An insecure channel (loopback by default; the data itself never crosses gRPC)."""
-    return grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+
+def channel(address: str, auth: ClientAuth) -> Any:
+    """A plaintext channel whose calls all carry the pool credential (NOTE [pool authentication])."""
+    return SigningChannel(grpc.insecure_channel(address, options=_CHANNEL_OPTIONS), auth)
 
 
 def timeout_s() -> float:
@@ -46,13 +53,23 @@ def call(what: str, fn: Callable[..., T], request: Any, error: type[UMBPError], 
         detail = exc.details() if hasattr(exc, "details") else str(exc)
         if code == grpc.StatusCode.INVALID_ARGUMENT:  # the request was wrong, not the connection
             raise InvalidArgumentError(f"{what} rejected: {detail}") from None
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            raise AuthenticationError(
+                f"{what} refused: {detail} (this process must hold the pool secret: UMBP_POOL_SECRET, "
+                "the config's pool_secret, or the master's secret file on its host)"
+            ) from None
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED and PENDING_LIMIT_TAG in (detail or ""):
+            raise PendingLimitError(f"{what} refused: {detail}") from None
         raise error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}") from None
 
 
-def server(workers: int = 16) -> Any:
+def server(auth: ServerAuth, workers: int = 16) -> Any:
+    """A server that serves only callers ``auth`` verifies (NOTE [pool authentication])."""
     from concurrent.futures import ThreadPoolExecutor
 
-    return grpc.server(ThreadPoolExecutor(max_workers=workers), options=_CHANNEL_OPTIONS)
+    return grpc.server(
+        ThreadPoolExecutor(max_workers=workers), interceptors=[auth], options=[*_CHANNEL_OPTIONS, *_SERVER_OPTIONS]
+    )
 
 
 def bind(srv: Any, address: str) -> int:

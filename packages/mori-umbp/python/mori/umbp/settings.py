@@ -77,6 +77,15 @@ def _parse_str(text: str) -> str:
     return text
 
 
+def _parse_hex(text: str) -> str:
+    if not text.strip():
+        return ""
+    raw = bytes.fromhex(text.strip())
+    if not 16 <= len(raw) <= 256:
+        raise ValueError(f"expected 16 to 256 bytes of hex, got {len(raw)} bytes")
+    return text.strip()
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One environment variable: its name, type name, default text and meaning."""
@@ -362,6 +371,40 @@ REGISTRY: tuple[Setting, ...] = (
     Setting(
         "UMBP_PEER_SERVICE_PORT", "int", "0", "Port of this node's UMBPPeer service; 0 picks a free one.", _parse_int
     ),
+    # -- pool membership ----------------------------------------------------------------------------
+    Setting(
+        "UMBP_POOL_SECRET",
+        "hex",
+        "",
+        "The pool's secret (hex, 16 to 256 bytes) every master and peer RPC proves with an HMAC. Empty: the "
+        "master generates one and writes it to UMBP_POOL_SECRET_DIR, where members on its host read it.",
+        _parse_hex,
+    ),
+    Setting(
+        "UMBP_POOL_SECRET_DIR",
+        "string",
+        "",
+        "Directory (mode 0700) of the generated pool secret files, one per master port; empty: "
+        "$XDG_RUNTIME_DIR/mori-umbp, else /tmp/mori-umbp-<uid>.",
+        _parse_str,
+    ),
+    Setting(
+        "UMBP_AUTH_WINDOW_MS",
+        "int",
+        "30000",
+        "A request's signed timestamp must be within this of the receiver's clock (replays outside it are "
+        "refused; inside it a nonce is accepted once).",
+        _parse_int,
+    ),
+    Setting(
+        "UMBP_MAX_PENDING_SLOTS_PER_NODE",
+        "int",
+        "64",
+        "Pending (allocated, uncommitted) slots one node may hold on one peer; past it AllocateSlot fails "
+        "with PendingLimitError.",
+        _parse_int,
+    ),
+    Setting("UMBP_MAX_NODE_ID_BYTES", "int", "256", "Longest node id, in UTF-8 bytes.", _parse_int),
     Setting("MORI_UMBP_LOG_LEVEL", "choice", "WARNING", "Level of the mori.umbp logger.", _parse_level),
 )
 

@@ -4,9 +4,16 @@
 from __future__ import annotations
 
 import enum
+import re
 
 from mori.umbp import settings
-from mori.umbp.errors import InvalidArgumentError, InvalidKeyError, UnknownTierError, ValueTooLargeError
+from mori.umbp.errors import (
+    InvalidArgumentError,
+    InvalidKeyError,
+    InvalidNodeIdError,
+    UnknownTierError,
+    ValueTooLargeError,
+)
 
 
 class UMBPTierType(enum.IntEnum):
@@ -51,18 +58,46 @@ def tier_name(tier: int) -> str:
 def check_key(key: object, name: str = "key") -> str:
     """``key`` if it is a valid block key: non-empty text of at most UMBP_MAX_KEY_BYTES UTF-8 bytes
     with no whitespace or control characters (stores join keys with newlines and '|')."""
-    limit = settings.get_int("UMBP_MAX_KEY_BYTES")
-    if not isinstance(key, str):
-        raise InvalidKeyError(f"{name}={key!r} must be a str, not {type(key).__name__}")
-    if not key:
-        raise InvalidKeyError(f"{name}='' must not be empty")
-    size = len(key.encode("utf-8", "surrogatepass"))
+    return _check_name(key, name, "UMBP_MAX_KEY_BYTES", KEY_SEPARATORS, InvalidKeyError)
+
+
+#: Characters the master's stores use to build their own keys and fields (Redis: ``node:<id>:blocks``,
+#: ``l|<node>|<tier>``, "\n"-joined lists): a key may not hold '|', a node id neither ':' nor '|', or
+#: one node's id could name another's records.
+KEY_SEPARATORS = "|"
+_SPACE = re.compile(r"\s")
+NODE_ID_SEPARATORS = ":|"
+
+
+def check_node_id(node_id: object, name: str = "node_id") -> str:
+    """``node_id`` if it is a valid node id: non-empty text of at most UMBP_MAX_NODE_ID_BYTES UTF-8
+    bytes with no whitespace, control characters, ':' or '|'."""
+    return _check_name(node_id, name, "UMBP_MAX_NODE_ID_BYTES", NODE_ID_SEPARATORS, InvalidNodeIdError)
+
+
+def _shown(text: str) -> str:
+    """``text`` for an error message: whole when short, else its head and its length."""
+    return repr(text) if len(text) <= 80 else f"{text[:40]!r}... ({len(text)} chars)"
+
+
+def _check_name(value: object, name: str, limit_name: str, separators: str, error: type[InvalidArgumentError]) -> str:
+    limit = settings.get_int(limit_name)
+    if not isinstance(value, str):
+        raise error(f"{name}={value!r} must be a str, not {type(value).__name__}")
+    if not value:
+        raise error(f"{name}='' must not be empty")
+    size = len(value.encode("utf-8", "surrogatepass"))
     if size > limit:
-        raise InvalidKeyError(f"{name} is {size} bytes long; the limit is UMBP_MAX_KEY_BYTES={limit}")
-    for ch in key:
-        if not ch.isprintable() or ch.isspace() or ch == "|":
-            raise InvalidKeyError(f"{name}={key!r} holds {ch!r}; keys may not hold whitespace, control chars or '|'")
-    return key
+        raise error(f"{name}={_shown(value)} is {size} bytes long; the limit is {limit_name}={limit}")
+    if value.isprintable() and _SPACE.search(value) is None and not any(c in value for c in separators):
+        return value  # the common case, checked in C: keys are checked on every hop of a put and a get
+    for ch in value:
+        if not ch.isprintable() or ch.isspace() or ch in separators:
+            raise error(
+                f"{name}={_shown(value)} holds {ch!r}; it may not hold whitespace, control chars or any of "
+                f"{separators!r} (the store's separators)"
+            )
+    return value
 
 
 def check_size(size: object, name: str = "size") -> int:

@@ -29,7 +29,7 @@ _sym_db = _symbol_database.Default()
 from mori.umbp._proto import umbp_pb2 as mori_dot_umbp_dot___proto_dot_umbp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n mori/umbp/_proto/umbp_peer.proto\x12\x04umbp\x1a\x1bmori/umbp/_proto/umbp.proto\"\x14\n\x12GetPeerInfoRequest\"5\n\x0fMemoryDescEntry\x12\x14\n\x0c\x62uffer_index\x18\x01 \x01(\r\x12\x0c\n\x04\x64\x65sc\x18\x02 \x01(\x0c\"t\n\x13GetPeerInfoResponse\x12\x13\n\x0b\x65ngine_desc\x18\x01 \x01(\x0c\x12\x30\n\x11\x64ram_memory_descs\x18\x02 \x03(\x0b\x32\x15.umbp.MemoryDescEntry\x12\x16\n\x0e\x64ram_page_size\x18\x03 \x01(\x04\"3\n\x07PageRef\x12\x14\n\x0c\x62uffer_index\x18\x01 \x01(\r\x12\x12\n\npage_index\x18\x02 \x01(\x04\"]\n\x13\x41llocateSlotRequest\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x1c\n\x04tier\x18\x02 \x01(\x0e\x32\x0e.umbp.TierType\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x04 \x01(\x11\"\xa4\x02\n\x14\x41llocateSlotResponse\x12\x33\n\x07outcome\x18\x01 \x01(\x0e\x32\".umbp.AllocateSlotResponse.Outcome\x12\x0f\n\x07slot_id\x18\x02 \x01(\x04\x12\x1c\n\x05pages\x18\x03 \x03(\x0b\x32\r.umbp.PageRef\x12\x11\n\tpage_size\x18\x04 \x01(\x04\x12\r\n\x05\x64\x65scs\x18\x05 \x03(\x0c\x12\x16\n\x0epending_ttl_ms\x18\x06 \x01(\x04\x12\x0f\n\x07message\x18\x07 \x01(\t\"]\n\x07Outcome\x12\x15\n\x11SUCCESS_ALLOCATED\x10\x00\x12\x1a\n\x16SUCCESS_ALREADY_EXISTS\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\x13\n\x0f\x46\x41ILED_NO_SPACE\x10\x03\"1\n\x11\x43ommitSlotRequest\x12\x0f\n\x07slot_id\x18\x01 \x01(\x04\x12\x0b\n\x03key\x18\x02 \x01(\t\"6\n\x12\x43ommitSlotResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\"#\n\x10\x41\x62ortSlotRequest\x12\x0f\n\x07slot_id\x18\x01 \x01(\x04\"\x13\n\x11\x41\x62ortSlotResponse\" \n\x11ResolveKeyRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"\xb7\x01\n\x12ResolveKeyResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x1c\n\x05pages\x18\x02 \x03(\x0b\x32\r.umbp.PageRef\x12\x11\n\tpage_size\x18\x03 \x01(\x04\x12\r\n\x05\x64\x65scs\x18\x04 \x03(\x0c\x12\x0c\n\x04size\x18\x05 \x01(\x04\x12\x1c\n\x04tier\x18\x06 \x01(\x0e\x32\x0e.umbp.TierType\x12\x10\n\x08lease_ms\x18\x07 \x01(\x04\x12\x14\n\x0cssd_lease_id\x18\x08 \x01(\x04\"*\n\x16ReleaseSsdLeaseRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\x04\"\x19\n\x17ReleaseSsdLeaseResponse\">\n\x0f\x45victKeyRequest\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x1d\n\x05tiers\x18\x02 \x03(\x0e\x32\x0e.umbp.TierType\".\n\nEvictedKey\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x13\n\x0b\x62ytes_freed\x18\x02 \x01(\x04\"5\n\x10\x45victKeyResponse\x12!\n\x07\x65victed\x18\x01 \x03(\x0b\x32\x10.umbp.EvictedKey2\xe0\x03\n\x08UMBPPeer\x12\x42\n\x0bGetPeerInfo\x12\x18.umbp.GetPeerInfoRequest\x1a\x19.umbp.GetPeerInfoResponse\x12\x45\n\x0c\x41llocateSlot\x12\x19.umbp.AllocateSlotRequest\x1a\x1a.umbp.AllocateSlotResponse\x12?\n\nCommitSlot\x12\x17.umbp.CommitSlotRequest\x1a\x18.umbp.CommitSlotResponse\x12<\n\tAbortSlot\x12\x16.umbp.AbortSlotRequest\x1a\x17.umbp.AbortSlotResponse\x12?\n\nResolveKey\x12\x17.umbp.ResolveKeyRequest\x1a\x18.umbp.ResolveKeyResponse\x12\x39\n\x08\x45victKey\x12\x15.umbp.EvictKeyRequest\x1a\x16.umbp.EvictKeyResponse\x12N\n\x0fReleaseSsdLease\x12\x1c.umbp.ReleaseSsdLeaseRequest\x1a\x1d.umbp.ReleaseSsdLeaseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n mori/umbp/_proto/umbp_peer.proto\x12\x04umbp\x1a\x1bmori/umbp/_proto/umbp.proto\"\x14\n\x12GetPeerInfoRequest\"5\n\x0fMemoryDescEntry\x12\x14\n\x0c\x62uffer_index\x18\x01 \x01(\r\x12\x0c\n\x04\x64\x65sc\x18\x02 \x01(\x0c\"t\n\x13GetPeerInfoResponse\x12\x13\n\x0b\x65ngine_desc\x18\x01 \x01(\x0c\x12\x30\n\x11\x64ram_memory_descs\x18\x02 \x03(\x0b\x32\x15.umbp.MemoryDescEntry\x12\x16\n\x0e\x64ram_page_size\x18\x03 \x01(\x04\"3\n\x07PageRef\x12\x14\n\x0c\x62uffer_index\x18\x01 \x01(\r\x12\x12\n\npage_index\x18\x02 \x01(\x04\"]\n\x13\x41llocateSlotRequest\x12\x0c\n\x04size\x18\x01 \x01(\x04\x12\x1c\n\x04tier\x18\x02 \x01(\x0e\x32\x0e.umbp.TierType\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x04 \x01(\x11\"\xb8\x02\n\x14\x41llocateSlotResponse\x12\x33\n\x07outcome\x18\x01 \x01(\x0e\x32\".umbp.AllocateSlotResponse.Outcome\x12\x0f\n\x07slot_id\x18\x02 \x01(\x04\x12\x1c\n\x05pages\x18\x03 \x03(\x0b\x32\r.umbp.PageRef\x12\x11\n\tpage_size\x18\x04 \x01(\x04\x12\r\n\x05\x64\x65scs\x18\x05 \x03(\x0c\x12\x16\n\x0epending_ttl_ms\x18\x06 \x01(\x04\x12\x0f\n\x07message\x18\x07 \x01(\t\"q\n\x07Outcome\x12\x15\n\x11SUCCESS_ALLOCATED\x10\x00\x12\x1a\n\x16SUCCESS_ALREADY_EXISTS\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\x13\n\x0f\x46\x41ILED_NO_SPACE\x10\x03\x12\x12\n\x0e\x46\x41ILED_PENDING\x10\x04\"1\n\x11\x43ommitSlotRequest\x12\x0f\n\x07slot_id\x18\x01 \x01(\x04\x12\x0b\n\x03key\x18\x02 \x01(\t\"6\n\x12\x43ommitSlotResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\"#\n\x10\x41\x62ortSlotRequest\x12\x0f\n\x07slot_id\x18\x01 \x01(\x04\"\x13\n\x11\x41\x62ortSlotResponse\" \n\x11ResolveKeyRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"\xb7\x01\n\x12ResolveKeyResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x1c\n\x05pages\x18\x02 \x03(\x0b\x32\r.umbp.PageRef\x12\x11\n\tpage_size\x18\x03 \x01(\x04\x12\r\n\x05\x64\x65scs\x18\x04 \x03(\x0c\x12\x0c\n\x04size\x18\x05 \x01(\x04\x12\x1c\n\x04tier\x18\x06 \x01(\x0e\x32\x0e.umbp.TierType\x12\x10\n\x08lease_ms\x18\x07 \x01(\x04\x12\x14\n\x0cssd_lease_id\x18\x08 \x01(\x04\"*\n\x16ReleaseSsdLeaseRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\x04\"\x19\n\x17ReleaseSsdLeaseResponse\">\n\x0f\x45victKeyRequest\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x1d\n\x05tiers\x18\x02 \x03(\x0e\x32\x0e.umbp.TierType\".\n\nEvictedKey\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x13\n\x0b\x62ytes_freed\x18\x02 \x01(\x04\"5\n\x10\x45victKeyResponse\x12!\n\x07\x65victed\x18\x01 \x03(\x0b\x32\x10.umbp.EvictedKey2\xe0\x03\n\x08UMBPPeer\x12\x42\n\x0bGetPeerInfo\x12\x18.umbp.GetPeerInfoRequest\x1a\x19.umbp.GetPeerInfoResponse\x12\x45\n\x0c\x41llocateSlot\x12\x19.umbp.AllocateSlotRequest\x1a\x1a.umbp.AllocateSlotResponse\x12?\n\nCommitSlot\x12\x17.umbp.CommitSlotRequest\x1a\x18.umbp.CommitSlotResponse\x12<\n\tAbortSlot\x12\x16.umbp.AbortSlotRequest\x1a\x17.umbp.AbortSlotResponse\x12?\n\nResolveKey\x12\x17.umbp.ResolveKeyRequest\x1a\x18.umbp.ResolveKeyResponse\x12\x39\n\x08\x45victKey\x12\x15.umbp.EvictKeyRequest\x1a\x16.umbp.EvictKeyResponse\x12N\n\x0fReleaseSsdLease\x12\x1c.umbp.ReleaseSsdLeaseRequest\x1a\x1d.umbp.ReleaseSsdLeaseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,31 +47,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ALLOCATESLOTREQUEST']._serialized_start=319
   _globals['_ALLOCATESLOTREQUEST']._serialized_end=412
   _globals['_ALLOCATESLOTRESPONSE']._serialized_start=415
-  _globals['_ALLOCATESLOTRESPONSE']._serialized_end=707
+  _globals['_ALLOCATESLOTRESPONSE']._serialized_end=727
   _globals['_ALLOCATESLOTRESPONSE_OUTCOME']._serialized_start=614
-  _globals['_ALLOCATESLOTRESPONSE_OUTCOME']._serialized_end=707
-  _globals['_COMMITSLOTREQUEST']._serialized_start=709
-  _globals['_COMMITSLOTREQUEST']._serialized_end=758
-  _globals['_COMMITSLOTRESPONSE']._serialized_start=760
-  _globals['_COMMITSLOTRESPONSE']._serialized_end=814
-  _globals['_ABORTSLOTREQUEST']._serialized_start=816
-  _globals['_ABORTSLOTREQUEST']._serialized_end=851
-  _globals['_ABORTSLOTRESPONSE']._serialized_start=853
-  _globals['_ABORTSLOTRESPONSE']._serialized_end=872
-  _globals['_RESOLVEKEYREQUEST']._serialized_start=874
-  _globals['_RESOLVEKEYREQUEST']._serialized_end=906
-  _globals['_RESOLVEKEYRESPONSE']._serialized_start=909
-  _globals['_RESOLVEKEYRESPONSE']._serialized_end=1092
-  _globals['_RELEASESSDLEASEREQUEST']._serialized_start=1094
-  _globals['_RELEASESSDLEASEREQUEST']._serialized_end=1136
-  _globals['_RELEASESSDLEASERESPONSE']._serialized_start=1138
-  _globals['_RELEASESSDLEASERESPONSE']._serialized_end=1163
-  _globals['_EVICTKEYREQUEST']._serialized_start=1165
-  _globals['_EVICTKEYREQUEST']._serialized_end=1227
-  _globals['_EVICTEDKEY']._serialized_start=1229
-  _globals['_EVICTEDKEY']._serialized_end=1275
-  _globals['_EVICTKEYRESPONSE']._serialized_start=1277
-  _globals['_EVICTKEYRESPONSE']._serialized_end=1330
-  _globals['_UMBPPEER']._serialized_start=1333
-  _globals['_UMBPPEER']._serialized_end=1813
+  _globals['_ALLOCATESLOTRESPONSE_OUTCOME']._serialized_end=727
+  _globals['_COMMITSLOTREQUEST']._serialized_start=729
+  _globals['_COMMITSLOTREQUEST']._serialized_end=778
+  _globals['_COMMITSLOTRESPONSE']._serialized_start=780
+  _globals['_COMMITSLOTRESPONSE']._serialized_end=834
+  _globals['_ABORTSLOTREQUEST']._serialized_start=836
+  _globals['_ABORTSLOTREQUEST']._serialized_end=871
+  _globals['_ABORTSLOTRESPONSE']._serialized_start=873
+  _globals['_ABORTSLOTRESPONSE']._serialized_end=892
+  _globals['_RESOLVEKEYREQUEST']._serialized_start=894
+  _globals['_RESOLVEKEYREQUEST']._serialized_end=926
+  _globals['_RESOLVEKEYRESPONSE']._serialized_start=929
+  _globals['_RESOLVEKEYRESPONSE']._serialized_end=1112
+  _globals['_RELEASESSDLEASEREQUEST']._serialized_start=1114
+  _globals['_RELEASESSDLEASEREQUEST']._serialized_end=1156
+  _globals['_RELEASESSDLEASERESPONSE']._serialized_start=1158
+  _globals['_RELEASESSDLEASERESPONSE']._serialized_end=1183
+  _globals['_EVICTKEYREQUEST']._serialized_start=1185
+  _globals['_EVICTKEYREQUEST']._serialized_end=1247
+  _globals['_EVICTEDKEY']._serialized_start=1249
+  _globals['_EVICTEDKEY']._serialized_end=1295
+  _globals['_EVICTKEYRESPONSE']._serialized_start=1297
+  _globals['_EVICTKEYRESPONSE']._serialized_end=1350
+  _globals['_UMBPPEER']._serialized_start=1353
+  _globals['_UMBPPEER']._serialized_end=1833
 # @@protoc_insertion_point(module_scope)

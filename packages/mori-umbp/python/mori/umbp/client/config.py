@@ -51,6 +51,9 @@ class UMBPMasterClientConfig:
     node_address: str = ""
     auto_heartbeat: bool = True
     tags: list[str] = field(default_factory=list)
+    #: The pool secret (16 to 256 bytes); None: UMBP_POOL_SECRET, else the master's secret file on
+    #: this host (NOTE [pool authentication] in mori.umbp.auth).
+    pool_secret: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(slots=True)

@@ -60,6 +60,8 @@ class HeartbeatLoop:
         with self._lock:
             self.store.expire_slots()
             caps = self.store.capacities()
+            # Commits made before this beat are in the bundles (or snapshot) it ships.
+            due = self.store.unpublished()
             if self._need_full_sync:
                 baseline, snapshot = self.store.full_sync()
                 res = self.master.heartbeat([(baseline, snapshot)], caps, is_full_sync=True, baseline=baseline)
@@ -79,6 +81,7 @@ class HeartbeatLoop:
                 return False
             self._need_full_sync = False
             self.store.events.ack(int(res.acked_seq))
+            self.store.publish(due)
             return True
 
     def _run(self) -> None:

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from mori.umbp import rpc
+from mori.umbp.auth import ClientAuth, SecretSource
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
 from mori.umbp.errors import InvalidArgumentError, MasterUnavailableError
 from mori.umbp.peer.events import Event
-from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_tier
+from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_node_id, check_tier
 
 
 def _caps(capacities: dict[int, tuple[int, int]]) -> list[Any]:
@@ -22,11 +23,17 @@ def _caps(capacities: dict[int, tuple[int, int]]) -> list[Any]:
 
 
 class UMBPMasterClient:
-    def __init__(self, master_address: str, node_id: str = "", node_address: str = "") -> None:
+    def __init__(
+        self, master_address: str, node_id: str = "", node_address: str = "", pool_secret: bytes | None = None
+    ) -> None:
+        """``pool_secret`` None: UMBP_POOL_SECRET, else the master's secret file on this host, looked
+        up at each call until found (NOTE [pool authentication])."""
+        if node_id:
+            check_node_id(node_id)
         self.master_address = master_address
         self.node_id = node_id
         self.node_address = node_address
-        self._channel = rpc.channel(master_address)
+        self._channel = rpc.channel(master_address, ClientAuth(node_id, SecretSource(pool_secret, master_address)))
         self._stub = rpc.pb_grpc.UMBPMasterStub(self._channel)
         self._registered = False
 
@@ -47,9 +54,10 @@ class UMBPMasterClient:
         tags: Sequence[str] = (),
     ) -> int:
         """Registers this node with {tier: (total, available)}; returns the heartbeat interval in ms."""
+        check_node_id(self.node_id)
         caps = {int(check_tier("tier_capacities key", t)): (int(a), int(b)) for t, (a, b) in tier_capacities.items()}
         req = rpc.pb.RegisterClientRequest(
-            node_id=self._node(self.node_id),
+            node_id=self.node_id,
             node_address=self.node_address,
             tier_capacities=_caps(caps),
             peer_address=peer_address,
@@ -61,7 +69,7 @@ class UMBPMasterClient:
         return int(res.heartbeat_interval_ms)
 
     def unregister_self(self) -> None:
-        self._call("UnregisterClient", rpc.pb.UnregisterClientRequest(node_id=self._node(self.node_id)))
+        self._call("UnregisterClient", rpc.pb.UnregisterClientRequest(node_id=check_node_id(self.node_id)))
         self._registered = False
 
     def is_registered(self) -> bool:
@@ -93,12 +101,14 @@ class UMBPMasterClient:
         return self._call("RouteGet", req)
 
     def batch_route_put(self, keys: Sequence[str], sizes: Sequence[int], exclude_nodes: Sequence[str] = ()) -> Any:
+        keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
         req = rpc.pb.BatchRoutePutRequest(
             node_id=self.node_id, keys=list(keys), block_sizes=list(sizes), exclude_nodes=list(exclude_nodes)
         )
         return self._call("BatchRoutePut", req).entries
 
     def batch_route_get(self, keys: Sequence[str], exclude_nodes: Sequence[str] = ()) -> Any:
+        keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
         req = rpc.pb.BatchRouteGetRequest(node_id=self.node_id, keys=list(keys), exclude_nodes=list(exclude_nodes))
         return self._call("BatchRouteGet", req)
 
@@ -116,31 +126,23 @@ class UMBPMasterClient:
             raise InvalidArgumentError(f"hashes={hashes!r} must be a list of str, not {type(hashes).__name__}")
         return [check_key(h, f"hashes[{i}]") for i, h in enumerate(hashes)]
 
-    @staticmethod
-    def _node(node_id: object, name: str = "node_id") -> str:
-        """A node id a request names: non-empty text (the master keys its registry and the
-        external-KV index by it, so '' would name no node)."""
-        if not isinstance(node_id, str) or not node_id:
-            raise InvalidArgumentError(f"{name}={node_id!r} must be a non-empty str (the node the call is about)")
-        return node_id
-
     def report_external_kv_blocks(self, node_id: str, hashes: Sequence[str], tier: UMBPTierType) -> None:
         """Adds ``hashes`` at ``tier`` for ``node_id`` (ignored by the master unless the node is ALIVE)."""
         req = rpc.pb.ReportExternalKvBlocksRequest(
-            node_id=self._node(node_id), hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
+            node_id=check_node_id(node_id), hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
         )
         self._call("ReportExternalKvBlocks", req)
 
     def revoke_external_kv_blocks(self, node_id: str, hashes: Sequence[str], tier: UMBPTierType) -> None:
         """Drops ``hashes`` at ``tier`` for ``node_id``; works for dead nodes too."""
         req = rpc.pb.RevokeExternalKvBlocksRequest(
-            node_id=self._node(node_id), hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
+            node_id=check_node_id(node_id), hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
         )
         self._call("RevokeExternalKvBlocks", req)
 
     def revoke_all_external_kv_blocks_at_tier(self, node_id: str, tier: UMBPTierType) -> None:
         req = rpc.pb.RevokeAllExternalKvBlocksAtTierRequest(
-            node_id=self._node(node_id), tier=int(check_tier("tier", tier, PEER_TIERS))
+            node_id=check_node_id(node_id), tier=int(check_tier("tier", tier, PEER_TIERS))
         )
         self._call("RevokeAllExternalKvBlocksAtTier", req)
 

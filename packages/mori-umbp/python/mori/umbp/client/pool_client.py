@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mori.io import BackendType, IOEngine, TcpBackendConfig, UnsupportedError, XgmiBackendConfig
-from mori.umbp import devmem, rpc, settings
+from mori.umbp import auth, devmem, rpc, settings
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
@@ -29,13 +29,19 @@ from mori.umbp.client.inert import check_compat
 from mori.umbp.client.io_engine import engine_config
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.transfer import Mover, RemotePages
-from mori.umbp.errors import ConfigError, InvalidArgumentError, MasterUnavailableError, PeerUnavailableError
+from mori.umbp.errors import (
+    ConfigError,
+    InvalidArgumentError,
+    MasterUnavailableError,
+    PeerUnavailableError,
+    PendingLimitError,
+)
 from mori.umbp.peer.pools import DevicePagePool, HostPagePool, PagePool, host_memory
 from mori.umbp.peer.service import PeerServicer
 from mori.umbp.peer.ssd import SsdTier
 from mori.umbp.peer.ssd_staging import SsdStaging
 from mori.umbp.peer.store import PeerStore
-from mori.umbp.types import UMBPTierType
+from mori.umbp.types import UMBPTierType, check_node_id
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +59,7 @@ def _check_config(config: UMBPConfig) -> None:
     mc = dist.master_config
     if not mc.master_address or not mc.node_id:
         raise ConfigError(f"master_config.master_address={mc.master_address!r} and node_id={mc.node_id!r} are required")
+    check_node_id(mc.node_id, "master_config.node_id")
     if dram.capacity_bytes < 0 or dram.page_size < 4096:
         raise ConfigError(
             f"dram.capacity_bytes={dram.capacity_bytes} must be >= 0 and dram.page_size={dram.page_size} >= 4096"
@@ -78,6 +85,10 @@ class DistributedClient(UMBPClient):
         mc = dist.master_config
         self.config = config
         self.node_id = mc.node_id
+        # None (no UMBP_POOL_SECRET, no master's file on this host): the registration below then
+        # fails with AuthenticationError naming the remedy, or MasterUnavailableError if no master.
+        secret = auth.member_secret(mc.pool_secret, mc.master_address)
+        self._auth = auth.ClientAuth(self.node_id, lambda: secret)
         # Built first: it checks the SSD config before anything needs tearing down.
         ssd = self._make_ssd_tier(config) if config.ssd.enabled else None
         host = mc.node_address or settings.get_str("UMBP_NODE_ADDRESS")
@@ -104,6 +115,7 @@ class DistributedClient(UMBPClient):
             pools,
             settings.get_int("UMBP_PENDING_SLOT_TTL_MS") / 1000,
             settings.get_int("UMBP_DRAM_READ_LEASE_MS") / 1000,
+            settings.get_int("UMBP_MAX_PENDING_SLOTS_PER_NODE"),
         )
         if ssd is not None:
             staging = SsdStaging(
@@ -115,13 +127,14 @@ class DistributedClient(UMBPClient):
             self.store.enable_ssd(ssd, staging, lambda: self._hb.kick())
         self._mover = Mover(self._engine, dist.staging_buffer_size, self._timeout_ms)
         self._sync_flush = settings.get_bool("UMBP_COMMIT_SYNC_FLUSH")
-        self._peer_server: Any = rpc.server(workers=8)
-        servicer = PeerServicer(self.store, self._desc, self._after_commit, lambda: self._hb.kick())
+        workers = 8
+        self._peer_server: Any = rpc.server(auth.ServerAuth(secret), workers=workers)
+        servicer = PeerServicer(self.store, self._desc, self._after_commit, lambda: self._hb.kick(), workers // 2)
         rpc.peer_grpc.add_UMBPPeerServicer_to_server(servicer, self._peer_server)
         port = rpc.bind(self._peer_server, f"{host}:{dist.peer_service_port}")
         self.peer_address = f"{host}:{port}"
         self._peer_server.start()
-        self._master = UMBPMasterClient(mc.master_address, self.node_id, host)
+        self._master = UMBPMasterClient(mc.master_address, self.node_id, host, secret)
         self._tags = list(mc.tags)
         self._peers: dict[str, Any] = {}
         self._peers_lock = threading.Lock()
@@ -174,16 +187,19 @@ class DistributedClient(UMBPClient):
         caps = {UMBPTierType(t): c for t, c in self.store.capacities().items()}
         return self._master.register_self(caps, self.peer_address, self._desc, self._tags)
 
-    def _after_commit(self) -> None:
+    def _after_commit(self, key: str) -> bool:
+        """True once ``key``'s commit is visible to every client (the master acknowledged its ADD).
+        Without UMBP_COMMIT_SYNC_FLUSH it is published at once, as MORI's looser contract."""
         if self._sync_flush:
-            self._hb.flush(rpc.timeout_s())
-        else:
-            self._hb.kick()
+            return self._hb.flush(rpc.timeout_s())
+        self.store.publish([key])
+        self._hb.kick()
+        return True
 
     def _peer(self, address: str) -> Any:
         with self._peers_lock:
             if address not in self._peers:
-                ch = rpc.channel(address)
+                ch = rpc.channel(address, self._auth)
                 self._peers[address] = (ch, rpc.peer_grpc.UMBPPeerStub(ch))
             return self._peers[address][1]
 
@@ -226,8 +242,7 @@ class DistributedClient(UMBPClient):
             if route.outcome != pb.ROUTED:
                 break
             try:
-                self._put_to(key, ptr, size, route, depth, dev)
-                return True
+                return self._put_to(key, ptr, size, route, depth, dev)
             except _NoSpace:
                 log.info("peer %r was full for %r: routing again", route.node_id, key)
             except PeerUnavailableError as exc:
@@ -239,12 +254,22 @@ class DistributedClient(UMBPClient):
             raise PeerUnavailableError(f"put {key!r}: no live peer took it (last error: {failure})")
         return False
 
-    def _put_to(self, key: str, ptr: int, size: int, route: Any, depth: int, dev: int) -> None:
+    def _put_to(self, key: str, ptr: int, size: int, route: Any, depth: int, dev: int) -> bool:
+        """True once the block is committed and visible (ours, or another writer's); False when
+        another writer still held the key after our wait (NOTE [one key, many writers])."""
         tier = int(route.tier)
         if route.node_id == self.node_id:  # self-target fast path: a local copy, no RPC
-            outcome, slot_id, pages = self.store.allocate(key, size, tier, depth)
+            outcome, slot_id, pages = self.store.allocate(key, size, tier, depth, self.node_id, rpc.timeout_s())
             if outcome in ("NO_SPACE", "NO_TIER"):
                 raise _NoSpace()
+            if outcome == "LIMIT":
+                raise PendingLimitError(
+                    f"node {self.node_id!r} holds UMBP_MAX_PENDING_SLOTS_PER_NODE={self.store.max_pending_per_node} "
+                    "pending slots on itself"
+                )
+            if outcome == "PENDING":
+                log.warning("put %r: another writer still holds it uncommitted; not stored", key)
+                return False
             if outcome == "ALLOCATED":
                 try:
                     self.store.copy_in(tier, pages, ptr, size, dev)
@@ -254,8 +279,9 @@ class DistributedClient(UMBPClient):
                 why = self.store.commit(slot_id, key)
                 if why:
                     raise PeerUnavailableError(f"local commit of {key!r} failed: {why}")
-                self._after_commit()
-            return
+                if not self._after_commit(key):
+                    raise PeerUnavailableError(f"local commit of {key!r}: the master did not acknowledge it in time")
+            return True
         stub = self._peer(route.peer_address)
         who = f"peer {route.node_id!r} at {route.peer_address}"
         out = rpc.peer_pb.AllocateSlotResponse
@@ -266,7 +292,10 @@ class DistributedClient(UMBPClient):
             PeerUnavailableError,
         )
         if res.outcome == out.SUCCESS_ALREADY_EXISTS:
-            return
+            return True
+        if res.outcome == out.FAILED_PENDING:
+            log.warning("put %r: %s; not stored", key, res.message)
+            return False
         if res.outcome == out.FAILED_NO_SPACE:
             raise _NoSpace()
         if res.outcome != out.SUCCESS_ALLOCATED:
@@ -287,6 +316,7 @@ class DistributedClient(UMBPClient):
         )
         if not done.success:
             raise PeerUnavailableError(f"CommitSlot on {who} refused: {done.message}")
+        return True
 
     def _abort(self, stub: Any, slot_id: int) -> None:
         # Best effort: the pending TTL frees the slot anyway.

@@ -73,6 +73,31 @@ class Master:
         self._hb_lock = threading.Lock()
         self._rng = random.Random()
         self.external_kv = ExternalKvIndex()
+        self._since_restart: dict[str, float] = {}
+        self._adopt_survivors()
+
+    def _adopt_survivors(self) -> None:
+        """NOTE [restart grace]: a master restarted on a store that survived it (Redis) finds nodes
+        whose last heartbeat may be older than the expiry, only because it was down. The nodes that
+        were alive when it went down (within the expiry of the newest heartbeat in the store) count
+        as heard from at the restart, so they get a full expiry period to heartbeat again while
+        their blocks keep being served; a node already dead by then expires as before."""
+        try:
+            nodes = self.store.list_nodes()
+        except Exception as exc:  # the loops retry the store; without it there is nothing to adopt
+            log.warning("cannot read the node registry at start: %s", exc)
+            return
+        if not nodes:
+            return
+        limit = self.timing.heartbeat_ttl_s * self.timing.max_missed
+        down_at = max(n.last_heartbeat for n in nodes)
+        now = time.time()
+        self._since_restart = {n.node_id: now for n in nodes if down_at - n.last_heartbeat <= limit}
+        log.info("restart: %d of %d stored nodes kept for %.1fs to heartbeat again", len(self._since_restart),
+                 len(nodes), limit)  # fmt: skip
+
+    def _last_heard(self, node: NodeInfo) -> float:
+        return max(node.last_heartbeat, self._since_restart.get(node.node_id, 0.0))
 
     # -- registry -----------------------------------------------------------------------------
     def register(self, info: NodeInfo) -> None:
@@ -85,6 +110,7 @@ class Master:
         log.info("registered node %r (peer %s, tiers %s)", info.node_id, info.peer_address, info.capacities)
 
     def unregister(self, node_id: str) -> None:
+        self._since_restart.pop(node_id, None)
         with self._hb_lock:
             node = self.store.get_node(node_id)
             self.store.remove_node(node_id)
@@ -96,13 +122,13 @@ class Master:
     def alive_nodes(self, now: float | None = None) -> dict[str, NodeInfo]:
         now = time.time() if now is None else now
         limit = self.timing.heartbeat_ttl_s * self.timing.max_missed
-        return {n.node_id: n for n in self.store.list_nodes() if now - n.last_heartbeat <= limit}
+        return {n.node_id: n for n in self.store.list_nodes() if now - self._last_heard(n) <= limit}
 
     def reap(self) -> list[str]:
         """Expires nodes silent for TTL x max_missed; their locations go with them."""
         now = time.time()
         limit = self.timing.heartbeat_ttl_s * self.timing.max_missed
-        dead = [n.node_id for n in self.store.list_nodes() if now - n.last_heartbeat > limit]
+        dead = [n.node_id for n in self.store.list_nodes() if now - self._last_heard(n) > limit]
         for node_id in dead:
             log.warning("node %r missed heartbeats for %.1fs: expiring it and its blocks", node_id, limit)
             self.unregister(node_id)

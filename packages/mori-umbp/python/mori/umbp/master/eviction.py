@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from mori.umbp import rpc
+from mori.umbp.auth import ClientAuth
 from mori.umbp.errors import PeerUnavailableError
 from mori.umbp.master.core import Master
 from mori.umbp.master.policy import select_victims
@@ -30,10 +31,16 @@ class Evictor:
         self.m = master
         self.high, self.low, self.deadline_s = high, low, deadline_s
         self._stubs: dict[str, tuple[Any, Any]] = {}
+        self._auth: ClientAuth | None = None
+
+    def set_auth(self, auth: ClientAuth) -> None:
+        """How the master signs its EvictKey calls (it knows the secret only once it has bound)."""
+        self._auth = auth
 
     def _stub(self, address: str) -> Any:
         if address not in self._stubs:
-            ch = rpc.channel(address)
+            assert self._auth is not None, "set_auth first"
+            ch = rpc.channel(address, self._auth)
             self._stubs[address] = (ch, rpc.peer_grpc.UMBPPeerStub(ch))
         return self._stubs[address][1]
 

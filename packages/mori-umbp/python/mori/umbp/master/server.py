@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mori.umbp import rpc, settings
+from mori.umbp import auth, rpc, settings
 from mori.umbp.errors import ConfigError
 from mori.umbp.master.core import Master, MasterTiming
 from mori.umbp.master.eviction import Evictor
@@ -27,6 +27,9 @@ from mori.umbp.master.service import MasterServicer
 from mori.umbp.master.store import InMemoryMetadataStore, MetadataStore
 
 log = logging.getLogger(__name__)
+
+#: The node id the master signs its own calls to peers (EvictKey) with.
+MASTER_CALLER = "umbp-master"
 
 
 @dataclass
@@ -51,6 +54,9 @@ class MasterServerConfig:
     #: MORI's UMBP_ROUTE_PUT_SELECT_ALGO / UMBP_ROUTE_PUT_NODE_AFFINITY.
     put_algo: str = "most_available"
     put_affinity: str = "none"
+    #: The pool secret (16 to 256 bytes) every RPC must prove; None: UMBP_POOL_SECRET, else the
+    #: secret file of this port, else a fresh one written there (NOTE [pool authentication]).
+    pool_secret: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def from_environment(cls) -> MasterServerConfig:
@@ -125,11 +131,22 @@ class MasterServer:
         self.evictor = Evictor(
             self.master, self.config.high_watermark, self.config.low_watermark, self.config.evictkey_deadline_s
         )
-        self._server: Any = rpc.server()
+        server_auth = auth.ServerAuth()
+        self._server: Any = rpc.server(server_auth)
         rpc.pb_grpc.add_UMBPMasterServicer_to_server(
             MasterServicer(self.master, self.config.hit_query_max_batch), self._server
         )
         self._port = rpc.bind(self._server, self.config.listen_address)
+        # After the bind: a generated secret is filed under the port actually bound.
+        try:
+            secret = auth.master_secret(self.config.pool_secret, self.address)
+        except Exception:
+            self._server.stop(0)
+            self.evictor.close()
+            store.close()
+            raise
+        server_auth.set_secret(secret)
+        self.evictor.set_auth(auth.ClientAuth(MASTER_CALLER, lambda: secret))
         self._stop = threading.Event()
         self._loops: list[threading.Thread] = []
         self._metrics_http: Any = None

@@ -8,11 +8,12 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
+from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidArgumentError
 from mori.umbp.master.core import Master
 from mori.umbp.master.store import NodeInfo
 from mori.umbp.rpc import pb, pb_grpc
-from mori.umbp.types import PEER_TIERS, check_key, check_tier
+from mori.umbp.types import PEER_TIERS, check_key, check_node_id, check_tier
 
 
 def _caps(items: Any) -> dict[int, tuple[int, int]]:
@@ -50,6 +51,27 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     def _tier(self, req: Any, ctx: Any) -> int:
         try:
             return int(check_tier("tier", int(req.tier), PEER_TIERS))
+        except InvalidArgumentError as exc:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # unreachable: abort raises
+
+    @staticmethod
+    def _own(node_id: str, ctx: Any) -> None:
+        """A node registers, heartbeats and unregisters only itself: the id it signed with."""
+        try:
+            check_node_id(node_id)
+        except InvalidArgumentError as exc:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if node_id != caller_node.get():
+            ctx.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"node_id={node_id!r} is not the caller's own ({caller_node.get()!r})",
+            )
+
+    @staticmethod
+    def _keys(keys: Any, ctx: Any) -> list[str]:
+        try:
+            return [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
         except InvalidArgumentError as exc:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise  # unreachable: abort raises
@@ -100,6 +122,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
 
     def RegisterClient(self, req: Any, ctx: Any) -> Any:
         self._count("RegisterClient")
+        self._own(req.node_id, ctx)
         info = NodeInfo(
             self._node(req, ctx),
             req.node_address,
@@ -114,11 +137,13 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
 
     def UnregisterClient(self, req: Any, ctx: Any) -> Any:
         self._count("UnregisterClient")
+        self._own(req.node_id, ctx)
         self.m.unregister(req.node_id)
         return pb.UnregisterClientResponse()
 
     def Heartbeat(self, req: Any, ctx: Any) -> Any:
         self._count("Heartbeat")
+        self._own(req.node_id, ctx)
         bundles = [
             (int(b.seq), [(int(e.kind), e.key, int(e.tier), int(e.size)) for e in b.events]) for b in req.bundles
         ]
@@ -130,7 +155,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
 
     def RouteGet(self, req: Any, ctx: Any) -> Any:
         self._count("RouteGet")
-        (hit,) = self.m.route_get([req.key], set(req.exclude_nodes))
+        (hit,) = self.m.route_get(self._keys([req.key], ctx), set(req.exclude_nodes))
         if hit is None:
             return pb.RouteGetResponse(found=False)
         loc, node = hit
@@ -157,7 +182,8 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
 
     def RoutePut(self, req: Any, ctx: Any) -> Any:
         self._count("RoutePut")
-        (route,) = self.m.route_put([req.key], [int(req.block_size)], set(req.exclude_nodes), req.node_id)
+        keys = self._keys([req.key], ctx)
+        (route,) = self.m.route_put(keys, [int(req.block_size)], set(req.exclude_nodes), req.node_id)
         return self._put_entry(route)
 
     def BatchRoutePut(self, req: Any, ctx: Any) -> Any:
@@ -165,7 +191,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         if len(req.keys) != len(req.block_sizes):
             ctx.abort(3, f"keys has {len(req.keys)} entries but block_sizes {len(req.block_sizes)}")  # INVALID_ARGUMENT
         routes = self.m.route_put(
-            list(req.keys), [int(s) for s in req.block_sizes], set(req.exclude_nodes), req.node_id
+            self._keys(req.keys, ctx), [int(s) for s in req.block_sizes], set(req.exclude_nodes), req.node_id
         )
         return pb.BatchRoutePutResponse(entries=[self._put_entry(r) for r in routes])
 
@@ -173,7 +199,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         self._count("BatchRouteGet")
         res = pb.BatchRouteGetResponse()
         refs: dict[str, int] = {}
-        for hit in self.m.route_get(list(req.keys), set(req.exclude_nodes)):
+        for hit in self.m.route_get(self._keys(req.keys, ctx), set(req.exclude_nodes)):
             if hit is None:
                 res.node_ref.append(0)
                 res.tier.append(0)
@@ -192,4 +218,4 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
 
     def BatchLookup(self, req: Any, ctx: Any) -> Any:
         self._count("BatchLookup")
-        return pb.BatchLookupResponse(found=self.m.lookup(list(req.keys)))
+        return pb.BatchLookupResponse(found=self.m.lookup(self._keys(req.keys, ctx)))

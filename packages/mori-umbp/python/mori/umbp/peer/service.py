@@ -7,26 +7,46 @@ staging buffer, 2 HBM), and ``descs[0]`` is that buffer's packed mori-io MemoryD
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
+from mori.umbp import rpc
+from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidKeyError
 from mori.umbp.peer.pools import STAGING_BUFFER, PagePool
 from mori.umbp.peer.store import PeerStore
 from mori.umbp.peer.store_ssd import PeerBusy
-from mori.umbp.rpc import peer_grpc, peer_pb
+from mori.umbp.rpc import PENDING_LIMIT_TAG, peer_grpc, peer_pb
 from mori.umbp.types import PAGE_TIERS, UMBPTierType, check_key, tier_name
+
+
+def _wait_budget(ctx: Any) -> float:
+    """How long AllocateSlot may wait on another writer's key: the caller's deadline less a margin
+    for the answer to reach it (NOTE [one key, many writers] in mori.umbp.peer.store)."""
+    remaining = ctx.time_remaining()
+    remaining = rpc.timeout_s() if remaining is None else float(remaining)
+    return max(0.0, remaining - max(0.1, 0.1 * remaining))
 
 
 class PeerServicer(peer_grpc.UMBPPeerServicer):
     def __init__(
-        self, store: PeerStore, engine_desc: bytes, on_commit: Callable[[], None], on_evict: Callable[[], None]
+        self,
+        store: PeerStore,
+        engine_desc: bytes,
+        on_commit: Callable[[str], bool],
+        on_evict: Callable[[], None],
+        max_waiters: int = 4,
     ) -> None:
         self.s = store
+        # Writers waiting on another writer's key hold a worker thread each; at most this many
+        # wait at once (the rest are answered at once), so commits, the waits' own end, always
+        # find a free worker.
+        self._waiters = threading.BoundedSemaphore(max_waiters)
         self.engine_desc = engine_desc
-        self.on_commit = on_commit  # ships the ADD to the master before answering (read-your-writes)
+        self.on_commit = on_commit  # ships the ADD to the master before answering; True once visible
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
 
     @staticmethod
@@ -68,9 +88,27 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             return out(
                 outcome=out.FAILED_NO_SPACE, message=f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
             )
-        outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), tier, int(req.depth))
+        owner = caller_node.get()
+        may_wait = self._waiters.acquire(blocking=False)
+        wait_s = _wait_budget(ctx) if may_wait else 0.0
+        try:
+            outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), tier, int(req.depth), owner, wait_s)
+        finally:
+            if may_wait:
+                self._waiters.release()
         if outcome == "EXISTS":
             return out(outcome=out.SUCCESS_ALREADY_EXISTS)
+        if outcome == "PENDING":
+            return out(
+                outcome=out.FAILED_PENDING,
+                message=f"key {req.key!r} is held by another writer, still uncommitted after {wait_s:.2f}s",
+            )
+        if outcome == "LIMIT":
+            ctx.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"node {owner!r} holds {self.s.max_pending_per_node} pending slots on this peer "
+                f"(the limit, {PENDING_LIMIT_TAG}={self.s.max_pending_per_node}); commit or abort first",
+            )
         if outcome != "ALLOCATED":
             return out(outcome=out.FAILED_NO_SPACE, message=f"{pool.alloc.available} bytes free in {tier_name(tier)}")
         return out(
@@ -86,7 +124,10 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         why = self.s.commit(int(req.slot_id), req.key)
         if why:
             return peer_pb.CommitSlotResponse(success=False, message=why)
-        self.on_commit()
+        if not self.on_commit(req.key):  # stored here, but no client can be sure to see it yet
+            return peer_pb.CommitSlotResponse(
+                success=False, message=f"committed {req.key!r}, but the master did not acknowledge it in time"
+            )
         return peer_pb.CommitSlotResponse(success=True)
 
     def AbortSlot(self, req: Any, ctx: Any) -> Any:

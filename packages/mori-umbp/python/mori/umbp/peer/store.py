@@ -2,6 +2,12 @@
 """The blocks a peer owns: its page tiers (DRAM, optionally HBM), pending slots and committed
 blocks, read leases, and the event log that feeds the master.
 
+NOTE [one key, many writers]: writers of one fresh key race (shared prefixes). The first gets the
+slot; a second waits (bounded by its call's deadline) until the key is committed here *and* the
+master acknowledged the ADD, and only then hears EXISTS; if the first aborts or dies, its slot
+expires and the second allocates it. Past its wait it hears PENDING, which its put reports as not
+stored. So nobody is told a block exists that a get could miss.
+
 A put is two-phase: ``allocate`` reserves pages of one tier under a pending slot (invisible to
 everyone), the writer fills them with mori-io, ``commit`` makes the key visible by queueing an
 ADD event. A slot not committed within UMBP_PENDING_SLOT_TTL_MS is freed, so a writer that dies
@@ -56,15 +62,22 @@ class Slot:
     tier: int
     deadline: float
     depth: int = -1
+    owner: str = ""  # the node id that allocated it (its pending slots are capped)
 
 
 class PeerStore(SsdSide):
-    def __init__(self, pools: Sequence[PagePool], pending_ttl_s: float, read_lease_s: float) -> None:
+    def __init__(
+        self, pools: Sequence[PagePool], pending_ttl_s: float, read_lease_s: float, max_pending_per_node: int = 64
+    ) -> None:
         self.pools: dict[int, PagePool] = {p.tier: p for p in pools}
         self.events = EventLog()
         self.pending_ttl_s = pending_ttl_s
         self.read_lease_s = read_lease_s
+        self.max_pending_per_node = max_pending_per_node
         self._lock = threading.Lock()
+        # Wakes writers waiting on a key another writer holds (NOTE [one key, many writers]).
+        self._cond = threading.Condition(self._lock)
+        self._unpublished: set[str] = set()  # committed here, not yet acknowledged by the master
         self._slots: dict[int, Slot] = {}
         self._blocks: dict[str, Block] = {}
         self._leases: dict[str, float] = {}
@@ -85,21 +98,49 @@ class PeerStore(SsdSide):
         return caps
 
     # -- put ------------------------------------------------------------------------------------
-    def allocate(self, key: str, size: int, tier: int, depth: int = -1) -> tuple[str, int, list[int]]:
-        """("ALLOCATED", slot id, pages), ("EXISTS", 0, []), ("NO_SPACE", 0, []) or ("NO_TIER", 0, [])."""
-        self.expire_slots()
+    def allocate(
+        self, key: str, size: int, tier: int, depth: int = -1, owner: str = "", wait_s: float = 0.0
+    ) -> tuple[str, int, list[int]]:
+        """("ALLOCATED", slot id, pages); ("EXISTS", 0, []) only once the key is committed here and
+        the master acknowledged it; ("PENDING", 0, []) when another writer still held it after
+        ``wait_s``; ("LIMIT", 0, []) when ``owner`` holds max_pending_per_node slots already;
+        ("NO_SPACE", 0, []) or ("NO_TIER", 0, []). See NOTE [one key, many writers]."""
         pool = self.pool(tier)
         if pool is None:
             return "NO_TIER", 0, []
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.expire_slots()
+            with self._cond:
+                if key in self._blocks and key not in self._unpublished:
+                    return "EXISTS", 0, []  # peer-side dedup: the master's index may lag
+                holders = [s.deadline for s in self._slots.values() if s.key == key]
+                if not holders and key not in self._blocks:
+                    if sum(1 for s in self._slots.values() if s.owner == owner) >= self.max_pending_per_node:
+                        return "LIMIT", 0, []
+                    pages = pool.alloc.alloc(size)
+                    if pages is None:
+                        return "NO_SPACE", 0, []
+                    slot_id = next(self._ids)
+                    self._slots[slot_id] = Slot(
+                        key, pages, size, tier, time.monotonic() + self.pending_ttl_s, depth, owner
+                    )
+                    return "ALLOCATED", slot_id, pages
+                now = time.monotonic()
+                if now >= deadline:
+                    return "PENDING", 0, []
+                # Woken by a commit, publish, abort or eviction; or at the holder's TTL, to expire it.
+                self._cond.wait(max(0.001, min([deadline, *holders]) - now))
+
+    def publish(self, keys: Sequence[str]) -> None:
+        """The master acknowledged these commits: every client can see them now."""
+        with self._cond:
+            self._unpublished.difference_update(keys)
+            self._cond.notify_all()
+
+    def unpublished(self) -> list[str]:
         with self._lock:
-            if key in self._blocks or any(s.key == key for s in self._slots.values()):
-                return "EXISTS", 0, []  # peer-side dedup: the master's index may lag
-            pages = pool.alloc.alloc(size)
-            if pages is None:
-                return "NO_SPACE", 0, []
-            slot_id = next(self._ids)
-            self._slots[slot_id] = Slot(key, pages, size, tier, time.monotonic() + self.pending_ttl_s, depth)
-            return "ALLOCATED", slot_id, pages
+            return list(self._unpublished)
 
     def commit(self, slot_id: int, key: str) -> str:
         """'' on success, else why not (the slot expired or names another key)."""
@@ -111,15 +152,18 @@ class PeerStore(SsdSide):
                 return f"slot {slot_id} belongs to key {slot.key!r}, not {key!r}"
             del self._slots[slot_id]
             self._blocks[key] = Block(key, slot.pages, slot.size, slot.tier, slot.depth)
+            self._unpublished.add(key)
             self.events.add(ADD, key, slot.tier, slot.size)
             spill = self._pin_for_spill(key, slot.size)
+            self._cond.notify_all()
         if spill:
             self._submit_spill(key)
         return ""
 
     def abort(self, slot_id: int) -> None:
-        with self._lock:
+        with self._cond:
             slot = self._slots.pop(slot_id, None)
+            self._cond.notify_all()
         if slot is not None:
             self.pools[slot.tier].alloc.free(slot.pages)
 
@@ -131,6 +175,8 @@ class PeerStore(SsdSide):
             slots = [self._slots.pop(i) for i in dead]
             done = [d for d in self._draining if d[0] <= now]
             self._draining = [d for d in self._draining if d[0] > now]
+            if slots:
+                self._cond.notify_all()
         for slot in slots:
             log.warning(
                 "pending slot for key %r expired before its commit: freeing %d pages", slot.key, len(slot.pages)
@@ -182,8 +228,10 @@ class PeerStore(SsdSide):
                     continue
                 del self._blocks[key]
                 self._leases.pop(key, None)
+                self._unpublished.discard(key)
                 self.events.add(REMOVE, key, block.tier, block.size)
                 drops.append((pool, block.pages))
+            self._cond.notify_all()
         for pool, pages in drops:
             pool.alloc.free(pages)
         for block, target, pages in moves:
@@ -228,6 +276,8 @@ class PeerStore(SsdSide):
         with self._lock:
             blocks = list(self._blocks.values())
             self._blocks.clear()
+            self._unpublished.clear()
+            self._cond.notify_all()
             for b in blocks:
                 self.events.add(REMOVE, b.key, b.tier, b.size)
                 lease = self._leases.pop(b.key, 0.0)
