@@ -234,9 +234,9 @@ def test_empty_node_ids_are_refused_and_empty_hash_lists_answered_empty():
             (mc.revoke_external_kv_blocks, ("", ["a"], dram)),
             (mc.revoke_all_external_kv_blocks_at_tier, ("", dram)),
         ]:
-            with pytest.raises(InvalidArgumentError, match=r"node_id='' must be a non-empty str"):
+            with pytest.raises(InvalidArgumentError, match=r"node_id='' must not be empty"):
                 call(*args)
-        with pytest.raises(InvalidArgumentError, match=r"node_id='' must be a non-empty str"):
+        with pytest.raises(InvalidArgumentError, match=r"node_id='' must not be empty"):
             mc.register_self({dram: (PAGE, PAGE)})
         with pytest.raises(InvalidArgumentError, match=r"hashes='abc' must be a list of str, not str"):
             mc.report_external_kv_blocks("n1", "abc", dram)  # type: ignore[arg-type]

@@ -44,28 +44,28 @@ def redis_uri():
     proc.wait(10)
 
 
-def exercise(store) -> list:
+def exercise(store, a: str = "a", b: str = "b") -> list:
     """One script of store operations; returns what a reader observes after each step."""
     seen = []
-    store.upsert_node(NodeInfo("a", "h", "a:1", b"\x00desc", ["t1", "t2"], {2: (100, 60)}))
-    store.upsert_node(NodeInfo("b", "h", "b:1", b"", [], {2: (100, 100)}))
-    store.apply_events("a", 1, [("k1", 2, 10), ("k2", 2, 20)], [], now=1.0)
-    store.apply_events("b", 1, [("k1", 2, 10)], [], now=2.0)
+    store.upsert_node(NodeInfo(a, "h", "a:1", b"\x00desc", ["t1", "t2"], {2: (100, 60)}))
+    store.upsert_node(NodeInfo(b, "h", "b:1", b"", [], {2: (100, 100)}))
+    store.apply_events(a, 1, [("k1", 2, 10), ("k2", 2, 20)], [], now=1.0)
+    store.apply_events(b, 1, [("k1", 2, 10)], [], now=2.0)
     seen.append(
         [sorted((loc.node_id, loc.tier, loc.size) for loc in locs) for locs in store.lookup(["k1", "k2", "k3"])]
     )
-    store.apply_events("a", 2, [], [("k1", 2)], now=3.0)
+    store.apply_events(a, 2, [], [("k1", 2)], now=3.0)
     store.record_access("k2", now=5.0, lease_until=7.0)
-    seen.append(sorted((c.key, c.size, c.last_access, c.lease_until) for c in store.candidates("a", 2)))
-    store.replace_node_locations("b", 9, [("k9", 2, 1)], now=6.0)
+    seen.append(sorted((c.key, c.size, c.last_access, c.lease_until) for c in store.candidates(a, 2)))
+    store.replace_node_locations(b, 9, [("k9", 2, 1)], now=6.0)
     seen.append([[loc.node_id for loc in locs] for locs in store.lookup(["k1", "k9"])])
-    node = store.get_node("a")
+    node = store.get_node(a)
     seen.append((node.seq, node.tags, node.engine_desc, node.capacities))
-    store.update_heartbeat("a", 8.0, {2: (100, 40)})
-    store.remove_node("b")
-    seen.append(([n.node_id for n in store.list_nodes()], store.get_node("a").capacities, store.lookup(["k9"])))
-    store.upsert_node(NodeInfo("a", "h", "a:2", b"", [], {}))  # a restarted peer: its blocks are gone
-    seen.append((store.lookup(["k2"]), store.candidates("a", 2), store.get_node("a").seq))
+    store.update_heartbeat(a, 8.0, {2: (100, 40)})
+    store.remove_node(b)
+    seen.append(([n.node_id for n in store.list_nodes()], store.get_node(a).capacities, store.lookup(["k9"])))
+    store.upsert_node(NodeInfo(a, "h", "a:2", b"", [], {}))  # a restarted peer: its blocks are gone
+    seen.append((store.lookup(["k2"]), store.candidates(a, 2), store.get_node(a).seq))
     return seen
 
 
@@ -73,6 +73,20 @@ def test_redis_store_matches_the_in_memory_store(redis_uri):
     redis_store = RedisMetadataStore(redis_uri, f"conf{time.monotonic_ns()}")
     try:
         assert exercise(redis_store) == exercise(InMemoryMetadataStore())
+    finally:
+        redis_store.close()
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("n", "n:blocks"), ("127.0.0.1:dp0:pp0:tp0", "127.0.0.1:dp0:pp0:tp1"), ("x|1", "x"), ("%3A", ":")],
+)
+def test_node_ids_with_separators_keep_their_own_records(redis_uri, a, b):
+    # SGLang's default node ids are "<address>:dp<r>:pp<r>:tp<r>"; one id that is another's prefix
+    # plus a store suffix (":blocks") must not read or clobber the other's records.
+    redis_store = RedisMetadataStore(redis_uri, f"sep{time.monotonic_ns()}")
+    try:
+        assert exercise(redis_store, a, b) == exercise(InMemoryMetadataStore(), a, b)
     finally:
         redis_store.close()
 

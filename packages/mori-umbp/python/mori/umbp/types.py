@@ -61,17 +61,17 @@ def check_key(key: object, name: str = "key") -> str:
     return _check_name(key, name, "UMBP_MAX_KEY_BYTES", KEY_SEPARATORS, InvalidKeyError)
 
 
-#: Characters the master's stores use to build their own keys and fields (Redis: ``node:<id>:blocks``,
-#: ``l|<node>|<tier>``, "\n"-joined lists): a key may not hold '|', a node id neither ':' nor '|', or
-#: one node's id could name another's records.
+#: Characters the master's stores use to build their own keys and fields (Redis: ``block:<key>``,
+#: ``l|<node>|<tier>``, "\n"-joined lists): a key may not hold '|'. Node ids may hold ':' and '|'
+#: (SGLang's default ids are ``<address>:dp0:pp0:tp0``): the Redis store percent-encodes them.
 KEY_SEPARATORS = "|"
 _SPACE = re.compile(r"\s")
-NODE_ID_SEPARATORS = ":|"
+NODE_ID_SEPARATORS = ""
 
 
 def check_node_id(node_id: object, name: str = "node_id") -> str:
     """``node_id`` if it is a valid node id: non-empty text of at most UMBP_MAX_NODE_ID_BYTES UTF-8
-    bytes with no whitespace, control characters, ':' or '|'."""
+    bytes with no whitespace or control characters."""
     return _check_name(node_id, name, "UMBP_MAX_NODE_ID_BYTES", NODE_ID_SEPARATORS, InvalidNodeIdError)
 
 
@@ -93,10 +93,8 @@ def _check_name(value: object, name: str, limit_name: str, separators: str, erro
         return value  # the common case, checked in C: keys are checked on every hop of a put and a get
     for ch in value:
         if not ch.isprintable() or ch.isspace() or ch in separators:
-            raise error(
-                f"{name}={_shown(value)} holds {ch!r}; it may not hold whitespace, control chars or any of "
-                f"{separators!r} (the store's separators)"
-            )
+            also = f" or any of {separators!r} (the store's separators)" if separators else ""
+            raise error(f"{name}={_shown(value)} holds {ch!r}; it may not hold whitespace or control chars{also}")
     return value
 
 

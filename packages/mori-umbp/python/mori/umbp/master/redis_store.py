@@ -6,7 +6,7 @@ Layout, all under one hash tag ``{umbp:<ns>}`` (MORI's control tag; one slot kee
 transaction legal on a cluster):
 
 - ``node:<id>`` HASH: addr, peer, engine, tags ("\\n"-joined), caps ("tier:total:avail;..."),
-  last_hb, reg_at, seq
+  last_hb, reg_at, seq (``<id>`` is percent-encoded in every key and field)
 - ``nodes`` SET of node ids; ``node:<id>:blocks`` SET of the node's keys
 - ``block:<key>`` HASH: ``l|<node>|<tier>`` -> size, plus ``_lacc`` (last access) and ``_lease``
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 from mori.umbp.errors import MetadataStoreError
 from mori.umbp.master.store import Candidate, Location, MetadataStore, NodeInfo
@@ -27,6 +28,12 @@ T = TypeVar("T")
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _node_part(node_id: str) -> str:
+    """A node id as one component of a Redis key or field: percent-encoded, so that ':' and '|' in
+    an id (SGLang's default ids are ``<address>:dp0:pp0:tp0``) cannot name another node's records."""
+    return quote(node_id, safe="")
 
 
 class RedisMetadataStore(MetadataStore):
@@ -51,13 +58,13 @@ class RedisMetadataStore(MetadataStore):
     # -- nodes ----------------------------------------------------------------------------------
     def upsert_node(self, info: NodeInfo) -> None:
         def run() -> None:
-            old_keys = self._r.smembers(self._k("node", info.node_id, "blocks"))
+            old_keys = self._r.smembers(self._k("node", _node_part(info.node_id), "blocks"))
             pipe = self._r.pipeline(transaction=True)
             for key in old_keys:
                 self._unlink(pipe, info.node_id, _s(key))
-            pipe.delete(self._k("node", info.node_id, "blocks"))
-            pipe.delete(self._k("node", info.node_id))
-            pipe.hset(self._k("node", info.node_id), mapping=self._node_fields(info))
+            pipe.delete(self._k("node", _node_part(info.node_id), "blocks"))
+            pipe.delete(self._k("node", _node_part(info.node_id)))
+            pipe.hset(self._k("node", _node_part(info.node_id)), mapping=self._node_fields(info))
             pipe.sadd(self._k("nodes"), info.node_id)
             pipe.execute()
 
@@ -98,7 +105,7 @@ class RedisMetadataStore(MetadataStore):
         )
 
     def get_node(self, node_id: str) -> NodeInfo | None:
-        h = self._do("get_node", lambda: self._r.hgetall(self._k("node", node_id)))
+        h = self._do("get_node", lambda: self._r.hgetall(self._k("node", _node_part(node_id))))
         return self._parse_node(node_id, h) if h else None
 
     def list_nodes(self) -> list[NodeInfo]:
@@ -106,7 +113,7 @@ class RedisMetadataStore(MetadataStore):
             ids = sorted(_s(i) for i in self._r.smembers(self._k("nodes")))
             pipe = self._r.pipeline(transaction=False)
             for node_id in ids:
-                pipe.hgetall(self._k("node", node_id))
+                pipe.hgetall(self._k("node", _node_part(node_id)))
             return [self._parse_node(i, h) for i, h in zip(ids, pipe.execute(), strict=True) if h]
 
         return self._do("list_nodes", run)
@@ -115,15 +122,15 @@ class RedisMetadataStore(MetadataStore):
         fields: dict[str, Any] = {"last_hb": repr(now)}
         if capacities:
             fields["caps"] = ";".join(f"{t}:{tot}:{av}" for t, (tot, av) in sorted(capacities.items()))
-        self._do("heartbeat", lambda: self._r.hset(self._k("node", node_id), mapping=fields))
+        self._do("heartbeat", lambda: self._r.hset(self._k("node", _node_part(node_id)), mapping=fields))
 
     def remove_node(self, node_id: str) -> None:
         def run() -> None:
-            keys = self._r.smembers(self._k("node", node_id, "blocks"))
+            keys = self._r.smembers(self._k("node", _node_part(node_id), "blocks"))
             pipe = self._r.pipeline(transaction=True)
             for key in keys:
                 self._unlink(pipe, node_id, _s(key))
-            pipe.delete(self._k("node", node_id, "blocks"), self._k("node", node_id))
+            pipe.delete(self._k("node", _node_part(node_id), "blocks"), self._k("node", _node_part(node_id)))
             pipe.srem(self._k("nodes"), node_id)
             pipe.execute()
 
@@ -132,7 +139,7 @@ class RedisMetadataStore(MetadataStore):
     # -- blocks ---------------------------------------------------------------------------------
     def _unlink(self, pipe: Any, node_id: str, key: str) -> None:
         # Tiers are few: drop the node's field for each; emptied hashes are cleaned by _gc.
-        pipe.hdel(self._k("block", key), *(f"l|{node_id}|{t}" for t in range(4)))
+        pipe.hdel(self._k("block", key), *(f"l|{_node_part(node_id)}|{t}" for t in range(4)))
 
     def _gc(self, keys: Iterable[str]) -> None:
         # A block hash left with only meta fields has no location: delete it.
@@ -159,12 +166,12 @@ class RedisMetadataStore(MetadataStore):
         def run() -> None:
             pipe = self._r.pipeline(transaction=True)
             for key, tier, size in adds:
-                pipe.hset(self._k("block", key), f"l|{node_id}|{tier}", size)
+                pipe.hset(self._k("block", key), f"l|{_node_part(node_id)}|{tier}", size)
                 pipe.hsetnx(self._k("block", key), "_lacc", repr(now))
-                pipe.sadd(self._k("node", node_id, "blocks"), key)
+                pipe.sadd(self._k("node", _node_part(node_id), "blocks"), key)
             for key, tier in removes:
-                pipe.hdel(self._k("block", key), f"l|{node_id}|{tier}")
-            pipe.hset(self._k("node", node_id), "seq", seq)
+                pipe.hdel(self._k("block", key), f"l|{_node_part(node_id)}|{tier}")
+            pipe.hset(self._k("node", _node_part(node_id)), "seq", seq)
             pipe.execute()
             if removes:
                 self._after_remove(node_id, [k for k, _ in removes])
@@ -178,10 +185,10 @@ class RedisMetadataStore(MetadataStore):
         gone = [
             k
             for k, fields in zip(keys, pipe.execute(), strict=True)
-            if not any(_s(f).startswith(f"l|{node_id}|") for f in fields)
+            if not any(_s(f).startswith(f"l|{_node_part(node_id)}|") for f in fields)
         ]
         if gone:
-            self._r.srem(self._k("node", node_id, "blocks"), *gone)
+            self._r.srem(self._k("node", _node_part(node_id), "blocks"), *gone)
         self._gc(keys)
 
     def replace_node_locations(
@@ -190,16 +197,16 @@ class RedisMetadataStore(MetadataStore):
         entries = list(entries)
 
         def run() -> None:
-            old = [_s(k) for k in self._r.smembers(self._k("node", node_id, "blocks"))]
+            old = [_s(k) for k in self._r.smembers(self._k("node", _node_part(node_id), "blocks"))]
             pipe = self._r.pipeline(transaction=True)
             for key in old:
                 self._unlink(pipe, node_id, key)
-            pipe.delete(self._k("node", node_id, "blocks"))
+            pipe.delete(self._k("node", _node_part(node_id), "blocks"))
             for key, tier, size in entries:
-                pipe.hset(self._k("block", key), f"l|{node_id}|{tier}", size)
+                pipe.hset(self._k("block", key), f"l|{_node_part(node_id)}|{tier}", size)
                 pipe.hsetnx(self._k("block", key), "_lacc", repr(now))
-                pipe.sadd(self._k("node", node_id, "blocks"), key)
-            pipe.hset(self._k("node", node_id), "seq", seq)
+                pipe.sadd(self._k("node", _node_part(node_id), "blocks"), key)
+            pipe.hset(self._k("node", _node_part(node_id)), "seq", seq)
             pipe.execute()
             self._gc(old)
 
@@ -217,7 +224,7 @@ class RedisMetadataStore(MetadataStore):
                     name = _s(f)
                     if name.startswith("l|"):
                         _, node, tier = name.rsplit("|", 2)
-                        locs.append(Location(node, int(tier), int(v)))
+                        locs.append(Location(unquote(node), int(tier), int(v)))
                 out.append(locs)
             return out
 
@@ -235,10 +242,10 @@ class RedisMetadataStore(MetadataStore):
 
     def candidates(self, node_id: str, tier: int) -> list[Candidate]:
         def run() -> list[Candidate]:
-            keys = [_s(k) for k in self._r.smembers(self._k("node", node_id, "blocks"))]
+            keys = [_s(k) for k in self._r.smembers(self._k("node", _node_part(node_id), "blocks"))]
             pipe = self._r.pipeline(transaction=False)
             for key in keys:
-                pipe.hmget(self._k("block", key), f"l|{node_id}|{tier}", "_lacc", "_lease")
+                pipe.hmget(self._k("block", key), f"l|{_node_part(node_id)}|{tier}", "_lacc", "_lease")
             out = []
             for key, (size, lacc, lease) in zip(keys, pipe.execute(), strict=True):
                 if size is not None:
