@@ -43,6 +43,8 @@ from mori.umbp import (
     UMBPSsdLayoutMode,
     UMBPStandaloneProcessConfig,
     UMBPTierType,
+    auth,
+    rpc,
 )
 from mori.umbp import errors as errors_module
 from mori.umbp.client.inert import NO_EFFECT
@@ -245,7 +247,8 @@ def test_empty_node_ids_are_refused_and_empty_hash_lists_answered_empty():
         assert n1.report_external_kv_blocks([], dram) and n1.match_external_kv([]) == []
         assert n1.revoke_external_kv_blocks([], dram)
         # The master refuses an empty id itself too (a client that skipped the check).
-        stub = pb_grpc.UMBPMasterStub(grpc.insecure_channel(master.address))
+        secret = auth.member_secret(None, master.address)  # a member that skipped the client's checks
+        stub = pb_grpc.UMBPMasterStub(rpc.channel(master.address, auth.ClientAuth("", lambda: secret)))
         with pytest.raises(grpc.RpcError) as err:
             stub.RegisterClient(pb.RegisterClientRequest(node_id="", node_address="127.0.0.1"), timeout=5)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "node_id=''" in err.value.details()

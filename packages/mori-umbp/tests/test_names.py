@@ -68,16 +68,16 @@ def test_the_master_refuses_bad_keys_and_ids_from_a_member():
     with MasterServer(master_config()) as master, make_client(master.address, "names-peer", 4 * PAGE):
         secret = auth.member_secret(None, master.address)
         assert secret is not None
-        with rpc.channel(master.address, auth.ClientAuth("a:blocks", lambda: secret)) as ch:
+        with rpc.channel(master.address, auth.ClientAuth("a\tb", lambda: secret)) as ch:
             stub = rpc.pb_grpc.UMBPMasterStub(ch)
             for name, req in (
                 ("BatchRoutePut", pb.BatchRoutePutRequest(keys=["a|b"], block_sizes=[PAGE])),
                 ("BatchRouteGet", pb.BatchRouteGetRequest(keys=[""])),
                 ("RouteGet", pb.RouteGetRequest(key="k" * 2000)),
                 ("BatchLookup", pb.BatchLookupRequest(keys=["a b"])),
-                ("RegisterClient", pb.RegisterClientRequest(node_id="a:blocks", peer_address="x:1")),
+                ("RegisterClient", pb.RegisterClientRequest(node_id="a\tb", peer_address="x:1")),
             ):
                 with pytest.raises(grpc.RpcError) as err:
                     getattr(stub, name)(req, timeout=2)
                 assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, name
-        assert master.master.store.get_node("a:blocks") is None
+        assert master.master.store.get_node("a\tb") is None
