@@ -116,3 +116,22 @@ def test_comm_op_builds_the_state_v1_builds(backend: str) -> None:
         timeout=120,
     )  # fmt: skip
     assert differences == [[], []], f"attributes set by only one constructor: {differences}"
+
+
+# ---- settings with no effect (no PEs) ---------------------------------------------------------
+
+
+def test_inert_settings_are_noted_once_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mori._compat import noted_settings
+    from mori.ep.v2.compat import note_inert_settings
+
+    monkeypatch.setenv("MORI_V2_EP_DISP_BLOCKS", "64")
+    note_inert_settings(_config(combine_warp_num_per_block=4), "cuda")  # gather on the GPU: it applies
+    assert "EpDispatchCombineConfig.combine_warp_num_per_block" not in noted_settings()
+    assert "MORI_V2_EP_DISP_BLOCKS" in noted_settings()
+    note_inert_settings(_config(dispatch_block_num=32), "cpu")
+    note_inert_settings(_config(combine_mode="scatter", combine_block_num=16, warp_num_per_block=8), "cuda")
+    noted = noted_settings()
+    assert {"EpDispatchCombineConfig.dispatch_block_num", "EpDispatchCombineConfig.combine_block_num"} <= noted
+    assert "EpDispatchCombineConfig.warp_num_per_block" not in noted  # dispatch geometry applies to scatter ops
+    assert "MORI_V2_LIB_DIR" not in noted  # unset

@@ -53,7 +53,7 @@ class CommV1Op(V1Op):
             self._arch = self._gpu = ""
         logger.debug("op region over the communicator: %d bytes", self.layout.nbytes)
         block: Block = memory.allocate(self.layout.nbytes)  # collective
-        self._buffer = block  # V1Op.close() frees it
+        self._buffer = block  # type: ignore[assignment]  # V1Op uses only free(), which Block has
         self._region = block.local()
         self._region[: self.layout.offsets["off_disp_tokens"]].zero_()  # control words; buffers need no zeros
         self._peer_regions = torch.tensor(

@@ -20,6 +20,7 @@ from typing import Any
 from mori.ep.errors import EpConfigError, EpInputError, EpUnsupportedError
 from mori.ep.op import EpDispatchCombineOp as V1Op
 from mori.ep.v2 import geometry
+from mori.ep.v2.compat import note_inert_settings
 from mori.ep.v2.config import NATIVE_BACKEND, EpDispatchCombineConfig, dtype_name, unsupported
 from mori.ep.v2.errors import EpOpClosedError, EpRoutingError
 from mori.ep.v2.memory import CcoMemory, ShmemMemory, SymmetricMemory
@@ -66,6 +67,7 @@ class EpDispatchCombineOp:
             memory = CcoMemory(comm, cfg.rank, cfg.world_size)  # checks comm before allocating
             self._v1 = CommV1Op(cfg.to_v1_config(), memory)  # collective
         self.device = self._v1.device
+        note_inert_settings(cfg, self.device.type)
         self._encoding = Encoding(cfg.world_size, cfg.max_num_inp_token_per_rank, self._v1.max_num_tokens_to_recv())
         self._scatter: ScatterCombine | None = None
         if cfg.is_scatter:
