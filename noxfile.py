@@ -156,7 +156,10 @@ def _build(pkg: str) -> SessionFn:
 
 #: Packages whose tests need more wheels than their own closure: the root's tests import every
 #: package (lazy access, mori.cpp, the settings walk) and make fresh venvs from the wheelhouse.
-TEST_ALSO: dict[str, list[str]] = {"root": [p for p in PKGS if p != "root"]}
+TEST_ALSO: dict[str, list[str]] = {
+    "root": [p for p in PKGS if p != "root"],
+    "ep": ["cco"],  # EP v2 runs over a mori.cco communicator (comm=); its tests make one
+}
 
 
 def _test_pkgs(pkg: str) -> list[str]:

@@ -72,8 +72,17 @@ REGISTRY: tuple[Setting, ...] = (
         "Kernel backend of EP v2 ops whose config leaves kernel_backend=None. This build has one, 'v1' "
         "(mori.ep's kernels, on the cpu or cuda backend of mori.shmem); MORI's 'flydsl' and 'hip' "
         "raise EpUnsupportedError when an op is created. MORI's other v2 variables steer its AMD "
-        "kernel builds and are not read.",
+        "kernel builds and have no effect (below).",
     ),
+    # MORI's v2 variables for its AMD kernel builds: accepted, no effect here (a note when set).
+    Setting(
+        "MORI_V2_LIB_DIR", str, "", "MORI: where libmori_ops_v2.so lives. No effect: this build has no such library."
+    ),
+    Setting("MORI_WAVE_SIZE", str, "", "MORI: the AMD wavefront size of v2's kernels. No effect: CUDA warps are 32."),
+    Setting("MORI_V2_EP_DISP_BLOCKS", str, "", "MORI: v2 HIP dispatch blocks. No effect: use the config's geometry."),
+    Setting("MORI_V2_EP_DISP_WARPS", str, "", "MORI: v2 HIP dispatch warps. No effect: use the config's geometry."),
+    Setting("MORI_V2_EP_COMB_BLOCKS", str, "", "MORI: v2 HIP combine blocks. No effect: use the config's geometry."),
+    Setting("MORI_V2_EP_COMB_WARPS", str, "", "MORI: v2 HIP combine warps. No effect: use the config's geometry."),
 )
 
 _BY_NAME = {entry.name: entry for entry in REGISTRY}

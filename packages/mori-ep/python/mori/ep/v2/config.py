@@ -256,7 +256,8 @@ class EpDispatchCombineConfig:
             num_experts_per_token=self.num_experts_per_token,
             max_total_recv_tokens=self.max_total_recv_tokens,
             use_external_inp_buf=True,  # v2's combine always takes the expert output as an argument
-            quant_type=self.quant_type,
+            # The fp8 combine formats run as scatter (mori.ep.v2.scatter), never through v1's combine.
+            quant_type="none",
         )
 
 

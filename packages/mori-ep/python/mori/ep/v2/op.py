@@ -2,67 +2,48 @@
 """MORI's v2 ``EpDispatchCombineOp`` on mori.ep's backends.
 
 The op is a thin layer over a v1 ``mori.ep.EpDispatchCombineOp``, which moves the data on the cpu
-or cuda backend of mori.shmem: v2 adds MORI's v2 config, its call contract (``combine`` needs the
-routing handle of a dispatch; ``weights`` there only asks for the weight sum), its checks and its
+or cuda backend: v2 adds MORI's v2 config, its call contract (``combine`` needs the routing
+handle of a dispatch; ``weights`` there only asks for the weight sum), its checks and its
 lifecycle. The data contract is v1's, so the two APIs give the same results on the same inputs.
+
+The symmetric memory comes from ``comm`` (a ``mori.cco.Communicator``, as in MORI) or, with
+``comm=None``, from mori.shmem's heap. ``combine_mode="scatter"`` (and every quant type, which
+MORI runs as scatter) combines by pushing rows to their source PEs (:mod:`mori.ep.v2.scatter`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
-import os
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 from mori.ep.errors import EpConfigError, EpInputError, EpUnsupportedError
 from mori.ep.op import EpDispatchCombineOp as V1Op
 from mori.ep.v2 import geometry
+from mori.ep.v2.compat import note_inert_settings
 from mori.ep.v2.config import NATIVE_BACKEND, EpDispatchCombineConfig, dtype_name, unsupported
 from mori.ep.v2.errors import EpOpClosedError, EpRoutingError
+from mori.ep.v2.memory import CcoMemory, ShmemMemory, SymmetricMemory
 from mori.ep.v2.routing import Encoding, EpDispatchRoutingHandle
+from mori.ep.v2.scatter import ScatterCombine, inbox_bytes
 
 logger = logging.getLogger("mori.ep.v2")
 
 CAPABILITIES = frozenset(
     {"gather", "scatter", "quant", "scales", "replay", "local_expert_count", "asymmetric_dtype", "recv_cap"}
 )
-_BLOCKS_VARIABLE = "MORI_FP8_COMBINE_SCALE_DIM"
-_ENV_LOCK = threading.Lock()
 _OP_IDS = itertools.count(1)
-
-
-@contextlib.contextmanager
-def _v1_scale_blocks(blocks: int) -> Iterator[None]:
-    """v1 sizes its blockwise scales from MORI_FP8_COMBINE_SCALE_DIM (blocks per row) when it lays
-    out its region; v2 fixes blocks of 128 elements, so the variable holds hidden / 128 while the
-    v1 op is made (only then: the layout keeps the count)."""
-    if not blocks:
-        yield
-        return
-    with _ENV_LOCK:
-        saved = os.environ.get(_BLOCKS_VARIABLE)
-        if saved not in (None, "", str(blocks)):
-            logger.info("%s=%s does not apply to v2 ops (blocks of 128 elements: %d)", _BLOCKS_VARIABLE, saved, blocks)
-        os.environ[_BLOCKS_VARIABLE] = str(blocks)
-        try:
-            yield
-        finally:
-            if saved is None:
-                del os.environ[_BLOCKS_VARIABLE]
-            else:
-                os.environ[_BLOCKS_VARIABLE] = saved
 
 
 class EpDispatchCombineOp:
     """One v2 dispatch/combine operator over ``cfg.world_size`` PEs (collective to create and to
-    close). mori.shmem must be initialised with this process as ``cfg.rank``; tensors live where
-    its backend runs (CPU tensors on the cpu backend, ``shmem_cuda_device()`` on the cuda one).
+    close).
 
-    ``comm`` is accepted for MORI's signature (a ``mori.cco.Communicator`` there) and not used:
-    the v1 op carries the data over mori.shmem.
+    ``comm``: a ``mori.cco.Communicator`` of ``cfg.world_size`` ranks on one node with this
+    process as ``cfg.rank`` (MORI's argument); the op's symmetric memory and barriers are the
+    communicator's, and mori.shmem need not be initialised. ``None``: mori.shmem must be
+    initialised with this process as ``cfg.rank``. Tensors live where the memory's backend runs
+    (CPU tensors on the cpu backend, the communicator's or ``shmem_cuda_device()``'s GPU on cuda).
     """
 
     def __init__(self, cfg: EpDispatchCombineConfig, comm: Any = None) -> None:
@@ -76,16 +57,25 @@ class EpDispatchCombineOp:
         self.cfg = self.config = cfg
         self.comm = comm
         self._id = next(_OP_IDS)
-        with _v1_scale_blocks(cfg.combine_scale_dim):
-            self._v1 = V1Op(cfg.to_v1_config())  # collective: allocates the symmetric region
-        if cfg.fp8_blockwise and self._v1.layout.quant_blocks != cfg.combine_scale_dim:
-            self._v1.close()
-            raise EpConfigError(
-                f"the v1 op laid out {self._v1.layout.quant_blocks} fp8 scale blocks per row, not "
-                f"hidden_dim / 128 = {cfg.combine_scale_dim}"
-            )
+        memory: SymmetricMemory
+        if comm is None:
+            self._v1 = V1Op(cfg.to_v1_config())  # collective; checks mori.shmem is initialised
+            memory = ShmemMemory()
+        else:
+            from mori.ep.v2.comm_op import CommV1Op
+
+            memory = CcoMemory(comm, cfg.rank, cfg.world_size)  # checks comm before allocating
+            self._v1 = CommV1Op(cfg.to_v1_config(), memory)  # collective
         self.device = self._v1.device
+        note_inert_settings(cfg, self.device.type)
         self._encoding = Encoding(cfg.world_size, cfg.max_num_inp_token_per_rank, self._v1.max_num_tokens_to_recv())
+        self._scatter: ScatterCombine | None = None
+        if cfg.is_scatter:
+            try:
+                self._scatter = ScatterCombine(cfg, memory, self._encoding.max_recv)  # collective
+            except BaseException:
+                self._v1.close()
+                raise
         self._last: tuple[Any, ...] | None = None  # the latest dispatch's outputs (views of the region)
         self._closed = False
         logger.debug("%r", self)
@@ -110,9 +100,9 @@ class EpDispatchCombineOp:
 
     @staticmethod
     def required_heap_bytes(cfg: EpDispatchCombineConfig) -> int:
-        """Symmetric-heap bytes an op of ``cfg`` takes (set MORI_SHMEM_HEAP_SIZE above this)."""
-        with _v1_scale_blocks(cfg.combine_scale_dim):
-            return V1Op.required_heap_bytes(cfg.to_v1_config())
+        """Symmetric bytes an op of ``cfg`` takes (MORI_SHMEM_HEAP_SIZE, or the communicator's
+        per_rank_vmm, must leave room for them): the v1 region, plus the scatter inboxes."""
+        return V1Op.required_heap_bytes(cfg.to_v1_config()) + (inbox_bytes(cfg) if cfg.is_scatter else 0)
 
     def check_error(self) -> None:
         """Raises what the kernels recorded since the last check (EpTimeoutError, EpOverflowError,
@@ -195,6 +185,10 @@ class EpDispatchCombineOp:
         tokens = routing.cur_rank_num_token if isinstance(routing, EpDispatchRoutingHandle) else 0
         v1_routing = self._v1_routing("routing", routing, tokens)
         self._check_tokens("input", input, self.cfg.combine_dtype, self._encoding.max_recv, "max_num_tokens_to_recv()")
+        if self._scatter is not None:
+            if input.device != self.device:
+                raise EpInputError(f"input is on {input.device}; this op runs on {self.device}")
+            return self._scatter(input, self._last[1], routing, want_weights=weights is not None)
         fold = None
         if weights is not None:
             fold = self._last[1][: int(input.shape[0])]  # the delivered weights, as MORI's out_wts
@@ -309,7 +303,11 @@ class EpDispatchCombineOp:
             return
         self._closed = True
         self._last = None
-        self._v1.close()
+        try:
+            if self._scatter is not None:
+                self._scatter.close()
+        finally:
+            self._v1.close()
 
     def __enter__(self) -> EpDispatchCombineOp:
         self._check_open("__enter__")
@@ -320,9 +318,10 @@ class EpDispatchCombineOp:
 
     def __repr__(self) -> str:
         c = self.cfg
-        state = "closed" if self._closed else f"backend {NATIVE_BACKEND} on {self.device}"
+        memory = "mori.shmem" if self.comm is None else "a mori.cco communicator"
+        state = "closed" if self._closed else f"backend {NATIVE_BACKEND} on {self.device} over {memory}"
         return (
             f"mori.ep.v2.EpDispatchCombineOp(#{self._id}, rank {c.rank}/{c.world_size}, hidden {c.hidden_dim}, "
             f"top-{c.num_experts_per_token}, {c.num_experts_per_rank} experts/rank, {c.dtype_str}, "
-            f"quant {c.quant_type}, {state})"
+            f"{c.combine_mode} combine, quant {c.quant_type}, {state})"
         )
