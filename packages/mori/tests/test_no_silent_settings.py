@@ -70,20 +70,25 @@ def _sources(package: str) -> Iterator[Path]:
                 yield path
 
 
-def _compat_rows() -> dict[str, set[str]]:
-    """The page's rows: package section -> the settings its table names (first cell, backticks off)."""
-    rows: dict[str, set[str]] = {}
+def _compat_table() -> dict[str, list[list[str]]]:
+    """The page's rows: package section -> each row's names (the backticked names of its first cell,
+    or the cell itself; a row about an argument says so and gets the suffix " (argument)")."""
+    table: dict[str, list[list[str]]] = {}
     section = ""
     for line in COMPAT_PAGE.read_text().splitlines():
         if line.startswith("## "):
             section = line[3:].strip()
-            rows[section] = set()
+            table[section] = []
         elif line.startswith("|") and section and not line.startswith(("| setting", "| ---")):
             cell = line.split("|")[1].strip()
-            names = re.findall(r"`([^`]+)`", cell) or [cell]
-            # The row's setting is its first name; an argument row says so ("qp argument ...").
-            rows[section].add(names[0].split("=")[0].strip() + (" (argument)" if "argument" in cell else ""))
-    return rows
+            suffix = " (argument)" if "argument" in cell else ""
+            table[section].append([n.split("=")[0].strip() + suffix for n in re.findall(r"`([^`]+)`", cell) or [cell]])
+    return table
+
+
+def _compat_rows() -> dict[str, set[str]]:
+    """Package section -> every name its rows list."""
+    return {section: {name for row in rows for name in row} for section, rows in _compat_table().items()}
 
 
 def _config_fields(package: str) -> list[tuple[str, str, str, str]]:
@@ -183,10 +188,9 @@ def test_every_compat_row_names_a_real_setting():
         for (class_name, field), dotted in _field_paths(package).items():
             names |= {field, f"{class_name}.{field}", *dotted}
         known[package] = names
-    rows = _compat_rows()
     unknown = {
-        package: sorted(name for name in names if name not in known.get(package, set()) and not _is_argument(name))
-        for package, names in rows.items()
+        package: [row for row in rows if not any(n in known.get(package, set()) or _is_argument(n) for n in row)]
+        for package, rows in _compat_table().items()
         if package in known
     }
     assert not any(unknown.values()), f"rows in {COMPAT_PAGE.name} that name no setting: {unknown}"
@@ -194,4 +198,4 @@ def test_every_compat_row_names_a_real_setting():
 
 def _is_argument(name: str) -> bool:
     """Rows may also name a function's argument: ``func(arg=...)``, or a row that says "argument"."""
-    return "(" in name
+    return "(" in name or name.endswith(" (argument)")
