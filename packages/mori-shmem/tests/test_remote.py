@@ -332,6 +332,27 @@ def test_silent_client_does_not_delay_finalize() -> None:
     assert results[1]["finalize_s"] < hold_s / 2, f"PE 1's finalize took {results[1]['finalize_s']:.1f} s"
 
 
+@pytest.mark.timeout(90)
+def test_a_flood_of_unauthenticated_connections_leaves_nothing_behind() -> None:
+    """100 refused handshakes and 100 silent connections (more than the 64 handshake slots) cost
+    PE 1's server no thread and no memory map; a client with the secret is still welcomed while
+    they are held, and once they are closed the descriptors are back."""
+    refused, silent = 100, 100
+    results = run_pes(remote_programs.conduit_flood, 2, refused, silent, env=TCP_TWO_NODES, timeout=75)
+    attacker, server = results
+    assert attacker["refused"] == [remote_programs.STATUS_AUTH] * refused
+    assert attacker["welcomed"] == {"status": 0, "after": "welcomed"}
+    assert attacker["welcome_s"] < 5.0, f"welcomed after {attacker['welcome_s']:.1f} s"
+    before, during, after = server["before"], server["during"], server["after"]
+    assert during["threads"] == before["threads"], (before, during)
+    assert during["maps"] <= before["maps"] + 8, (before, during)
+    assert during["fds"] <= before["fds"] + 64 + 4, (before, during)  # the handshake slots, no more
+    assert after["threads"] == before["threads"], (before, after)
+    assert after["maps"] <= before["maps"] + 8, (before, after)
+    assert after["fds"] <= before["fds"] + 2, (before, after)
+    assert attacker["put_after"] and server["put_after"]
+
+
 # ----------------------------------------------------------------------------- failures
 
 DEATH_TIMEOUT_S = 2
