@@ -101,6 +101,22 @@ def test_session_context_manager_finalizes_on_exception() -> None:
         assert r["raised"] is True and r["after"] is False
 
 
+@pytest.mark.timeout(60)
+def test_threads_as_pes_are_refused_at_once() -> None:
+    """MORI's single-process multi-thread mode is not supported: of two threads that join one job,
+    the second gets UnsupportedError at once; the first, whose peer never comes, times out with an
+    error that says why, instead of both waiting silently."""
+    (outcomes,) = run_pes(pe_programs.threads_as_pes, 1, 2, env={"MORI_BOOTSTRAP_TIMEOUT": "3"}, timeout=40)
+    errors = sorted((o["error"] for o in outcomes), key=lambda e: e["type"])
+    timed_out, refused = errors
+    assert_error(refused, "UnsupportedError")
+    assert "one PE per process" in refused["message"], refused["message"]
+    assert_error(timed_out, "BootstrapTimeoutError")
+    assert "another thread of this process asked to be rank" in timed_out["message"], timed_out["message"]
+    fast = min(outcomes, key=lambda o: o["elapsed"])
+    assert fast["error"]["type"] == "UnsupportedError" and fast["elapsed"] < 1.0, outcomes
+
+
 # ----------------------------------------------------------------------------- rendezvous failures
 
 
