@@ -796,6 +796,7 @@ def conduit_choice(rank: int, nranks: int, uid: bytes, log_dir: str) -> dict[str
     peer = 1 - rank
     out["conduit"] = shmem.shmem_remote_conduit()
     out["transport"] = shmem.shmem_pe_transport(peer)
+    out["num_qp_per_pe"] = shmem.shmem_num_qp_per_pe()
     word = shmem.shmem_malloc(8)
     typed(word, 1, np.uint64)[0] = 0
     shmem.shmem_barrier_all()

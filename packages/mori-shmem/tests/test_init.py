@@ -291,3 +291,8 @@ def test_mpi_init() -> None:
     assert proc.returncode == 0, f"rc {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     # mpiexec forwards the ranks' output in chunks, which may share a line.
     assert sorted(re.findall(r"OK (\d+)", proc.stdout)) == ["0", "1"], proc.stdout
+
+
+def test_num_qp_per_pe_before_init_raises_not_initialized(shmem) -> None:
+    with pytest.raises(shmem.NotInitializedError):
+        shmem.shmem_num_qp_per_pe()

@@ -72,6 +72,7 @@ remote::ConduitConfig read_conduit_config(double wait_timeout_s) {
   config.ifname = env::get_string("MORI_SOCKET_IFNAME");
   config.ucx_dir = env::get_string("MORI_SHMEM_UCX_DIR");
   config.ucx_atomics = env::get_choice("MORI_SHMEM_UCX_ATOMICS");
+  config.rdma_devices = env::get_string("MORI_RDMA_DEVICES");
   return config;
 }
 

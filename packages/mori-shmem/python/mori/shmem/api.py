@@ -19,13 +19,17 @@ from mori.shmem import arguments as arg
 from mori.shmem._native import _C
 from mori.shmem.dtypes import from_bits, int_type_code, to_bits
 from mori.shmem.errors import InvalidArgumentError, InvalidArgumentTypeError
-from mori.shmem.settings import provide_ucx_dir
+from mori.shmem.settings import provide_ucx_dir, setting
 
 logger = logging.getLogger("mori.shmem")
 
 MORI_SHMEM_INIT_WITH_MPI_COMM = 0
 MORI_SHMEM_INIT_WITH_UNIQUEID = 1
 UNIQUE_ID_BYTES = 128
+
+# MORI_SHMEM_REMOTE_STREAMS as init read it (shmem_num_qp_per_pe reports it; the environment may
+# change after init).
+_streams_at_init = 0
 
 
 class AmoType(enum.IntEnum):
@@ -119,6 +123,8 @@ def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
             f"unique_id must be bytes from shmem_get_unique_id, got {type(unique_id).__name__}"
         )
     provide_ucx_dir()
+    global _streams_at_init
+    _streams_at_init = int(setting("MORI_SHMEM_REMOTE_STREAMS"))
     _C.init_uniqueid(rank, nranks, bytes(unique_id))
     logger.debug("PE %d of %d initialized", rank, nranks)
     _warn_of_proxy_hazards()
@@ -158,6 +164,17 @@ def shmem_npes() -> int:
     """The number of PEs in the job."""
     n: int = _C.n_pes()
     return n
+
+
+def shmem_num_qp_per_pe() -> int:
+    """MORI's queue pairs per PE: the connections this PE's remote transport keeps to each remote PE.
+
+    ``MORI_SHMEM_REMOTE_STREAMS`` with the tcp conduit (or when no PE is remote), 1 with the ucx
+    conduit (one UCP endpoint per PE, whose lanes UCX chooses). Raises NotInitializedError before
+    init, as MORI's does.
+    """
+    shmem_mype()  # NotInitializedError before init
+    return 1 if shmem_remote_conduit() == "ucx" else _streams_at_init
 
 
 def shmem_backend() -> str:
@@ -497,6 +514,7 @@ __all__ = [
     "shmem_malloc_align",
     "shmem_mype",
     "shmem_npes",
+    "shmem_num_qp_per_pe",
     "shmem_pe_transport",
     "shmem_ptr_p2p",
     "shmem_putmem",
