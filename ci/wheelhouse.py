@@ -24,13 +24,23 @@ _IGNORED_DIRS = frozenset({"tests", "build", "__pycache__", ".pytest_cache", ".m
 _IGNORED_SUFFIXES = (".pyc", ".pyo", ".so", ".whl")
 
 
+#: The root distribution ``mori`` (packages/mori): pure Python that every mori-* wheel depends on at
+#: run time. Nothing compiles against it, so a change to it rebuilds no dependent.
+ROOT_PKG = "root"
+
+
+def distribution(pkg: str) -> str:
+    """The distribution name of a package: ``mori`` for the root, ``mori-<pkg>`` for the others."""
+    return "mori" if pkg == ROOT_PKG else f"mori-{pkg}"
+
+
 def package_dir(pkg: str) -> Path:
-    return ROOT / "packages" / f"mori-{pkg}"
+    return ROOT / "packages" / distribution(pkg)
 
 
 def dist_name(pkg: str) -> str:
     """The wheel file name prefix of a package (PEP 427 escapes '-' to '_')."""
-    return f"mori_{pkg}"
+    return distribution(pkg).replace("-", "_")
 
 
 def interp_tag() -> str:
@@ -52,6 +62,8 @@ def source_hash(pkgs: Graph, pkg: str, build_reqs: Iterable[str]) -> str:
     h = hashlib.sha256()
     h.update(f"{interp_tag()}\n{sorted(build_reqs)}\n".encode())
     for dep in pkgs[pkg]:
+        if dep == ROOT_PKG:
+            continue
         h.update(f"dep {dep} {source_hash(pkgs, dep, build_reqs)}\n".encode())
     directory = package_dir(pkg)
     for path in _source_files(directory):
@@ -78,7 +90,7 @@ def wheel_path(pkg: str) -> Path:
     try:
         return WHEELHOUSE / str(json.loads(_stamp(pkg).read_text())["wheel"])
     except (OSError, ValueError, KeyError) as exc:
-        raise FileNotFoundError(f"no wheel of mori-{pkg} for {interp_tag()}; run `nox -s build-{pkg}`") from exc
+        raise FileNotFoundError(f"no {distribution(pkg)} wheel for {interp_tag()}; run `nox -s build-{pkg}`") from exc
 
 
 def remove_wheels(pkg: str) -> None:

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: MIT
+"""mori: GPU communication libraries for large-model serving and training (after AMD's MORI).
+
+``import mori`` is cheap: each subpackage is imported on first attribute access, from whichever
+``mori-*`` wheels are installed (``mori.shmem``, ``mori.ops``, ``mori.io``, ...). A subpackage whose
+wheel is absent raises an :class:`ImportError` that names the wheel to install. ``mori.cpp`` holds
+MORI's compiled-module names, each resolved from the package that implements it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from types import ModuleType
+
+from mori import _logging
+from mori._subpackages import SUBPACKAGES, install_missing_wheel_hint, missing_wheel_error
+
+# Wheels installed into separate directories (pip --target, PYTHONPATH layers) still join.
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+__version__ = "0.1.0"
+
+_logging.configure()
+install_missing_wheel_hint()
+
+
+def __getattr__(name: str) -> ModuleType:
+    target = SUBPACKAGES.get(name)
+    if target is None:
+        raise AttributeError(f"module 'mori' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(target.module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and target.module.startswith(exc.name):
+            raise missing_wheel_error(name) from exc
+        raise
+    globals()[name] = module
+    return module
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *SUBPACKAGES})
+
+
+if os.environ.get("MORI_PRECOMPILE", "").strip().lower() in ("1", "true", "on", "yes"):
+    # MORI's switch: fill the JIT cache with every declared kernel when mori is imported.
+    from mori._precompile import precompile_declared_kernels
+
+    precompile_declared_kernels()

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: MIT
+"""The level of the ``mori`` logger from MORI_LOG_LEVEL or MORI's MORI_GLOBAL_LOG_LEVEL.
+
+Every package logs under ``mori.<package>``, so one level on ``mori`` reaches them all; a package's
+own variable (MORI_IO_LOG_LEVEL, ...) still sets its logger below this one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+#: MORI's spdlog level names, and ours, to logging levels.
+_LEVELS: dict[str, int] = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "WARNING": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "CRITICAL": logging.CRITICAL,
+    "OFF": logging.CRITICAL + 10,
+}
+
+_VARIABLES = ("MORI_LOG_LEVEL", "MORI_GLOBAL_LOG_LEVEL")
+
+
+class LogLevelError(ValueError):
+    """A log-level variable holds a name that is not a level."""
+
+
+def parse_level(variable: str, text: str) -> int:
+    try:
+        return _LEVELS[text.strip().upper()]
+    except KeyError:
+        raise LogLevelError(f"{variable}={text!r} is not a log level; expected one of {', '.join(_LEVELS)}") from None
+
+
+def level_name_from_environment(environ: dict[str, str] | None = None) -> str | None:
+    """The level MORI_LOG_LEVEL (first) or MORI_GLOBAL_LOG_LEVEL asks for, as a logging name."""
+    env = os.environ if environ is None else environ
+    for variable in _VARIABLES:
+        text = env.get(variable, "").strip()
+        if text:
+            return logging.getLevelName(parse_level(variable, text))
+    return None
+
+
+def configure() -> None:
+    """Set the ``mori`` logger's level from the environment, when a variable asks for one."""
+    name = level_name_from_environment()
+    if name is not None:
+        logging.getLogger("mori").setLevel(name)

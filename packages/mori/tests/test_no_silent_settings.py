@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: MIT
+"""No silent settings: every environment variable a package registers and every field of its config
+dataclasses either takes effect or is listed in docs/user-guide/compatibility.md.
+
+"Takes effect" is checked mechanically: the name is read somewhere in the package's code other than
+where it is declared (a variable: outside its registry; a field: outside the module that defines
+the class). A setting that nothing reads and that the page does not list fails here, and so does a
+page row that names no setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+COMPAT_PAGE = REPO / "docs" / "user-guide" / "compatibility.md"
+
+#: package -> (module of its env registry, or None when the registry is native) and its config classes.
+CONFIG_CLASSES: dict[str, list[str]] = {
+    "mori-ep": ["mori.ep.config:EpDispatchCombineConfig", "mori.ep.v2.config:EpDispatchCombineConfig"],
+    "mori-io": [
+        "mori.io.config:IOEngineConfig",
+        "mori.io.config:TcpBackendConfig",
+        "mori.io.config:RdmaBackendConfig",
+        "mori.io.config:XgmiBackendConfig",
+        "mori.io.config:FabricBackendConfig",
+    ],
+    "mori-umbp": [
+        "mori.umbp.client.config:UMBPMasterClientConfig",
+        "mori.umbp.client.config:UMBPDramConfig",
+        "mori.umbp.client.config:UMBPHbmConfig",
+        "mori.umbp.client.config:UMBPSsdConfig",
+        "mori.umbp.client.config:UMBPEvictionConfig",
+        "mori.umbp.client.config:UMBPDistributedConfig",
+        "mori.umbp.client.config:UMBPConfig",
+        "mori.umbp.master.server:MasterServerConfig",
+    ],
+}
+
+
+def _registered_variables(package: str) -> list[str]:
+    if package == "mori-shmem":
+        from mori.shmem._native import _C
+
+        return [entry[0] for entry in _C.env_entries()]
+    module = importlib.import_module(f"mori.{package.removeprefix('mori-')}.settings")
+    return [entry.name for entry in module.REGISTRY]
+
+
+def _sources(package: str) -> Iterator[Path]:
+    directory = REPO / "packages" / package
+    for sub in ("python", "src", "include"):
+        for path in sorted((directory / sub).rglob("*")):
+            if path.suffix in (".py", ".cpp", ".hpp", ".h", ".cu", ".cuh") and "tests" not in path.parts:
+                yield path
+
+
+def _compat_rows() -> dict[str, set[str]]:
+    """The page's rows: package section -> the settings its table names (first cell, backticks off)."""
+    rows: dict[str, set[str]] = {}
+    section = ""
+    for line in COMPAT_PAGE.read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+            rows[section] = set()
+        elif line.startswith("|") and section and not line.startswith(("| setting", "| ---")):
+            cell = line.split("|")[1].strip()
+            for name in re.findall(r"`([^`]+)`", cell) or [cell]:
+                rows[section].add(name.split("=")[0].strip())
+    return rows
+
+
+def _config_fields(package: str) -> list[tuple[str, str, str, str]]:
+    """(class, field, defining module's path below python/, its source without the class body)."""
+    found = []
+    for spec in CONFIG_CLASSES.get(package, []):
+        module_name, class_name = spec.split(":")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        module_lines = inspect.getsource(sys.modules[cls.__module__]).splitlines()
+        body, first = inspect.getsourcelines(cls)
+        rest = "\n".join(module_lines[: first - 1] + module_lines[first - 1 + len(body) :])
+        relative = cls.__module__.replace(".", "/") + ".py"
+        for field in dataclasses.fields(cls):
+            if not field.name.startswith("_"):
+                found.append((class_name, field.name, relative, rest))
+    return found
+
+
+PACKAGES = ["mori-shmem", "mori-ep", "mori-cco", "mori-ir", "mori-viz", "mori-io", "mori-umbp"]
+
+
+def _has_registry(package: str) -> bool:
+    if package == "mori-shmem":
+        return True
+    return importlib.util.find_spec(f"mori.{package.removeprefix('mori-')}.settings") is not None
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_registered_variable_is_read_or_listed(package):
+    if not _has_registry(package):
+        pytest.skip(f"{package} registers no environment variables")
+    listed = _compat_rows().get(package, set())
+    texts = {path: path.read_text(errors="replace") for path in _sources(package)}
+    silent = []
+    for name in _registered_variables(package):
+        if name in listed:
+            continue
+        readers = [p for p, text in texts.items() if name in text and not _declares(text, name)]
+        if not readers:
+            silent.append(name)
+    assert not silent, f"{package}: registered, read nowhere, not in {COMPAT_PAGE.name}: {silent}"
+
+
+def _declares(text: str, name: str) -> bool:
+    """True when every mention of ``name`` in ``text`` is its registry declaration."""
+    mentions = text.count(f'"{name}"')
+    declarations = len(re.findall(rf'(?:Setting\(|\{{)\s*"{re.escape(name)}"', text))
+    return mentions > 0 and mentions == declarations and text.count(name) == mentions
+
+
+@pytest.mark.parametrize("package", [p for p in PACKAGES if p in CONFIG_CLASSES])
+def test_every_config_field_is_read_or_listed(package):
+    listed = _compat_rows().get(package, set())
+    texts = {path: path.read_text(errors="replace") for path in _sources(package)}
+    silent = []
+    for class_name, field, relative, defining_rest in _config_fields(package):
+        if field in listed or f"{class_name}.{field}" in listed:
+            continue
+        pattern = re.compile(rf"\.{re.escape(field)}\b|\b{re.escape(field)}\s*=|[\"']{re.escape(field)}[\"']")
+        others = [text for p, text in texts.items() if not p.as_posix().endswith(relative)]
+        if not any(pattern.search(text) for text in [defining_rest, *others]):
+            silent.append(f"{class_name}.{field}")
+    assert not silent, f"{package}: config fields read nowhere else, not in {COMPAT_PAGE.name}: {silent}"
+
+
+def test_every_compat_row_names_a_real_setting():
+    known: dict[str, set[str]] = {}
+    for package in PACKAGES:
+        names = set(_registered_variables(package)) if _has_registry(package) else set()
+        for class_name, field, _, _ in _config_fields(package):
+            names |= {field, f"{class_name}.{field}"}
+        known[package] = names
+    rows = _compat_rows()
+    unknown = {
+        package: sorted(name for name in names if name not in known.get(package, set()) and not _is_argument(name))
+        for package, names in rows.items()
+        if package in known
+    }
+    assert not any(unknown.values()), f"rows in {COMPAT_PAGE.name} that name no setting: {unknown}"
+
+
+def _is_argument(name: str) -> bool:
+    """Rows may also name a function's argument (``func(arg=...)``) or a malloc flag, written with a paren."""
+    return "(" in name
