@@ -228,6 +228,25 @@ def threads_as_pes(rank: int, nranks: int, uid: bytes, threads: int) -> list[dic
     return outcomes
 
 
+def settings_without_effect(rank: int, nranks: int, uid: bytes) -> list[str]:
+    """Init and two flagged mallocs with settings that have no effect here; the INFO lines of the
+    mori.compat logger."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    compat = logging.getLogger("mori.compat")
+    compat.addHandler(Collect(level=logging.INFO))
+    compat.setLevel(logging.INFO)
+    with pe_session(rank, nranks, uid):
+        for _ in range(2):
+            shmem.shmem_free(shmem.shmem_ext_malloc_with_flags(256, 1))
+        shmem.shmem_free(shmem.shmem_ext_malloc_with_flags(256, 0))
+    return lines
+
+
 def intruder_job(rank: int, nranks: int, uid: bytes, done_path: str) -> dict[str, Any]:
     """Ranks 0, 1: a legitimate 2-PE job. Rank 2: an intruder with the right address, wrong secret.
 

@@ -19,6 +19,7 @@ from mori.shmem import arguments as arg
 from mori.shmem._native import _C
 from mori.shmem.dtypes import from_bits, int_type_code, to_bits
 from mori.shmem.errors import InvalidArgumentError, InvalidArgumentTypeError
+from mori.shmem.no_effect import note_init_settings, note_malloc_flags
 from mori.shmem.settings import provide_ucx_dir, setting
 
 logger = logging.getLogger("mori.shmem")
@@ -127,6 +128,7 @@ def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
     _streams_at_init = int(setting("MORI_SHMEM_REMOTE_STREAMS"))
     _C.init_uniqueid(rank, nranks, bytes(unique_id))
     logger.debug("PE %d of %d initialized", rank, nranks)
+    note_init_settings(shmem_remote_conduit())
     _warn_of_proxy_hazards()
     return 0
 
@@ -222,8 +224,11 @@ def shmem_malloc_align(alignment: int, size: int) -> int:
 
 
 def shmem_ext_malloc_with_flags(size: int, flags: int) -> int:
-    """Collective: as ``shmem_malloc``; the heap has one memory type, so flags are accepted and ignored."""
-    ptr: int = _C.ext_malloc_with_flags(arg.size("size", size), arg.integer("flags", flags, 0, arg.UINT_MAX))
+    """Collective: as ``shmem_malloc``; the heap has one memory type, so flags are accepted and have no
+    effect (logged once when non-zero)."""
+    flags = arg.integer("flags", flags, 0, arg.UINT_MAX)
+    ptr: int = _C.ext_malloc_with_flags(arg.size("size", size), flags)
+    note_malloc_flags(flags)
     return ptr
 
 
