@@ -614,8 +614,8 @@ def conduit_flood(rank: int, nranks: int, uid: bytes, refused: int, silent: int)
     out: dict[str, Any] = {}
     held: list[socket.socket] = []
     with pe_session(rank, nranks, uid):
-        endpoints = [e.decode() for e in shmem.shmem_bootstrap_allgather((shmem.shmem_remote_endpoint() or "").encode())]
-        target = endpoints[1]
+        mine = (shmem.shmem_remote_endpoint() or "").encode()
+        target = shmem.shmem_bootstrap_allgather(mine)[1].decode()
         n = 1 << 20
         buf = shmem.shmem_malloc(n)
         flag = shmem.shmem_malloc(8)

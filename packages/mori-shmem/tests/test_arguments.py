@@ -32,6 +32,7 @@ WRONG_TYPE: list[tuple[Callable[[], Any], str]] = [
     (lambda: shmem.shmem_getmem(4096, [8192], 8, 0), "src"),
     (lambda: shmem.shmem_putmem_signal(4096, 8192, 8, "sig", 1, 9, 0), "sig_addr"),
     (lambda: shmem.shmem_signal_op(4096, 1, 9, "0"), "pe"),
+    (lambda: shmem.shmem_signal_op(4096, 1, "9", 0), "sig_op"),
     (lambda: shmem.shmem_signal_fetch("4096"), "sig_addr"),
     (lambda: shmem.shmem_atomic_add(4096, "1", 0), "value"),
     (lambda: shmem.shmem_atomic_fetch(4096, 0.0), "pe"),

@@ -10,11 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hostile_programs
 import pytest
 
 from mori.shmem.testing import PeFailure, RankError, find_free_port, run_pes
 
-import hostile_programs
 import pe_programs
 from expectations import assert_error
 

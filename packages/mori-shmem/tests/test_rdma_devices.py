@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import PACKAGE_ROOT
 
 # device -> its ports, as /sys/class/infiniband/<device>/ports/<port> would list them.

@@ -307,7 +307,9 @@ def _on_gpu_heap() -> bool:
 
 
 def _check_signal_op(sig_op: int) -> None:
-    if isinstance(sig_op, bool) or not isinstance(sig_op, int) or sig_op not in (AmoType.SIGNAL_SET, AmoType.SIGNAL_ADD):
+    if isinstance(sig_op, bool) or not isinstance(sig_op, int):
+        raise InvalidArgumentTypeError(f"sig_op must be AmoType.SIGNAL_SET or SIGNAL_ADD, got {sig_op!r}")
+    if sig_op not in (AmoType.SIGNAL_SET, AmoType.SIGNAL_ADD):
         raise InvalidArgumentError(f"sig_op={sig_op} must be AmoType.SIGNAL_SET (9) or AmoType.SIGNAL_ADD (10)")
 
 

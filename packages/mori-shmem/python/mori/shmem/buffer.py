@@ -141,7 +141,8 @@ class SymmetricBuffer:
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     if isinstance(shape, (str, bytes)) or not (hasattr(shape, "__index__") or hasattr(shape, "__iter__")):
         raise InvalidArgumentTypeError(f"shape must be an int or a sequence of ints, got {type(shape).__name__}")
-    extents = [shape] if hasattr(shape, "__index__") else list(shape)
+    given: Any = shape  # anything a caller passes, checked here
+    extents = [given] if hasattr(given, "__index__") else list(given)
     dims = tuple(arg.size(f"shape[{i}]", d) for i, d in enumerate(extents))
     if math.prod(dims) > arg.U64_MAX:
         raise InvalidArgumentError(f"shape={dims} has more than {arg.U64_MAX} elements")
