@@ -39,6 +39,8 @@ WRONG_TYPE: list[tuple[Callable[[], Any], str]] = [
     (lambda: shmem.shmem_atomic_compare_swap(4096, "0", 1, 0), "compare"),
     (lambda: shmem.shmem_wait_until(4096, shmem.CmpOp.EQ, 1, timeout="5"), "timeout"),
     (lambda: shmem.shmem_test(b"x", shmem.CmpOp.EQ, 1), "ivar"),
+    (lambda: shmem.shmem_test(4096, "EQ", 1), "cmp"),
+    (lambda: shmem.shmem_atomic(4096, "ADD", 1, 0), "op"),
     (lambda: shmem.shmem_bootstrap_allgather("text"), "data"),
     (lambda: shmem.shmem_bootstrap_broadcast(b"x", "0"), "root"),
     (lambda: shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, "0", 1, UID), "rank"),

@@ -206,7 +206,7 @@ void TcpConduit::accept_loop() {
   // one that proved the job secret gets a serve thread, and that thread is joined as soon as its
   // connection ends.
   GateLimits limits;
-  limits.hello_timeout_s = std::min(kHelloTimeoutS, config_.timeout_s);
+  limits.hello_timeout_s = kHelloTimeoutS;
   HandshakeGate gate(listener_, sizeof(Hello), limits, "PE " + std::to_string(rank_) + "'s remote transport");
   while (!stopping_.load()) {
     try {

@@ -353,6 +353,8 @@ def shmem_atomic(
     Returns the old value for fetching operations (FETCH*, SWAP, COMPARE_SWAP), else None.
     """
     dest, pe = arg.address("dest", dest), arg.c_int("pe", pe)
+    if isinstance(op, bool) or not isinstance(op, int):
+        raise InvalidArgumentTypeError(f"op must be an AmoType, got {type(op).__name__} {op!r}")
     try:
         amo = AmoType(op)
     except (ValueError, TypeError):
@@ -434,6 +436,8 @@ def shmem_atomic_compare_swap(dest: int, compare: int, value: int, pe: int, dtyp
 
 
 def _cmp(cmp: CmpOp | int) -> int:
+    if isinstance(cmp, bool) or not isinstance(cmp, int):
+        raise InvalidArgumentTypeError(f"cmp must be a CmpOp, got {type(cmp).__name__} {cmp!r}")
     try:
         return int(CmpOp(cmp))
     except (ValueError, TypeError):
