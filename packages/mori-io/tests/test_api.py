@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import array
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,21 +109,30 @@ def test_register_torch_tensor_with_real_torch():
             e.register_torch_tensor(torch.zeros(4, 4).t())
 
 
+def invalid_args(status, pattern: str) -> None:
+    """A status failed at once with MORI's invalid-arguments code and a message matching pattern."""
+    assert status.Failed() and status.Code() == StatusCode.ERR_INVALID_ARGS, status
+    assert re.search(pattern, status.Message()), status.Message()
+
+
 def test_bad_arguments_name_argument_value_and_limit(pair):
     a, b = pair
     ma, mb = register(a, np.zeros(100, np.uint8)), register(b, np.zeros(50, np.uint8))
-    with pytest.raises(mio.InvalidArgumentError, match=r"remote_offsets\[0\].*\[40, 40 \+ 20\).*size 50"):
-        a.write(ma, 0, mb, 40, 20, 0)
-    with pytest.raises(mio.InvalidArgumentError, match=r"local_offsets\[1\].*\[90, 90 \+ 20\).*size 100"):
-        a.create_session(ma, mb).batch_write([0, 90], [0, 0], [10, 20], 0)
+    # Offsets and sizes out of range, and offset lists of different lengths, fail the status with
+    # ERR_INVALID_ARGS as in MORI (its backends report them there); wrong types raise.
+    invalid_args(a.write(ma, 0, mb, 40, 20, 0), r"remote_offsets\[0\].*\[40, 40 \+ 20\).*size 50")
+    invalid_args(a.create_session(ma, mb).batch_write([0, 90], [0, 0], [10, 20], 0),
+                 r"local_offsets\[1\].*\[90, 90 \+ 20\).*size 100")  # fmt: skip
     with pytest.raises(mio.InvalidArgumentError, match=r"local_offsets\[0\]=-1 must be in \[0, 2\*\*64\)"):
         a.read(ma, -1, mb, 0, 1, 0)
     with pytest.raises(mio.InvalidArgumentError, match=r"sizes\[0\]='x' is not an int"):
         a.read(ma, 0, mb, 0, "x", 0)
     with pytest.raises(mio.InvalidArgumentError, match=r"sizes\[0\]=-3 must be >= 0"):
         a.create_session(ma, mb).batch_read(np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([-3]), 0)
-    with pytest.raises(mio.InvalidArgumentError, match="got 2, 1 and 1"):
-        a.create_session(ma, mb).batch_read([0, 1], [0], [1], 0)
+    invalid_args(a.create_session(ma, mb).batch_read([0, 1], [0], [1], 0), "got 2, 1 and 1")
+    statuses = a.batch_write([ma, ma], [[0], [0, 1]], [mb, mb], [[0], [0]], [[1], [1]], [1, 2])
+    assert statuses[0].WaitFor(5000) == StatusCode.SUCCESS
+    invalid_args(statuses[1], "mismatch")
     with pytest.raises(mio.InvalidArgumentError, match=r"transfer_uid=-5 is out of range \[0, 9223372036854775807\]"):
         a.write(ma, 0, mb, 0, 1, -5)
     with pytest.raises(mio.InvalidArgumentError, match="sizes has 1 entries; expected one per local_mem_desc"):

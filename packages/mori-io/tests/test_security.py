@@ -101,7 +101,7 @@ def test_garbage_before_the_handshake_is_refused(guarded, garbage):
         while chunk := sock.recv(4096):
             data += chunk
         assert b"MIOK" not in data
-    except ConnectionResetError:
+    except OSError:  # reset, or not connected any more: the engine closed it
         pass
     finally:
         sock.close()
@@ -109,7 +109,7 @@ def test_garbage_before_the_handshake_is_refused(guarded, garbage):
 
 
 def test_silent_connections_are_dropped_after_the_handshake_deadline(guarded, monkeypatch):
-    monkeypatch.setenv("MORI_IO_CP_TIMEOUT_MS", "300")
+    monkeypatch.setenv("MORI_IO_HANDSHAKE_TIMEOUT_MS", "300")
     quick = IOEngine("quick", IOEngineConfig())
     try:
         sock = socket.create_connection(("127.0.0.1", quick.get_engine_desc().port), timeout=5)
@@ -187,7 +187,7 @@ def test_fuzzed_frames_never_escape_the_region(guarded, fields, tail, channel):
         sock.settimeout(10)
         while sock.recv(65536):
             pass
-    except (ConnectionResetError, BrokenPipeError):
+    except OSError:  # reset, broken pipe, not connected: the engine closed it
         pass
     finally:
         sock.close()

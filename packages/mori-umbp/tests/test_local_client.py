@@ -27,10 +27,49 @@ from mori.umbp import (
 )
 
 PAGE = 4096
+UNIT = 64  # the DRAM tier's extent alignment
+
+
+class DramSpace:
+    """The DRAM tier's bytes as per-page occupancy maps of UNIT-byte units, filled as its allocator
+    is specified: a block takes ``size // PAGE`` wholly free pages (lowest first) and one run of
+    the remainder's units, first fit in the lowest partly used page that has such a run, else in
+    the lowest wholly free page the block does not take whole."""
+
+    def __init__(self, pages: int) -> None:
+        self.used_units = [[False] * (PAGE // UNIT) for _ in range(pages)]
+
+    def place(self, size: int) -> list[tuple[int, int, int]] | None:
+        full, rem = divmod(size, PAGE)
+        need = -(-rem // UNIT)
+        whole = [p for p, units in enumerate(self.used_units) if not any(units)]
+        if full > len(whole):
+            return None
+        spots = [(p, 0, PAGE // UNIT) for p in whole[:full]]
+        if need:
+            spot = None
+            for p, units in enumerate(self.used_units):
+                if any(units) and not all(units):
+                    start = next((i for i in range(len(units) - need + 1) if not any(units[i : i + need])), None)
+                    if start is not None:
+                        spot = (p, start, need)
+                        break
+            if spot is None and len(whole) > full:
+                spot = (whole[full], 0, need)
+            if spot is None:
+                return None
+            spots.append(spot)
+        for p, start, n in spots:
+            self.used_units[p][start : start + n] = [True] * n
+        return spots
+
+    def free(self, spots: list[tuple[int, int, int]]) -> None:
+        for p, start, n in spots:
+            self.used_units[p][start : start + n] = [False] * n
 
 
 class TierModel:
-    """One tier as a list, least recently used first: (key, depth, bytes charged)."""
+    """One tier as a list, least recently used first: (key, depth, bytes charged[, DRAM spots])."""
 
     def __init__(self, capacity: int, high: int, low: int, policy: str, window: int) -> None:
         self.capacity, self.high, self.low = capacity, high, low
@@ -38,7 +77,7 @@ class TierModel:
         self.items: list[list] = []
 
     def used(self) -> int:
-        return sum(charge for _, _, charge in self.items)
+        return sum(it[2] for it in self.items)
 
     def find(self, key: str) -> list | None:
         return next((it for it in self.items if it[0] == key), None)
@@ -48,14 +87,14 @@ class TierModel:
         self.items.remove(item)
         self.items.append(item)
 
-    def victim(self, skip: str | None = None) -> list | None:
-        tail = [it for it in self.items if it[0] != skip]
+    def victim(self, skip: frozenset[str] = frozenset()) -> list | None:
+        tail = [it for it in self.items if it[0] not in skip]
         if self.policy == "lru":
             return tail[0] if tail else None
         tail = tail[: self.window]
         if not tail:
             return None
-        deepest = max(d for _, d, _ in tail)
+        deepest = max(it[1] for it in tail)
         return next(it for it in tail if it[1] == deepest)
 
 
@@ -63,6 +102,7 @@ class LocalModel:
     def __init__(self, dram_pages: int, ssd: tuple[int, float, float] | None, policy: str, window: int, promote: bool):
         cap = dram_pages * PAGE
         self.dram = TierModel(cap, int(0.8 * cap), int(0.5 * cap), policy, window)
+        self.space = DramSpace(dram_pages)
         self.ssd = None
         if ssd is not None:
             scap, high, low = ssd
@@ -81,30 +121,48 @@ class LocalModel:
             self.ssd.items.remove(v)
         self.ssd.items.append([key, depth, size])
         if self.ssd.used() > self.ssd.high:
-            while self.ssd.used() > self.ssd.low and (v := self.ssd.victim(skip=key)):
+            while self.ssd.used() > self.ssd.low and (v := self.ssd.victim(skip=frozenset({key}))):
                 self.ssd.items.remove(v)
 
     def _demote(self, item: list) -> None:
         self.dram.items.remove(item)
+        self.space.free(item[3])
         self._ssd_put(item[0], item[1])
 
-    def _insert(self, key: str, depth: int) -> bool:
-        charge = -(-self.sizes[key] // PAGE) * PAGE
-        if charge > self.dram.capacity:
+    def _insert(self, key: str, depth: int, protect: frozenset[str] = frozenset()) -> bool:
+        # Without SSD a batch never evicts its own blocks (they would be lost): ``protect``.
+        skip = protect | {key} if self.ssd is None else frozenset({key})
+        size = self.sizes[key]
+        if size > self.dram.capacity:
             return False
-        while self.dram.used() + charge > self.dram.capacity:
-            self._demote(self.dram.victim())
-        self.dram.items.append([key, depth, charge])
+        while (spots := self.space.place(size)) is None:
+            victim = self.dram.victim(skip)
+            if victim is None:
+                return False
+            self._demote(victim)
+        self.dram.items.append([key, depth, sum(n for _, _, n in spots) * UNIT, spots])
         if self.dram.used() > self.dram.high:
-            while self.dram.used() > self.dram.low and (v := self.dram.victim(skip=key)):
+            while self.dram.used() > self.dram.low and (v := self.dram.victim(skip)):
                 self._demote(v)
         return True
 
-    def put(self, key: str, size: int, depth: int) -> bool:
-        if self.dram.find(key) or (self.ssd and self.ssd.find(key)):
-            return True
-        self.sizes[key] = size
-        return self._insert(key, depth)
+    def holds(self, key: str) -> bool:
+        return bool(self.dram.find(key) or (self.ssd and self.ssd.find(key)))
+
+    def put_batch(self, entries: list[tuple[str, int, int]]) -> list[bool]:
+        """(key, size, depth) per put; True only for blocks a get finds once the batch is done."""
+        batch: set[str] = set()
+        out = []
+        for key, size, depth in entries:
+            batch.add(key)
+            if self.holds(key):
+                out.append(True)
+                continue
+            self.sizes[key] = size
+            out.append(self._insert(key, depth, frozenset(batch)))
+            if not out[-1]:
+                batch.discard(key)
+        return [ok and self.holds(key) for (key, _, _), ok in zip(entries, out, strict=True)]
 
     def get(self, key: str) -> bool:
         if self.dram.find(key):
@@ -119,8 +177,8 @@ class LocalModel:
         return True
 
     def tiers(self) -> dict[str, list[str]]:
-        ssd = sorted(k for k, _, _ in self.ssd.items) if self.ssd else []
-        return {"DRAM": sorted(k for k, _, _ in self.dram.items), "SSD": ssd}
+        ssd = sorted(it[0] for it in self.ssd.items) if self.ssd else []
+        return {"DRAM": sorted(it[0] for it in self.dram.items), "SSD": ssd}
 
 
 def value(key: str, size: int) -> np.ndarray:
@@ -172,7 +230,7 @@ def test_tiers_and_eviction_match_the_model(tmp_path, policy, window, ssd, promo
                 depths = list(range(want_hits, n))
                 ptrs = [b.ctypes.data for b in bufs]
                 got = client.batch_put_from_ptr_with_depth(keys[want_hits:], ptrs, [b.nbytes for b in bufs], depths)
-                assert got == [model.put(k, sizes[k], d) for k, d in zip(keys[want_hits:], depths, strict=True)]
+                assert got == model.put_batch([(k, sizes[k], d) for k, d in zip(keys[want_hits:], depths, strict=True)])
             else:  # a read of one block
                 key = rng.choice(chain)
                 out = np.zeros(sizes[key], np.uint8)
@@ -188,8 +246,8 @@ def test_prefix_aware_drops_a_chains_tail_first_lru_its_head(tmp_path):
     for policy in ("prefix_aware_lru", "lru"):
         with local_client(tmp_path / policy, 4, None, policy, 16, False) as c:
             data = value("x", PAGE)
-            keys = [f"a{d}" for d in range(5)]  # one chain, depths 0..4: four pages hold four blocks
-            assert c.batch_put_from_ptr_with_depth(keys, [data.ctypes.data] * 5, [PAGE] * 5, list(range(5)))
+            for d in range(5):  # one chain, depths 0..4, a put each: four pages hold four blocks
+                assert c.batch_put_from_ptr_with_depth([f"a{d}"], [data.ctypes.data], [PAGE], [d]) == [True]
             survivors[policy] = c.keys_by_tier()["DRAM"]
     # a3 fills the 4th page (> 0.8): two blocks go (down to 0.5), a3 itself spared; a4 follows.
     # prefix_aware_lru drops a2 then a1 (deepest first) and keeps the head a0; lru drops a0, a1.

@@ -43,3 +43,15 @@ def test_note_no_effect_logs_once_per_setting(caplog):
     assert "7" in records[0].getMessage() and "nothing reads it" in records[0].getMessage()
     assert records[0].levelno == logging.INFO
     assert "TEST_ONLY_SETTING" in _compat.noted_settings()
+
+
+def test_global_level_reaches_mori_io_and_its_native_core(fresh_python):
+    # mori.io sets its logger and its native threshold together when an engine is made.
+    done = fresh_python(
+        "import logging, mori.io\n"
+        "engine = mori.io.IOEngine('k', mori.io.IOEngineConfig(host='127.0.0.1', port=0))\n"
+        "print(logging.getLevelName(logging.getLogger('mori.io').level))",
+        MORI_GLOBAL_LOG_LEVEL="info",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "INFO"

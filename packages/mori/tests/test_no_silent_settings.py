@@ -16,6 +16,7 @@ import importlib.util
 import inspect
 import re
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ COMPAT_PAGE = REPO / "docs" / "user-guide" / "compatibility.md"
 
 #: package -> (module of its env registry, or None when the registry is native) and its config classes.
 CONFIG_CLASSES: dict[str, list[str]] = {
+    "mori-cco": ["mori.cco.communicator:CCODevCommRequirements"],
     "mori-ep": ["mori.ep.config:EpDispatchCombineConfig", "mori.ep.v2.config:EpDispatchCombineConfig"],
     "mori-io": [
         "mori.io.config:IOEngineConfig",
@@ -48,10 +50,14 @@ CONFIG_CLASSES: dict[str, list[str]] = {
 
 
 def _registered_variables(package: str) -> list[str]:
-    if package == "mori-shmem":
+    if package == "mori-shmem":  # the registries of shmem and cco are native (src/core/env.cpp, settings.cpp)
         from mori.shmem._native import _C
 
         return [entry[0] for entry in _C.env_entries()]
+    if package == "mori-cco":
+        from mori.cco import _C as cco_native
+
+        return [entry["name"] for entry in cco_native.settings()]
     module = importlib.import_module(f"mori.{package.removeprefix('mori-')}.settings")
     return [entry.name for entry in module.REGISTRY]
 
@@ -74,8 +80,9 @@ def _compat_rows() -> dict[str, set[str]]:
             rows[section] = set()
         elif line.startswith("|") and section and not line.startswith(("| setting", "| ---")):
             cell = line.split("|")[1].strip()
-            for name in re.findall(r"`([^`]+)`", cell) or [cell]:
-                rows[section].add(name.split("=")[0].strip())
+            names = re.findall(r"`([^`]+)`", cell) or [cell]
+            # The row's setting is its first name; an argument row says so ("qp argument ...").
+            rows[section].add(names[0].split("=")[0].strip() + (" (argument)" if "argument" in cell else ""))
     return rows
 
 
@@ -95,11 +102,37 @@ def _config_fields(package: str) -> list[tuple[str, str, str, str]]:
     return found
 
 
+def _field_paths(package: str) -> dict[tuple[str, str], set[str]]:
+    """(class, field) -> every dotted name a row may use for it: ``Class.field`` and, through nested
+    config dataclasses, ``Outer.inner.field`` (MORI's config tree, e.g. ``UMBPConfig.ssd.io.backend``)."""
+    paths: dict[tuple[str, str], set[str]] = {}
+
+    def walk(cls: type, prefix: str, seen: tuple[type, ...]) -> None:
+        hints = typing.get_type_hints(cls)
+        for field in dataclasses.fields(cls):
+            paths.setdefault((cls.__name__, field.name), set()).add(f"{prefix}.{field.name}")
+            hint = hints.get(field.name)
+            for inner in (hint, *typing.get_args(hint)):  # X, or X | None
+                if dataclasses.is_dataclass(inner) and isinstance(inner, type) and inner not in seen:
+                    walk(inner, f"{prefix}.{field.name}", (*seen, inner))
+
+    for spec in CONFIG_CLASSES.get(package, []):
+        module_name, class_name = spec.split(":")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        walk(cls, class_name, (cls,))
+    return paths
+
+
+def _is_listed(names: set[str], listed: set[str]) -> bool:
+    """A field is listed by its own row, or (a nested config) when rows list what is inside it."""
+    return any(name in listed or any(row.startswith(name + ".") for row in listed) for name in names)
+
+
 PACKAGES = ["mori-shmem", "mori-ep", "mori-cco", "mori-ir", "mori-viz", "mori-io", "mori-umbp"]
 
 
 def _has_registry(package: str) -> bool:
-    if package == "mori-shmem":
+    if package in ("mori-shmem", "mori-cco"):
         return True
     return importlib.util.find_spec(f"mori.{package.removeprefix('mori-')}.settings") is not None
 
@@ -132,8 +165,9 @@ def test_every_config_field_is_read_or_listed(package):
     listed = _compat_rows().get(package, set())
     texts = {path: path.read_text(errors="replace") for path in _sources(package)}
     silent = []
+    paths = _field_paths(package)
     for class_name, field, relative, defining_rest in _config_fields(package):
-        if field in listed or f"{class_name}.{field}" in listed:
+        if field in listed or _is_listed(paths.get((class_name, field), {f"{class_name}.{field}"}), listed):
             continue
         pattern = re.compile(rf"\.{re.escape(field)}\b|\b{re.escape(field)}\s*=|[\"']{re.escape(field)}[\"']")
         others = [text for p, text in texts.items() if not p.as_posix().endswith(relative)]
@@ -146,8 +180,8 @@ def test_every_compat_row_names_a_real_setting():
     known: dict[str, set[str]] = {}
     for package in PACKAGES:
         names = set(_registered_variables(package)) if _has_registry(package) else set()
-        for class_name, field, _, _ in _config_fields(package):
-            names |= {field, f"{class_name}.{field}"}
+        for (class_name, field), dotted in _field_paths(package).items():
+            names |= {field, f"{class_name}.{field}", *dotted}
         known[package] = names
     rows = _compat_rows()
     unknown = {
@@ -159,5 +193,5 @@ def test_every_compat_row_names_a_real_setting():
 
 
 def _is_argument(name: str) -> bool:
-    """Rows may also name a function's argument (``func(arg=...)``) or a malloc flag, written with a paren."""
+    """Rows may also name a function's argument: ``func(arg=...)``, or a row that says "argument"."""
     return "(" in name

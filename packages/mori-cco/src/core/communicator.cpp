@@ -270,7 +270,7 @@ mori_cco_dev_comm_t Communicator::create_dev_comm(const ccoDevCommRequirements& 
   dc.signal_count = static_cast<uint32_t>(reqs.gdaSignalCount);
   dc.counter_count = static_cast<uint32_t>(reqs.gdaCounterCount);
   dc.ce_queue_count = static_cast<uint32_t>(reqs.sdmaQueueCount > 0 ? reqs.sdmaQueueCount
-                                                                    : settings::get_int("MORI_CCO_CE_QUEUES"));
+                                                                    : settings::ce_queues());
   const uint64_t lsa = static_cast<uint64_t>(dc.lsa_size);
   dc.barrier_epoch_offset = 0;
   dc.barrier_inbox_offset = dc.barrier_epoch_offset + words(dc.lsa_barrier_count);
@@ -349,7 +349,7 @@ uint64_t Communicator::ce_put(const mori_cco_dev_comm_t& dev_comm, int peer_lsa,
   check_window(dst, dst_offset, bytes, "dst window");
   check_window(src, src_offset, bytes, "src window");
   if (!copy_engine_) {
-    const int most = static_cast<int>(settings::get_int("MORI_CCO_CE_QUEUES"));
+    const int most = static_cast<int>(settings::ce_queues());
     const int engine_queues = std::max(queues, most);
     copy_engine_ = std::string(memory_->backend()) == "cpu"
                        ? create_thread_copy_engine(topology_.lsa_size, engine_queues)

@@ -26,6 +26,12 @@ const std::vector<Var>& registry() {
        nullptr},
       {"MORI_CCO_CE_QUEUES", "int", "2",
        "Copy-engine queues per LSA peer when a dev comm asks for 0 (MORI's MORI_SDMA_NUM_CHANNELS).", nullptr},
+      {"MORI_SDMA_NUM_CHANNELS", "int", "0",
+       "MORI's name for MORI_CCO_CE_QUEUES, used when that is not set (0: not set).", nullptr},
+      {"MORI_ENABLE_SDMA", "int", "0",
+       "MORI's switch for its SDMA copy engine: accepted with no effect, mori-cco's copy engine is always "
+       "available (docs/user-guide/compatibility.md).",
+       nullptr},
       {"MORI_CCO_BLOCKS", "int", "0",
        "Thread blocks of every collective kernel of a communicator (fixed per communicator); 0: the SMs the "
        "rank may use (its share when ranks share one GPU), between 8 and 64.",
@@ -97,6 +103,15 @@ int64_t get_int(const char* name) {
   const long long number = std::strtoll(value.c_str(), &end, 10);
   if (end == value.c_str() || *end != '\0' || number < 0) bad_value(lookup(name), value, "a non-negative integer");
   return number;
+}
+
+int64_t ce_queues() {
+  const char* ours = std::getenv("MORI_CCO_CE_QUEUES");
+  if (ours == nullptr || *ours == '\0') {
+    const int64_t mori_channels = get_int("MORI_SDMA_NUM_CHANNELS");
+    if (mori_channels > 0) return mori_channels;
+  }
+  return get_int("MORI_CCO_CE_QUEUES");
 }
 
 }  // namespace mori::cco::settings

@@ -24,5 +24,8 @@ std::string get_choice(const char* name);
 uint64_t get_size(const char* name);
 double get_seconds(const char* name);
 int64_t get_int(const char* name);
+// Copy-engine queues per LSA peer when a dev comm asks for 0: MORI_CCO_CE_QUEUES when set, else
+// MORI's MORI_SDMA_NUM_CHANNELS when set, else MORI_CCO_CE_QUEUES's default.
+int64_t ce_queues();
 
 }  // namespace mori::cco::settings

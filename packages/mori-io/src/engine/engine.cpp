@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 
 #include "crypto/hmac.hpp"
 #include "engine/error.hpp"
@@ -36,11 +37,13 @@ Engine::Engine(const EngineConfig& config) : config_(config), inbound_(config.ma
   server.secret = config_.secret;
   server.host = config_.host;
   server.port = config_.port;
-  server.limits.max_frame_bytes = config_.max_frame_bytes;
-  server.limits.max_segments = config_.max_segments;
+  // A target accepts at least what every initiator clamps its announcement up to; a smaller
+  // setting only narrows the frames this engine sends.
+  server.limits = net::clamp(net::TargetLimits{config_.max_frame_bytes, config_.max_segments});
   server.handshake_timeout_ms = config_.handshake_timeout_ms;
   server.io_timeout_ms = config_.io_timeout_ms;
   server.max_connections = config_.max_connections;
+  server.max_pending_connections = config_.max_pending_connections;
   server_ = std::make_unique<Server>(server, regions_, inbound_);
   watchdog_ = std::thread([this] { watchdog_loop(); });
   MORI_IO_LOG(Info, "engine '" << config_.key << "' listens on " << config_.host << ":" << server_->port());
@@ -187,10 +190,7 @@ void Engine::register_remote(const std::string& key, const std::string& host, ui
       links_.erase(it);
     }
   }
-  if (stale) {
-    std::lock_guard<std::mutex> lock(stale->connect_mutex);
-    stale->link.reset();
-  }
+  if (stale) retire(stale, "the remote engine was registered anew");
   if (auto rdma = rdma_backend()) rdma->forget_remote(key, "the remote engine was registered anew");
 }
 
@@ -205,11 +205,7 @@ void Engine::deregister_remote(const std::string& key) {
       links_.erase(it);
     }
   }
-  if (slot) {
-    std::lock_guard<std::mutex> lock(slot->connect_mutex);
-    if (slot->link) slot->link->fail("the remote engine was deregistered");
-    slot->link.reset();
-  }
+  if (slot) retire(slot, "the remote engine was deregistered");
   if (auto p2p = p2p_backend()) p2p->forget_engine(key);
   if (auto rdma = rdma_backend()) rdma->forget_remote(key, "the remote engine was deregistered");
 }
@@ -225,14 +221,32 @@ void Engine::drop_links(const std::string& reason) {
     std::lock_guard<std::mutex> lock(state_mutex_);
     slots.swap(links_);
   }
-  for (auto& entry : slots) {
-    std::lock_guard<std::mutex> lock(entry.second->connect_mutex);
-    if (entry.second->link) entry.second->link->fail(reason);
-    entry.second->link.reset();
+  for (auto& entry : slots) retire(entry.second, reason);
+}
+
+void Engine::retire(const std::shared_ptr<LinkSlot>& slot, const std::string& reason) {
+  std::shared_ptr<PeerLink> link;
+  std::thread connector;
+  {
+    std::lock_guard<std::mutex> lock(slot->mutex);
+    slot->retired = true;
+    slot->retired_reason = reason;
+    link = std::move(slot->link);
+    connector = std::move(slot->connector);
+  }
+  if (link) link->fail(reason);
+  link.reset();  // joins its threads, which exit at once
+  // A connection attempt ends within connect_timeout_ms and then fails its waiters with `reason`.
+  if (connector.joinable()) {
+    if (connector.get_id() == std::this_thread::get_id()) {
+      connector.detach();  // retired from one of its own waiters: it returns right after
+    } else {
+      connector.join();
+    }
   }
 }
 
-std::shared_ptr<PeerLink> Engine::link_to(const std::string& remote_key) {
+void Engine::with_link(const std::string& remote_key, LinkWaiter waiter) {
   std::shared_ptr<LinkSlot> slot;
   LinkConfig link;
   {
@@ -256,11 +270,76 @@ std::shared_ptr<PeerLink> Engine::link_to(const std::string& remote_key) {
     link.data_options = tcp_->data;
     link.control_options = tcp_->control;
   }
-  std::lock_guard<std::mutex> lock(slot->connect_mutex);
-  if (slot->link && !slot->link->dead()) return slot->link;
-  slot->link.reset();  // joins the dead link's threads, which exit at once
-  slot->link = PeerLink::open(link);
-  return slot->link;
+  std::unique_lock<std::mutex> lock(slot->mutex);
+  if (slot->retired) {
+    std::string why = "connection to engine '" + remote_key + "' closed: " + slot->retired_reason;
+    lock.unlock();
+    waiter(nullptr, Code::Connection, why);
+    return;
+  }
+  if (slot->link && !slot->link->dead()) {
+    std::shared_ptr<PeerLink> live = slot->link;
+    lock.unlock();
+    waiter(live, Code::Internal, std::string());
+    return;
+  }
+  slot->waiters.push_back(std::move(waiter));
+  if (slot->connecting) return;
+  slot->connecting = true;
+  // The previous attempt's thread and the dead link are let go of by the new thread, so this
+  // caller waits for neither.
+  std::thread previous = std::move(slot->connector);
+  std::shared_ptr<PeerLink> dead = std::move(slot->link);
+  slot->connector = std::thread(run_connector, slot.get(), std::move(link), std::move(previous), std::move(dead));
+}
+
+void Engine::run_connector(LinkSlot* slot, LinkConfig config, std::thread previous, std::shared_ptr<PeerLink> dead) {
+  if (previous.joinable()) previous.join();
+  dead.reset();
+  std::shared_ptr<PeerLink> link;
+  Code code = Code::Internal;
+  std::string error;
+  try {
+    link = PeerLink::open(config);
+  } catch (const Error& e) {
+    code = e.code();
+    error = e.what();
+  } catch (const std::exception& e) {
+    code = Code::System;
+    error = "cannot connect to engine '" + config.remote_key + "': " + e.what();
+  }
+  std::vector<LinkWaiter> waiters;
+  std::shared_ptr<PeerLink> orphan;
+  {
+    std::lock_guard<std::mutex> lock(slot->mutex);
+    slot->connecting = false;
+    if (slot->retired && link) {
+      code = Code::Connection;
+      error = "connection to engine '" + config.remote_key + "' closed: " + slot->retired_reason;
+      orphan = std::move(link);
+    }
+    slot->link = link;
+    waiters.swap(slot->waiters);
+  }
+  if (orphan) orphan->fail(error);
+  orphan.reset();
+  for (auto& waiter : waiters) waiter(link, code, error);
+}
+
+std::shared_ptr<PeerLink> Engine::link_to(const std::string& remote_key) {
+  struct Result {
+    std::shared_ptr<PeerLink> link;
+    Code code = Code::Internal;
+    std::string error;
+  };
+  auto promise = std::make_shared<std::promise<Result>>();
+  std::future<Result> future = promise->get_future();
+  with_link(remote_key, [promise](const std::shared_ptr<PeerLink>& link, Code code, const std::string& error) {
+    promise->set_value(Result{link, code, error});
+  });
+  Result result = future.get();
+  if (!result.link) throw Error(result.code, result.error);
+  return result.link;
 }
 
 RegisteredMemory Engine::register_memory(uintptr_t base, uint64_t size, MemoryLocation loc, int device) {
@@ -329,10 +408,16 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
                                                  const gpu::PeerRegion* peer) {
   check_open();
   const size_t n = sizes.size();
+  // MORI's backends report bad offsets, sizes and list lengths in the status (ERR_INVALID_ARGS).
+  auto invalid = [](const std::string& message) {
+    auto status = std::make_shared<TransferStatus>(StatusCode::IN_PROGRESS);
+    status->update(StatusCode::ERR_INVALID_ARGS, message);
+    return status;
+  };
   if (local_offsets.size() != n || remote_offsets.size() != n) {
-    throw Error(Code::InvalidArgument, "local_offsets, remote_offsets and sizes must have one entry per transfer; got " +
-                                           std::to_string(local_offsets.size()) + ", " +
-                                           std::to_string(remote_offsets.size()) + " and " + std::to_string(n));
+    return invalid("lengths of local offsets, remote offsets or sizes mismatch: local_offsets, remote_offsets and "
+                   "sizes must have one entry per transfer; got " + std::to_string(local_offsets.size()) + ", " +
+                   std::to_string(remote_offsets.size()) + " and " + std::to_string(n));
   }
   RegionPin local_pin = regions_.pin(local_id);
   if (!local_pin) {
@@ -344,14 +429,14 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
   uint64_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!local.contains(local_offsets[i], sizes[i])) {
-      throw Error(Code::InvalidArgument, "local_offsets[" + std::to_string(i) + "], sizes[" + std::to_string(i) +
-                                             "] = " + range_text(local_offsets[i], sizes[i]) +
-                                             " exceeds the local memory's size " + std::to_string(local.size));
+      return invalid("length out of range: local_offsets[" + std::to_string(i) + "], sizes[" + std::to_string(i) +
+                     "] = " + range_text(local_offsets[i], sizes[i]) + " exceeds the local memory's size " +
+                     std::to_string(local.size));
     }
     if (remote_offsets[i] > remote_size || sizes[i] > remote_size - remote_offsets[i]) {
-      throw Error(Code::InvalidArgument, "remote_offsets[" + std::to_string(i) + "], sizes[" + std::to_string(i) +
-                                             "] = " + range_text(remote_offsets[i], sizes[i]) +
-                                             " exceeds the remote memory's size " + std::to_string(remote_size));
+      return invalid("length out of range: remote_offsets[" + std::to_string(i) + "], sizes[" + std::to_string(i) +
+                     "] = " + range_text(remote_offsets[i], sizes[i]) + " exceeds the remote memory's size " +
+                     std::to_string(remote_size));
     }
     segments[i] = Segment{local_offsets[i], remote_offsets[i], sizes[i]};
     total += sizes[i];
@@ -456,14 +541,27 @@ void Engine::start_tcp(const std::shared_ptr<TransferStatus>& status, bool is_re
     return;
   }
   TcpConfig tcp = tcp_config();
-  std::shared_ptr<PeerLink> link;
+  // Pinned while the transfer waits for its connection: deregister_memory waits for it too.
+  auto pin = std::make_shared<RegionPin>(local);
   try {
-    link = link_to(remote_key);
+    with_link(remote_key, [this, tcp, status, is_read, local, pin, remote_id, segments, total, uid](
+                              const std::shared_ptr<PeerLink>& link, Code, const std::string& error) {
+      if (!link) {
+        status->update(StatusCode::ERR_BAD_STATE, error);
+        return;
+      }
+      post_frames(link, tcp, status, is_read, local, remote_id, segments, total, uid);
+    });
   } catch (const Error& e) {
     if (e.code() == Code::Closed) throw;
     status->update(StatusCode::ERR_BAD_STATE, e.what());
-    return;
   }
+}
+
+void Engine::post_frames(const std::shared_ptr<PeerLink>& link, const TcpConfig& tcp,
+                         const std::shared_ptr<TransferStatus>& status, bool is_read,
+                         const std::shared_ptr<Region>& local, uint32_t remote_id, const std::vector<Segment>& segments,
+                         uint64_t total, uint64_t uid) {
   // Transfers from striping_threshold up are spread over the lanes, in frames of at least
   // min_stripe_bytes (smaller pieces cost more in per-frame work and thread wake-ups than the
   // parallel lanes gain) and at most the chunk and the target's frame limit.

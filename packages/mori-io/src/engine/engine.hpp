@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/error.hpp"
 #include "engine/inbound.hpp"
 #include "engine/memory.hpp"
 #include "engine/peer_link.hpp"
@@ -32,11 +34,12 @@ struct EngineConfig {
   uint16_t port = 0;
   std::string secret;  // empty: a fresh random one
   int64_t connect_timeout_ms = 5000;
-  int64_t handshake_timeout_ms = 5000;
+  int64_t handshake_timeout_ms = 2000;  // target side: most time a peer may take to authenticate
   int64_t io_timeout_ms = 30000;  // target side: most time a started frame may take
   uint64_t max_frame_bytes = 64ull << 20;
   uint32_t max_segments = 8192;
   size_t max_connections = 1024;
+  size_t max_pending_connections = 64;
   size_t max_inbound_per_peer = 65536;
 };
 
@@ -96,9 +99,11 @@ class Engine {
 
   uint64_t allocate_uid() { return next_uid_.fetch_add(1); }
 
-  // One transfer between local memory id and a remote engine's memory id. Argument errors throw
-  // Error(InvalidArgument/NotFound) before anything is sent; runtime failures (no backend, peer
-  // unreachable or lost, timeout) come back in the status. The backend is the first that can take
+  // One transfer between local memory id and a remote engine's memory id. Offsets or sizes out of
+  // range, or lists of different lengths, give a status failed with ERR_INVALID_ARGS (as MORI's
+  // backends report them) before anything is sent; an unknown memory id or engine throws
+  // Error(NotFound); runtime failures (no backend, peer unreachable or lost, timeout) come back in
+  // the status. Connecting never blocks the caller: the transfer waits for the connection. The backend is the first that can take
   // the pair: P2P (given `peer`: the Python layer found both sides GPU memory on one host), RDMA,
   // TCP; when one fails to start or fails, the transfer is retried (logged) on the next.
   std::shared_ptr<TransferStatus> transfer(bool is_read, uint32_t local_id, const std::string& remote_key,
@@ -123,11 +128,26 @@ class Engine {
     uint16_t port = 0;
     std::string secret;
   };
+  // Called once with the live link, or with null, the error's code and why there is none.
+  using LinkWaiter = std::function<void(const std::shared_ptr<PeerLink>&, Code, const std::string&)>;
   struct LinkSlot {
-    std::mutex connect_mutex;  // one connection attempt at a time per remote engine
+    std::mutex mutex;  // everything below
     std::shared_ptr<PeerLink> link;
+    bool connecting = false;
+    bool retired = false;  // dropped from links_: it hands out no link any more
+    std::string retired_reason;
+    std::vector<LinkWaiter> waiters;
+    std::thread connector;  // the one connection attempt at a time; joined by the next or by retire()
   };
 
+  // Calls `waiter` with the link to remote_key: at once when a live link exists, else from a
+  // connector thread once connecting succeeded or failed (within connect_timeout_ms), so that no
+  // caller's thread ever waits on a peer. Throws Error(NotFound/Closed/Unsupported) at once.
+  void with_link(const std::string& remote_key, LinkWaiter waiter);
+  static void run_connector(LinkSlot* slot, LinkConfig config, std::thread previous, std::shared_ptr<PeerLink> dead);
+  // Fails the slot's link, lets its waiters fail and joins its connector.
+  static void retire(const std::shared_ptr<LinkSlot>& slot, const std::string& reason);
+  // with_link, waited for: for control requests, which are synchronous in MORI too.
   std::shared_ptr<PeerLink> link_to(const std::string& remote_key);
   ucx::RemoteEngine remote_engine(const std::string& remote_key) const;  // throws Error(NotFound)
   // RDMA when that backend can take the local memory, else (or when RDMA fails) TCP.
@@ -139,6 +159,10 @@ class Engine {
   void start_tcp(const std::shared_ptr<TransferStatus>& status, bool is_read, const std::shared_ptr<Region>& local,
                  const std::string& remote_key, uint32_t remote_id, const std::vector<Segment>& segments,
                  uint64_t total, uint64_t uid);
+  // Cuts the transfer into frames sized for `link` and queues them on it.
+  void post_frames(const std::shared_ptr<PeerLink>& link, const TcpConfig& tcp,
+                   const std::shared_ptr<TransferStatus>& status, bool is_read, const std::shared_ptr<Region>& local,
+                   uint32_t remote_id, const std::vector<Segment>& segments, uint64_t total, uint64_t uid);
   std::shared_ptr<gpu::P2PBackend> p2p_backend() const;
   void check_open() const;  // throws Error(Closed) after shutdown()
   void drop_links(const std::string& reason);

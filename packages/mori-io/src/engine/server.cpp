@@ -2,6 +2,7 @@
 #include "engine/server.hpp"
 
 #include <algorithm>
+#include <system_error>
 #include <vector>
 
 #include "engine/error.hpp"
@@ -28,6 +29,7 @@ void drain(const net::Socket& socket, uint64_t len, std::vector<char>& scratch, 
 
 Server::Server(const ServerConfig& config, RegionTable& regions, InboundTable& inbound)
     : config_(config), regions_(regions), inbound_(inbound) {
+  if (config_.max_pending_connections == 0) config_.max_pending_connections = 1;
   listener_ = net::listen_tcp(config.host, config.port, 128, &port_);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
@@ -38,34 +40,15 @@ void Server::stop() {
   if (stop_.exchange(true)) return;
   listener_.shutdown_both();
   if (acceptor_.joinable()) acceptor_.join();
-  {
-    std::lock_guard<std::mutex> lock(connections_mutex_);
-    for (auto& conn : connections_) conn->socket.shutdown_both();
-  }
-  reap(true);
-}
-
-void Server::reap(bool all) {
-  std::list<std::unique_ptr<Connection>> done;
-  {
-    std::lock_guard<std::mutex> lock(connections_mutex_);
-    for (auto it = connections_.begin(); it != connections_.end();) {
-      if (all || (*it)->finished.load()) {
-        done.push_back(std::move(*it));
-        it = connections_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (auto& conn : done) {
-    if (conn->thread.joinable()) conn->thread.join();
-  }
+  std::unique_lock<std::mutex> lock(connections_mutex_);
+  for (Connection* conn : connections_) conn->socket.shutdown_both();
+  // Each thread sees its socket shut (or stop_) within one poll slice and frees its connection.
+  connections_gone_.wait(lock, [&] { return connections_.empty(); });
 }
 
 void Server::abort_users_of(uint32_t region_id) {
   std::lock_guard<std::mutex> lock(connections_mutex_);
-  for (auto& conn : connections_) {
+  for (Connection* conn : connections_) {
     if (conn->region.load() == region_id) conn->socket.shutdown_both();
   }
 }
@@ -75,27 +58,60 @@ void Server::accept_loop() {
     std::string address;
     net::Socket socket = net::accept_tcp(listener_, stop_, &address);
     if (!socket.valid()) break;
-    reap(false);
-    std::lock_guard<std::mutex> lock(connections_mutex_);
-    if (connections_.size() >= config_.max_connections) {
-      MORI_IO_LOG(Warning, "engine '" << config_.key << "' refused a connection from " << address << ": already "
-                                      << connections_.size() << " connections (MORI_IO_MAX_CONNECTIONS)");
-      continue;  // the socket closes here
-    }
     auto conn = std::make_unique<Connection>();
     conn->socket = std::move(socket);
     conn->address = address;
     Connection* raw = conn.get();
-    conn->thread = std::thread([this, raw] {
-      serve(*raw);
-      raw->socket.shutdown_both();  // the peer sees EOF now, not when the next accept reaps this
-      raw->finished.store(true);
-    });
-    connections_.push_back(std::move(conn));
+    std::lock_guard<std::mutex> lock(connections_mutex_);
+    if (pending_ >= config_.max_pending_connections && !evict_oldest_pending(address)) {
+      MORI_IO_LOG(Warning, "engine '" << config_.key << "' refused a connection from " << address << ": already "
+                                      << pending_
+                                      << " connections awaiting authentication (MORI_IO_MAX_PENDING_CONNECTIONS)");
+      continue;  // the socket closes here
+    }
+    raw->accepted = ++accepted_;
+    connections_.insert(raw);
+    ++pending_;
+    try {
+      std::thread([this, c = std::move(conn)]() mutable { run(std::move(c)); }).detach();
+    } catch (const std::system_error& e) {
+      // The lambda (and with it the connection) was destroyed with the thread that did not start.
+      connections_.erase(raw);
+      --pending_;
+      MORI_IO_LOG(Error, "engine '" << config_.key << "' cannot serve " << address << ": no thread (" << e.what()
+                                    << ")");
+    }
   }
 }
 
-void Server::serve(Connection& conn) {
+bool Server::evict_oldest_pending(const std::string& newcomer) {
+  Connection* oldest = nullptr;
+  for (Connection* conn : connections_) {
+    if (conn->authenticated || conn->evicted) continue;
+    if (oldest == nullptr || conn->accepted < oldest->accepted) oldest = conn;
+  }
+  if (oldest == nullptr) return false;  // all already on their way out
+  oldest->evicted = true;
+  oldest->socket.shutdown_both();  // its thread ends within a poll slice and frees the slot
+  MORI_IO_LOG(Warning, "engine '" << config_.key << "' closed the connection from " << oldest->address
+                                  << ", still unauthenticated, to make room for " << newcomer << " ("
+                                  << config_.max_pending_connections
+                                  << " connections awaiting authentication, MORI_IO_MAX_PENDING_CONNECTIONS)");
+  return true;
+}
+
+void Server::run(std::unique_ptr<Connection> conn) {
+  if (authenticate(*conn)) serve(*conn);
+  conn->socket.shutdown_both();  // the peer sees EOF now
+  std::lock_guard<std::mutex> lock(connections_mutex_);
+  connections_.erase(conn.get());
+  --(conn->authenticated ? authenticated_ : pending_);
+  conn.reset();  // the socket closes before the slot is announced free
+  // Notified under the lock: stop() may destroy the Server as soon as it sees the set empty.
+  connections_gone_.notify_all();
+}
+
+bool Server::authenticate(Connection& conn) {
   try {
     net::Hello hello = net::server_handshake(conn.socket, config_.secret, config_.key, config_.limits,
                                              config_.handshake_timeout_ms, &stop_);
@@ -103,11 +119,26 @@ void Server::serve(Connection& conn) {
   } catch (const Error& e) {
     MORI_IO_LOG(Warning, "engine '" << config_.key << "' refused a connection from " << conn.address << ": "
                                     << e.what());
-    return;
+    return false;
   } catch (const std::exception& e) {
-    MORI_IO_LOG(Error, "handshake with " << conn.address << " failed: " << e.what());
-    return;
+    MORI_IO_LOG(Error, "engine '" << config_.key << "': handshake with " << conn.address << " failed: " << e.what());
+    return false;
   }
+  std::lock_guard<std::mutex> lock(connections_mutex_);
+  if (conn.evicted) return false;  // its socket is shut already
+  if (authenticated_ >= config_.max_connections) {
+    MORI_IO_LOG(Warning, "engine '" << config_.key << "' refused engine '" << conn.peer << "' (" << conn.address
+                                    << "): already " << authenticated_
+                                    << " authenticated connections (MORI_IO_MAX_CONNECTIONS)");
+    return false;
+  }
+  --pending_;
+  ++authenticated_;
+  conn.authenticated = true;
+  return true;
+}
+
+void Server::serve(Connection& conn) {
   net::apply_options(conn.socket, config_.options);
   std::vector<uint8_t> table;
   std::vector<iovec> iov;

@@ -3,11 +3,18 @@
 // connection. A connection is served only after its peer proved the engine's secret; then each
 // request frame is checked against its bounds and the registered region it names before a single
 // byte of that region is read or written.
+// Before that proof a connection counts only against a small limit of its own
+// (max_pending_connections) and holds its thread for at most handshake_timeout_ms, so peers without
+// the secret can never take the slots (max_connections) of authenticated ones. When the pending
+// ones are all taken, a new connection closes the oldest pending one: idle sockets cannot keep a
+// peer that answers its handshake at once from getting in. Each connection's
+// thread owns it and frees it, slot included, the moment the connection ends.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
-#include <list>
+#include <unordered_set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,9 +34,10 @@ struct ServerConfig {
   std::string host;
   uint16_t port = 0;
   net::TargetLimits limits;
-  int64_t handshake_timeout_ms = 5000;
+  int64_t handshake_timeout_ms = 2000;  // most time a connection may stay unauthenticated
   int64_t io_timeout_ms = 30000;  // most time a started frame may take to arrive or leave
-  size_t max_connections = 1024;
+  size_t max_connections = 1024;        // authenticated connections served at once
+  size_t max_pending_connections = 64;  // connections still in their handshake
   net::SocketOptions options;
 };
 
@@ -63,12 +71,23 @@ class Server {
     net::Socket socket;
     std::string address;
     std::string peer;
-    std::thread thread;
     std::atomic<uint32_t> region{kNoRegion};
-    std::atomic<bool> finished{false};
+    // Under connections_mutex_: which limit the connection counts against, its place in the
+    // accept order, and whether a newer connection already pushed it out of the pending ones.
+    bool authenticated = false;
+    uint64_t accepted = 0;
+    bool evicted = false;
   };
 
   void accept_loop();
+  // The body of a connection's thread: handshake, serving, and releasing everything it held.
+  void run(std::unique_ptr<Connection> conn);
+  // The handshake under handshake_timeout_ms; on success moves the connection from the pending
+  // count to the authenticated one, or refuses it when max_connections are served already.
+  bool authenticate(Connection& conn);
+  // Under connections_mutex_: shuts the oldest unauthenticated connection not yet shut; false when
+  // there is none.
+  bool evict_oldest_pending(const std::string& newcomer);
   void serve(Connection& conn);
   void serve_data(Connection& conn, const net::FrameHeader& header, std::vector<uint8_t>& table,
                   std::vector<iovec>& iov, std::vector<char>& discard);
@@ -81,7 +100,6 @@ class Server {
   void serve_rdma(Connection& conn, const net::FrameHeader& header);
   void respond(const Connection& conn, const net::FrameHeader& request, StatusCode code, const std::string& message,
                uint64_t payload_bytes, iovec* payload, size_t payload_count);
-  void reap(bool all);
 
   ServerConfig config_;
   RegionTable& regions_;
@@ -91,7 +109,11 @@ class Server {
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
   std::mutex connections_mutex_;
-  std::list<std::unique_ptr<Connection>> connections_;
+  std::condition_variable connections_gone_;
+  std::unordered_set<Connection*> connections_;  // owned by their threads
+  size_t pending_ = 0;
+  size_t authenticated_ = 0;
+  uint64_t accepted_ = 0;
   std::mutex rdma_mutex_;
   std::shared_ptr<RdmaResponder> rdma_;
 };

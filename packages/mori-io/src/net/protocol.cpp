@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "net/protocol.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -35,6 +36,12 @@ crypto::Digest mac(const std::string& secret, const char* label, const uint8_t* 
 }
 
 }  // namespace
+
+TargetLimits clamp(TargetLimits announced) {
+  announced.max_frame_bytes = std::clamp(announced.max_frame_bytes, kMinFrameBytes, kMaxFrameBytes);
+  announced.max_segments = std::clamp(announced.max_segments, kMinSegments, kMaxSegments);
+  return announced;
+}
 
 void encode_header(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]) {
   put_u32(out, kFrameMagic);
@@ -103,10 +110,7 @@ TargetLimits client_handshake(const Socket& socket, const std::string& secret, c
   if (get_u32(verdict) != kAcceptMagic) {
     throw Error(Code::Authentication, "the target rejected this engine's proof of its secret");
   }
-  if (limits.max_frame_bytes == 0 || limits.max_segments == 0) {
-    throw Error(Code::Protocol, "the target announced zero frame limits");
-  }
-  return limits;
+  return clamp(limits);
 }
 
 Hello server_handshake(const Socket& socket, const std::string& secret, const std::string& own_key,

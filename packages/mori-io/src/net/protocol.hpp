@@ -88,11 +88,23 @@ inline void put_u16(uint8_t* p, uint16_t v) {
 }
 inline uint16_t get_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
 
-// What the target announces in its CHALLENGE: the initiator sizes its frames by these.
+// What the target announces in its CHALLENGE: the initiator sizes its frames by these, clamped to
+// [kMinFrameBytes, kMaxFrameBytes] and [kMinSegments, kMaxSegments]: a target announcing a tiny
+// frame would otherwise make the initiator build (and allocate for) a frame per few bytes, and a
+// huge one would let it ask for frames no initiator should buffer. A target that really accepts
+// less than the floor closes the connection on the first bigger frame: its transfers fail.
+constexpr uint64_t kMinFrameBytes = 64 * 1024;
+constexpr uint64_t kMaxFrameBytes = 1ull << 30;
+constexpr uint32_t kMinSegments = 64;
+constexpr uint32_t kMaxSegments = 1u << 20;
+
 struct TargetLimits {
   uint64_t max_frame_bytes = 0;
   uint32_t max_segments = 0;
 };
+
+// The announced limits within the floors and ceilings above.
+TargetLimits clamp(TargetLimits announced);
 
 struct Hello {
   Channel channel = Channel::Data;

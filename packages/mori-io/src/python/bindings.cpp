@@ -285,6 +285,19 @@ PYBIND11_MODULE(_C, m) {
             return status_code_object(code);
           },
           py::arg("timeout_ms") = -1)
+      // MORI's WaitBusy spins instead of sleeping; here the waiter spins briefly before it sleeps
+      // on the status anyway, so it is WaitFor under MORI's name.
+      .def(
+          "WaitBusy",
+          [](const TransferStatus& s, int64_t timeout_ms) -> py::object {
+            StatusCode code;
+            {
+              py::gil_scoped_release release;
+              code = s.wait_for(timeout_ms);
+            }
+            return status_code_object(code);
+          },
+          py::arg("timeout_ms") = -1)
       .def("Update", &TransferStatus::update, py::arg("code"), py::arg("message"))
       .def("SetCode", &TransferStatus::set_code, py::arg("code"))
       .def("SetMessage", &TransferStatus::set_message, py::arg("message"))
@@ -320,7 +333,8 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init([](const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret,
                        int64_t connect_timeout_ms, int64_t handshake_timeout_ms, int64_t io_timeout_ms,
                        uint64_t max_frame_bytes,
-                       uint32_t max_segments, size_t max_connections, size_t max_inbound_per_peer) {
+                       uint32_t max_segments, size_t max_connections, size_t max_pending_connections,
+                       size_t max_inbound_per_peer) {
              mori::io::EngineConfig c;
              c.key = key;
              c.host = host;
@@ -332,13 +346,14 @@ PYBIND11_MODULE(_C, m) {
              c.max_frame_bytes = max_frame_bytes;
              c.max_segments = max_segments;
              c.max_connections = max_connections;
+             c.max_pending_connections = max_pending_connections;
              c.max_inbound_per_peer = max_inbound_per_peer;
              py::gil_scoped_release release;
              return std::make_unique<Engine>(c);
            }),
            py::arg("key"), py::arg("host"), py::arg("port"), py::arg("secret"), py::arg("connect_timeout_ms"),
            py::arg("handshake_timeout_ms"), py::arg("io_timeout_ms"), py::arg("max_frame_bytes"), py::arg("max_segments"),
-           py::arg("max_connections"), py::arg("max_inbound_per_peer"))
+           py::arg("max_connections"), py::arg("max_pending_connections"), py::arg("max_inbound_per_peer"))
       .def_property_readonly("key", &Engine::key)
       .def_property_readonly("secret", [](const Engine& e) { return py::bytes(e.secret()); })
       .def_property_readonly("port", &Engine::port)

@@ -36,18 +36,18 @@ def parse_level(variable: str, text: str) -> int:
         raise LogLevelError(f"{variable}={text!r} is not a log level; expected one of {', '.join(_LEVELS)}") from None
 
 
-def level_name_from_environment(environ: dict[str, str] | None = None) -> str | None:
-    """The level MORI_LOG_LEVEL (first) or MORI_GLOBAL_LOG_LEVEL asks for, as a logging name."""
+def level_from_environment(environ: dict[str, str] | None = None) -> int | None:
+    """The level MORI_LOG_LEVEL (first) or MORI_GLOBAL_LOG_LEVEL asks for, or None when neither is set."""
     env = os.environ if environ is None else environ
     for variable in _VARIABLES:
         text = env.get(variable, "").strip()
         if text:
-            return logging.getLevelName(parse_level(variable, text))
+            return parse_level(variable, text)
     return None
 
 
 def configure() -> None:
     """Set the ``mori`` logger's level from the environment, when a variable asks for one."""
-    name = level_name_from_environment()
-    if name is not None:
-        logging.getLogger("mori").setLevel(name)
+    level = level_from_environment()
+    if level is not None:
+        logging.getLogger("mori").setLevel(level)

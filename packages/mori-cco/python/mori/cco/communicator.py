@@ -7,12 +7,21 @@ import ctypes
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from mori._compat import note_no_effect
 from mori.cco import _C
 from mori.cco.errors import CcoDeviceError, CcoInvalidArgumentError
-from mori.cco.layout import ERROR_NAMES, GDA_CONNECTION_CROSSNODE, DevComm, Window
+from mori.cco.layout import (
+    ERROR_NAMES,
+    GDA_CONNECTION_CROSSNODE,
+    GDA_CONNECTION_FULL,
+    GDA_CONNECTION_NONE,
+    GDA_CONNECTION_RAIL,
+    DevComm,
+    Window,
+)
 from mori.cco.tensors import tensor_at
 
 logger = logging.getLogger("mori.cco")
@@ -77,10 +86,10 @@ class RegisteredWindow:
 
 @dataclass
 class CCODevCommRequirements:
-    """What a device communicator reserves (MORI's names and defaults). Of the GDA fields, the
-    signal and counter counts size the resource window; the others (contexts, queue depth,
-    traffic class) describe NIC queues, which the proxy-based GDA path does not have, and are
-    accepted for compatibility."""
+    """What a device communicator reserves (MORI's names and defaults). ``lsa_barrier_count``,
+    ``gda_signal_count``, ``gda_counter_count`` and ``sdma_queue_count`` size the resource window;
+    the fields of :data:`NO_EFFECT_REQUIREMENTS` are accepted for compatibility with no effect
+    (logged once when not at their default; docs/user-guide/compatibility.md says why)."""
 
     gda_connection_type: int = GDA_CONNECTION_CROSSNODE
     gda_context_count: int = 4
@@ -92,6 +101,53 @@ class CCODevCommRequirements:
     rail_gda_barrier_count: int = 0
     sdma_queue_count: int = 0
     barrier_count: int = 0
+
+
+_GDA_CONNECTION_TYPES = (GDA_CONNECTION_NONE, GDA_CONNECTION_FULL, GDA_CONNECTION_CROSSNODE, GDA_CONNECTION_RAIL)
+
+#: Fields of CCODevCommRequirements accepted with no effect, and why (the rows of the mori-cco
+#: section of docs/user-guide/compatibility.md).
+NO_EFFECT_REQUIREMENTS: dict[str, str] = {
+    "gda_connection_type": (
+        "every rank of another node is reached through the communicator's device proxy, whose "
+        "connections are made when the communicator is created, and every rank of this node by "
+        "load/store, whatever the type; the value is only copied into the dev comm"
+    ),
+    "gda_context_count": "GDA requests go through one device proxy per rank, not through NIC queue-pair contexts",
+    "gda_queue_depth": "the device proxy posts no NIC send queue whose depth could be set",
+    "gda_traffic_class": "the proxy's transport (mori-shmem's TCP or UCX conduit) sets no InfiniBand traffic class",
+    "rail_gda_barrier_count": (
+        "mori-cco's device API has no rail GDA barrier (MORI's ccoGdaBarrierSession); synchronise "
+        "across nodes with gda_put_signal and wait_signal, sized by gda_signal_count"
+    ),
+    "barrier_count": (
+        "mori-cco's device API has no hybrid barrier (MORI's hybridLsaBarrier); LSA barriers are "
+        "sized by lsa_barrier_count, cross-node signals by gda_signal_count"
+    ),
+}
+_REQUIREMENT_DEFAULTS = {f.name: f.default for f in fields(CCODevCommRequirements)}
+
+#: MORI environment variables in mori-cco's registry that have no effect (default 0), and why.
+NO_EFFECT_VARIABLES: dict[str, str] = {
+    "MORI_ENABLE_SDMA": (
+        "mori-cco's copy engine (a CUDA stream per peer and queue; host threads on the cpu backend) "
+        "is always available, so there is no SDMA engine to switch on"
+    ),
+}
+
+
+def _check_requirements(reqs: CCODevCommRequirements) -> dict[str, Any]:
+    """The requirements as the native module takes them; logs the no-effect fields that are set."""
+    values = asdict(reqs)
+    if values["gda_connection_type"] not in _GDA_CONNECTION_TYPES:
+        raise CcoInvalidArgumentError(
+            f"gda_connection_type={values['gda_connection_type']!r} is not one of {_GDA_CONNECTION_TYPES} "
+            "(GDA_CONNECTION_NONE, _FULL, _CROSSNODE, _RAIL)"
+        )
+    for name, reason in NO_EFFECT_REQUIREMENTS.items():
+        if values[name] != _REQUIREMENT_DEFAULTS[name]:
+            note_no_effect(f"CCODevCommRequirements.{name}", values[name], reason)
+    return values
 
 
 @dataclass(frozen=True)
@@ -155,6 +211,10 @@ class Communicator:
         if device is None:
             device = _current_cuda_device() if backend != "cpu" else -1
         raw = bytes(unique_id)
+        for variable, reason in NO_EFFECT_VARIABLES.items():
+            value = int(_C.setting_int(variable))
+            if value != 0:
+                note_no_effect(variable, value, reason)
         native = _C.Communicator(raw, nranks, rank, per_rank_vmm, _BACKENDS[backend], device)
         comm = cls(native)
         logger.debug("rank %d/%d joined a %s communicator", rank, nranks, comm.backend)
@@ -241,8 +301,7 @@ class Communicator:
     # ---- device communicators ----
     def create_dev_comm(self, reqs: CCODevCommRequirements | None = None) -> DevCommHandle:
         """COLLECTIVE: a device communicator with the resources ``reqs`` asks for."""
-        fields = asdict(reqs or CCODevCommRequirements())
-        raw = self._live().create_dev_comm(fields)
+        raw = self._live().create_dev_comm(_check_requirements(reqs or CCODevCommRequirements()))
         dc = DevComm.from_buffer_copy(raw)
         return DevCommHandle(raw, dc.rank, dc.world_size, dc.lsa_size, dc.lsa_rank, dc.flat_base, dc.per_rank_size)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from mori._logging import level_from_environment
 from mori.io import _C as _C  # re-exported
 from mori.io import settings
 from mori.io.errors import NATIVE_CODES
@@ -13,19 +14,22 @@ _C.set_error_classes(dict(NATIVE_CODES))
 
 
 def apply_log_level() -> None:
-    """Sets the native log threshold and the ``mori.io`` logger from MORI_LOG_LEVEL."""
-    level = logging.getLevelName(settings.get_str("MORI_LOG_LEVEL"))
+    """Sets the native log threshold and the ``mori.io`` logger from MORI_LOG_LEVEL, else from
+    MORI's MORI_GLOBAL_LOG_LEVEL (the root package reads both), else the registry's default."""
+    level = level_from_environment()
+    if level is None:
+        level = logging.getLevelName(settings.get_str("MORI_LOG_LEVEL"))
     _C.set_log_level(level)
     logging.getLogger("mori.io").setLevel(level)
 
 
 def set_log_level(level: str) -> None:
     """MORI's ``set_log_level``: 'debug', 'info', 'warning', 'error' or 'critical'."""
-    name = level.upper()
-    if name.lower() not in ("debug", "info", "warning", "error", "critical"):
-        from mori.io.errors import InvalidArgumentError
+    from mori.io.errors import InvalidArgumentError
 
+    if not isinstance(level, str) or level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise InvalidArgumentError(f"level={level!r} must be one of debug, info, warning, error, critical")
+    name = level.upper()
     _C.set_log_level(logging.getLevelName(name))
     logging.getLogger("mori.io").setLevel(name)
 

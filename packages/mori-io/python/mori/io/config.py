@@ -18,9 +18,10 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mori._compat import note_no_effect
 from mori.io import settings
 from mori.io._native import _C
-from mori.io.errors import InvalidArgumentError, UnsupportedError, check_int
+from mori.io.errors import ConfigError, InvalidArgumentError, UnsupportedError, check_int
 
 #: TcpBackendConfig.num_data_conns bounds (MORI's TCP backend: [1, 16]).
 MAX_DATA_CONNS = 16
@@ -113,10 +114,43 @@ def ucx_library_dir() -> tuple[str, str]:
     return "", f"the system ({_UCX_LIBRARY} through the dynamic loader; no libucx wheel is installed)"
 
 
+_IB_SYSFS = Path("/sys/class/infiniband")
+
+
+def rdma_devices_to_ucx(selection: str, ib_root: Path = _IB_SYSFS) -> str:
+    """MORI_RDMA_DEVICES (``a,b`` uses only these, ``^a,b`` all but these) as UCX's NET_DEVICES.
+
+    UCX names an InfiniBand/RoCE device by device and port (``mlx5_0:1``) where MORI names the
+    device: a device found under ``ib_root`` without a port stands for each of its ports. Other
+    names (``lo``, ``eth0``, or already ``dev:port``) are UCX's own and pass through. UCX reads a
+    leading ``^`` as "all but" too.
+    """
+    text = selection.strip()
+    exclude = text.startswith("^")
+    names = [n.strip() for n in text.lstrip("^").split(",") if n.strip()]
+    if not names:
+        raise ConfigError(f"MORI_RDMA_DEVICES={selection!r} names no device")
+    out: list[str] = []
+    for name in names:
+        ports_dir = ib_root / name / "ports"
+        if ":" not in name and ports_dir.is_dir():
+            ports = sorted((p.name for p in ports_dir.iterdir() if p.name.isdigit()), key=int)
+            out += [f"{name}:{port}" for port in ports] or [name]
+        else:
+            out.append(name)
+    return ("^" if exclude else "") + ",".join(out)
+
+
 def _ucx_net_devices(host: str) -> str:
-    """UCX_NET_DEVICES for an engine listening on ``host``: an engine kept to loopback keeps UCX's
-    network transports there too (UCX's own sockets authenticate nobody), unless the user chose
-    devices with UCX_NET_DEVICES."""
+    """UCX_NET_DEVICES for an engine listening on ``host``: MORI_RDMA_DEVICES when set (MORI's NIC
+    selection, which SGLang sets from its InfiniBand device option); else an engine kept to
+    loopback keeps UCX's network transports there too (UCX's own sockets authenticate nobody),
+    unless the user chose devices with UCX_NET_DEVICES."""
+    selection = settings.get_str("MORI_RDMA_DEVICES")
+    if selection:
+        devices = rdma_devices_to_ucx(selection)
+        log.info("RDMA backend: MORI_RDMA_DEVICES=%s selects UCX NET_DEVICES=%s", selection, devices)
+        return devices
     if settings.foreign("UCX_NET_DEVICES"):
         return ""
     try:
@@ -124,6 +158,19 @@ def _ucx_net_devices(host: str) -> str:
     except ValueError:
         loopback = False
     return "lo" if loopback else ""
+
+
+#: RdmaBackendConfig fields that UCX has no use for: (field, MORI's default, why), as in
+#: docs/user-guide/compatibility.md; setting one to another value is logged once.
+_RDMA_NO_EFFECT: tuple[tuple[str, int, str], ...] = (
+    ("num_worker_threads", -1, "the UCX backend has one progress thread per backend; UCX splits batches itself"),
+    ("notif_per_qp", 1024, "notifications are UCX active messages, which need no pre-posted receives"),
+    ("num_nics_per_transfer", 1, "UCX spreads transfers over NICs itself (UCX_MAX_RNDV_RAILS); "
+     "choose NICs with MORI_RDMA_DEVICES"),
+    ("max_send_wr", 0, "UCX sizes its own send queues"),
+    ("max_cqe_num", 0, "UCX sizes its own completion queues"),
+    ("max_msg_sge", 0, "UCX chooses its own scatter-gather lists"),
+)  # fmt: skip
 
 
 @dataclass
@@ -192,22 +239,31 @@ class RdmaBackendConfig:
         """Creates the backend on ``native``, an engine listening on ``host``; raises
         UnsupportedError naming where UCX was looked for and why it could not be used."""
         self.validate()
-        lib_dir, source = ucx_library_dir()
-        try:
-            native.create_rdma_backend(
-                lib_dir=lib_dir,
-                net_devices=_ucx_net_devices(host),
-                lanes=self.qp_per_transfer,
-                post_batch=DEFAULT_POST_BATCH if self.post_batch_size == -1 else self.post_batch_size,
-                polling=self.poll_cq_mode == _C.PollCqMode.POLLING,
-                notify=bool(self.enable_notification),
-                chunk_bytes=self.chunk_bytes if self.enable_transfer_chunking else 0,
-                max_chunks=self.max_chunks_per_transfer,
-                op_timeout_ms=self.op_timeout_ms,
-            )
-        except UnsupportedError as exc:
-            log.info("no RDMA backend: UCX from %s is unusable: %s", source, exc)
-            raise UnsupportedError(f"UCX from {source} is unusable: {exc}") from None
+        _create_rdma_backend(native, self, host)
+
+
+def _create_rdma_backend(native: _C.Engine, config: RdmaBackendConfig, host: str) -> None:
+    """The native RDMA backend for a validated ``config``: what each field becomes for UCX."""
+    for name, default, reason in _RDMA_NO_EFFECT:
+        value = getattr(config, name)
+        if value != default:
+            note_no_effect(f"RdmaBackendConfig.{name}", value, reason)
+    lib_dir, source = ucx_library_dir()
+    try:
+        native.create_rdma_backend(
+            lib_dir=lib_dir,
+            net_devices=_ucx_net_devices(host),
+            lanes=config.qp_per_transfer,
+            post_batch=DEFAULT_POST_BATCH if config.post_batch_size == -1 else config.post_batch_size,
+            polling=config.poll_cq_mode == _C.PollCqMode.POLLING,
+            notify=bool(config.enable_notification),
+            chunk_bytes=config.chunk_bytes if config.enable_transfer_chunking else 0,
+            max_chunks=config.max_chunks_per_transfer,
+            op_timeout_ms=config.op_timeout_ms,
+        )
+    except UnsupportedError as exc:
+        log.info("no RDMA backend: UCX from %s is unusable: %s", source, exc)
+        raise UnsupportedError(f"UCX from {source} is unusable: {exc}") from None
 
 
 #: Bounds of XgmiBackendConfig's pools (streams and events are made per GPU on its first transfer).
@@ -264,10 +320,16 @@ class XgmiBackendConfig:
 
 @dataclass
 class FabricBackendConfig:
-    """MORI's FABRIC backend config (accepted for compatibility; not built here)."""
+    """MORI's FABRIC backend config (accepted for compatibility; not built here: creating the
+    backend raises UnsupportedError)."""
 
     num_streams: int = 64
     num_events: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("num_streams", "num_events"):
+            if getattr(self, name) != 64:
+                note_no_effect(f"FabricBackendConfig.{name}", getattr(self, name), "there is no FABRIC backend")
 
 
 BackendConfig = TcpBackendConfig | RdmaBackendConfig | XgmiBackendConfig | FabricBackendConfig

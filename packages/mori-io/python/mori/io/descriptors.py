@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass, field
 
 from mori.io._native import _C
-from mori.io.errors import DescriptorError
+from mori.io.errors import DescriptorError, InvalidArgumentError, check_int
 
 FORMAT_VERSION = 2  # 2: MemoryDesc carries ipc_offset
 _ENGINE_MAGIC = b"MIOE"
@@ -21,6 +21,20 @@ _MEMORY_MAGIC = b"MIOM"
 MAX_TEXT_BYTES = 1024
 MAX_SECRET_BYTES = 256
 IPC_HANDLE_BYTES = 64
+
+
+def _check_text(owner: str, name: str, value: object, limit: int = MAX_TEXT_BYTES) -> None:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{owner}.{name}={value!r} must be a str")
+    if len(value.encode()) > limit:
+        raise InvalidArgumentError(f"{owner}.{name} has {len(value.encode())} bytes (limit {limit})")
+
+
+def _check_blob(owner: str, name: str, value: object, limit: int) -> None:
+    if not isinstance(value, bytes):
+        raise InvalidArgumentError(f"{owner}.{name}={value!r} must be bytes")
+    if len(value) > limit:
+        raise InvalidArgumentError(f"{owner}.{name} has {len(value)} bytes (limit {limit})")
 
 
 class _Writer:
@@ -92,6 +106,14 @@ class EngineDesc:
     pid: int
     secret: bytes = field(default=b"", repr=False)
 
+    def __post_init__(self) -> None:
+        # Every field as pack() writes it, so a bad one is named here, not by struct.error later.
+        for name in ("key", "node_id", "hostname", "host"):
+            _check_text("EngineDesc", name, getattr(self, name))
+        check_int("EngineDesc.port", self.port, 0, 65535)
+        check_int("EngineDesc.pid", self.pid, 0, 2**64 - 1)
+        _check_blob("EngineDesc", "secret", self.secret, MAX_SECRET_BYTES)
+
     def pack(self) -> bytes:
         w = _Writer(_ENGINE_MAGIC)
         for value in (self.key, self.node_id, self.hostname, self.host):
@@ -134,6 +156,19 @@ class MemoryDesc:
     loc: _C.MemoryLocationType
     ipc_handle: bytes = b""
     ipc_offset: int = 0
+
+    def __post_init__(self) -> None:
+        _check_text("MemoryDesc", "engine_key", self.engine_key)
+        check_int("MemoryDesc.id", self.id, 0, 2**32 - 1)
+        check_int("MemoryDesc.device_id", self.device_id, -(2**31), 2**31 - 1)
+        check_int("MemoryDesc.numa_node", self.numa_node, -(2**31), 2**31 - 1)
+        check_int("MemoryDesc.data", self.data, 0, 2**64 - 1)
+        check_int("MemoryDesc.size", self.size, 0, 2**64 - 1)
+        if not isinstance(self.loc, _C.MemoryLocationType):
+            raise InvalidArgumentError(f"MemoryDesc.loc={self.loc!r} must be a MemoryLocationType")
+        _check_text("MemoryDesc", "device_bus_id", self.device_bus_id, 64)
+        _check_blob("MemoryDesc", "ipc_handle", self.ipc_handle, IPC_HANDLE_BYTES)
+        check_int("MemoryDesc.ipc_offset", self.ipc_offset, 0, 2**64 - 1)
 
     def pack(self) -> bytes:
         w = _Writer(_MEMORY_MAGIC)

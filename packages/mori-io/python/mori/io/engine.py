@@ -35,7 +35,7 @@ from mori.io.config import (
     check_backend_config,
 )
 from mori.io.descriptors import MAX_TEXT_BYTES, EngineDesc, MemoryDesc
-from mori.io.errors import InvalidArgumentError, NotFoundError, UnsupportedError, check_int
+from mori.io.errors import ConfigError, InvalidArgumentError, NotFoundError, UnsupportedError, check_int
 from mori.io.session import IOEngineSession
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,12 @@ TransferStatus = _C.TransferStatus
 
 #: Transfer uids must stay below 2**63 (MORI reserves bit 63).
 MAX_UID = 2**63 - 1
+#: Bounds of MORI_IO_MAX_FRAME_BYTES / MORI_IO_MAX_SEGMENTS: the floors and ceilings an initiator
+#: clamps a target's announced limits to (kMinFrameBytes etc. in src/net/protocol.hpp). Fewer
+#: segments than the floor narrow what this engine sends; as a target it accepts the floor.
+MIN_FRAME_BYTES = 64 * 1024
+MAX_FRAME_BYTES = 1 << 30
+MAX_SEGMENTS = 1 << 20
 _DEFAULT_CONFIGS: dict[Any, type] = {
     BackendType.TCP: TcpBackendConfig,
     BackendType.RDMA: RdmaBackendConfig,
@@ -82,6 +88,24 @@ def _advertised_host(host: str) -> str:
     return host
 
 
+def _length(name: str, value: object) -> int:
+    """len(value) of a list-like argument, else InvalidArgumentError naming it."""
+    if isinstance(value, str | bytes) or not hasattr(value, "__getitem__"):
+        raise InvalidArgumentError(f"{name}={value!r} must be a list")
+    try:
+        return len(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidArgumentError(f"{name}={value!r} must be a list") from None
+
+
+def _setting(name: str, low: int, high: int) -> int:
+    """An int setting within [low, high], else ConfigError naming it and the limits."""
+    value = settings.get_int(name)
+    if not low <= value <= high:
+        raise ConfigError(f"{name}={value} is out of range [{low}, {high}]")
+    return value
+
+
 def _secret(config: IOEngineConfig) -> bytes:
     if config.secret is not None:
         if not isinstance(config.secret, bytes) or not 16 <= len(config.secret) <= 256:
@@ -100,20 +124,22 @@ class IOEngine:
             raise InvalidArgumentError(f"config={config!r} must be an IOEngineConfig")
         port = check_int("config.port", config.port, 0, 65535)
         host = config.host or settings.get_str("MORI_IO_HOST")
+        if not isinstance(host, str):
+            raise InvalidArgumentError(f"config.host={host!r} must be a str")
         apply_log_level()
-        timeout = settings.get_int("MORI_IO_CP_TIMEOUT_MS")
         self._native = _C.Engine(
             key=key,
             host=host,
             port=port,
             secret=_secret(config),
-            connect_timeout_ms=timeout,
-            handshake_timeout_ms=timeout,
-            io_timeout_ms=settings.get_int("MORI_IO_TCP_OP_TIMEOUT_MS"),
-            max_frame_bytes=settings.get_int("MORI_IO_MAX_FRAME_BYTES"),
-            max_segments=settings.get_int("MORI_IO_MAX_SEGMENTS"),
-            max_connections=settings.get_int("MORI_IO_MAX_CONNECTIONS"),
-            max_inbound_per_peer=settings.get_int("MORI_IO_MAX_INBOUND_STATUS"),
+            connect_timeout_ms=_setting("MORI_IO_CP_TIMEOUT_MS", 1, 2**40),
+            handshake_timeout_ms=_setting("MORI_IO_HANDSHAKE_TIMEOUT_MS", 1, 2**40),
+            io_timeout_ms=_setting("MORI_IO_TCP_OP_TIMEOUT_MS", 0, 2**40),
+            max_frame_bytes=_setting("MORI_IO_MAX_FRAME_BYTES", MIN_FRAME_BYTES, MAX_FRAME_BYTES),
+            max_segments=_setting("MORI_IO_MAX_SEGMENTS", 1, MAX_SEGMENTS),
+            max_connections=_setting("MORI_IO_MAX_CONNECTIONS", 1, 2**31 - 1),
+            max_pending_connections=_setting("MORI_IO_MAX_PENDING_CONNECTIONS", 1, 2**31 - 1),
+            max_inbound_per_peer=_setting("MORI_IO_MAX_INBOUND_STATUS", 1, 2**31 - 1),
         )
         self._key = key
         self._host = host
@@ -131,6 +157,10 @@ class IOEngine:
         self._memory: dict[int, MemoryDesc] = {}
         self._remotes: dict[str, EngineDesc] = {}
         self._route_epoch = 0  # bumped when backends or peers change: sessions look their route up again
+        # MORI's engine handles its own key: a transfer between two of its own memories loops back
+        # through its own listener (and P2P, for GPU memory with that backend).
+        self._native.register_remote(key, self._desc.host, self._desc.port, self._desc.secret)
+        self._remotes[key] = self._desc
         log.info("IOEngine %r listening on %s:%d", key, host, self._desc.port)
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -157,6 +187,8 @@ class IOEngine:
         GPUs of one host; raises UnsupportedError naming why when there is no CUDA driver or GPU);
         ``BackendType.RDMA`` (through UCX; raises UnsupportedError naming why when UCX cannot be
         loaded). Creating one that exists replaces it."""
+        if not isinstance(type, BackendType):
+            raise InvalidArgumentError(f"type={type!r} must be a BackendType")
         if type not in _DEFAULT_CONFIGS:
             raise UnsupportedError(f"type={type!r}: unknown backend type")
         cfg = config if config is not None else _DEFAULT_CONFIGS[type]()
@@ -183,6 +215,8 @@ class IOEngine:
 
     def remove_backend(self, type: _C.BackendType) -> None:
         """Removes a backend; TCP and RDMA transfers still in flight fail, P2P ones finish first."""
+        if not isinstance(type, BackendType):
+            raise InvalidArgumentError(f"type={type!r} must be a BackendType")
         if type == BackendType.TCP and type in self._backends:
             self._native.remove_tcp_backend()
         if type == BackendType.XGMI and type in self._backends:
@@ -304,6 +338,8 @@ class IOEngine:
         """Target side: the state of initiator ``remote_key``'s transfer ``transfer_uid`` into (or
         out of) this engine's memory; None if none of it arrived yet. A final state is removed once
         returned."""
+        if not isinstance(remote_key, str):
+            raise InvalidArgumentError(f"remote_key={remote_key!r} must be a str")
         uid = check_int("transfer_uid", transfer_uid, 0, MAX_UID)
         found = self._native.pop_inbound(remote_key, uid)
         if found is None:
@@ -317,7 +353,17 @@ class IOEngine:
     def wait_all(statuses: Sequence[TransferStatus], timeout_ms: int = -1) -> _C.StatusCode:
         """Waits for every status: a failure wins, an empty list succeeds, ``0`` polls once, and a
         timeout returns IN_PROGRESS."""
-        return _C.wait_all(list(statuses), timeout_ms)
+        if isinstance(statuses, TransferStatus):
+            raise InvalidArgumentError("statuses must be a sequence of TransferStatus, not one TransferStatus")
+        try:
+            items = list(statuses)
+        except TypeError:
+            raise InvalidArgumentError(f"statuses={statuses!r} must be a sequence of TransferStatus") from None
+        for i, status in enumerate(items):
+            if not isinstance(status, TransferStatus):
+                raise InvalidArgumentError(f"statuses[{i}]={status!r} must be a TransferStatus")
+        timeout = check_int("timeout_ms", timeout_ms, -1, 2**62)
+        return _C.wait_all(items, timeout)
 
     # -- helpers --------------------------------------------------------------------------------
     def _own_memory(self, desc: object, name: str) -> MemoryDesc:
@@ -376,9 +422,13 @@ class IOEngine:
     def _batch(self, is_read: bool, locals_: Sequence[MemoryDesc], local_offsets: Sequence[Any],
                remotes: Sequence[MemoryDesc], remote_offsets: Sequence[Any], sizes: Sequence[Any],
                uids: Sequence[int]) -> list[TransferStatus]:  # fmt: skip
-        n = len(locals_)
-        lengths = {"remote_mem_descs": len(remotes), "local_offsets": len(local_offsets),
-                   "remote_offsets": len(remote_offsets), "sizes": len(sizes), "transfer_uids": len(uids)}  # fmt: skip
+        # The outer lists must pair up (MORI asserts it); each pair's own offsets and sizes are
+        # checked by the native engine, which reports a mismatch in that pair's status as MORI does.
+        n = _length("local_mem_descs", locals_)
+        lengths = {"remote_mem_descs": _length("remote_mem_descs", remotes),
+                   "local_offsets": _length("local_offsets", local_offsets),
+                   "remote_offsets": _length("remote_offsets", remote_offsets),
+                   "sizes": _length("sizes", sizes), "transfer_uids": _length("transfer_uids", uids)}  # fmt: skip
         for name, length in lengths.items():
             if length != n:
                 raise InvalidArgumentError(f"{name} has {length} entries; expected one per local_mem_desc ({n})")

@@ -119,15 +119,27 @@ REGISTRY: tuple[Setting, ...] = (
             "Default RdmaBackendConfig.enable_notification: RDMA transfers announce themselves to the target "
             "(pop_inbound_transfer_status) at the cost of one more round trip.", _parse_bool),
     Setting("MORI_IO_MAX_FRAME_BYTES", "size", "64M",
-            "Largest frame payload this engine accepts as a target; bigger headers close the connection.",
-            _parse_size),
-    Setting("MORI_IO_MAX_SEGMENTS", "int", "8192", "Most (offset, size) segments one frame may carry.",
-            _parse_int),
+            "Largest frame payload this engine accepts as a target, 64K to 1G (the bounds initiators clamp "
+            "announced limits to); bigger headers close the connection.", _parse_size),
+    Setting("MORI_IO_MAX_SEGMENTS", "int", "8192",
+            "Most (offset, size) segments one frame may carry, 1 to 2^20; as a target an engine accepts at "
+            "least 64, the floor initiators clamp announced limits to.", _parse_int),
     Setting("MORI_IO_MAX_CONNECTIONS", "int", "1024",
-            "Most connections a target serves at once; more are closed on accept.", _parse_int),
+            "Most authenticated connections a target serves at once; a peer that proves the secret beyond them "
+            "is closed. Connections still in their handshake never count here.", _parse_int),
+    Setting("MORI_IO_MAX_PENDING_CONNECTIONS", "int", "64",
+            "Most connections a target keeps in their handshake (not yet authenticated) at once; more are closed "
+            "on accept. A failed handshake frees its slot at once.", _parse_int),
+    Setting("MORI_IO_HANDSHAKE_TIMEOUT_MS", "int", "2000",
+            "Most time a connection may take to prove the secret before the target closes it.", _parse_int),
     Setting("MORI_IO_MAX_INBOUND_STATUS", "int", "65536",
             "Most inbound transfer records kept per initiator for pop_inbound_transfer_status (oldest dropped).",
             _parse_int),
+    Setting("MORI_RDMA_DEVICES", "string", "",
+            "MORI's NIC selection for the RDMA backend: 'mlx5_0,mlx5_1' uses only these devices, '^mlx5_2' all but "
+            "these. Passed to the engine's UCX context as its NET_DEVICES (an InfiniBand device without a port "
+            "stands for each of its ports); network interfaces (lo, eth0) are passed as named. Empty: all devices, "
+            "or only lo for an engine listening on loopback.", _parse_str),
     Setting("MORI_NODE_ID", "string", "", "Node identity in EngineDesc.node_id; empty uses the kernel boot id.",
             _parse_str),
     Setting("MORI_LOG_LEVEL", "choice", "WARNING", "Log level of mori.io's Python and native code.", _parse_level),

@@ -25,12 +25,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from mori._compat import note_no_effect
 from mori.ir import clang_toolchain
 from mori.ir.errors import BitcodeBuildError, BitcodeNotFoundError
 from mori.ir.settings import setting
 
 __all__ = [
     "BITCODE_NAME",
+    "COV_NO_EFFECT",
     "bitcode_cache_dir",
     "build_bitcode",
     "device_sources",
@@ -46,6 +48,11 @@ _VARIANTS = {"full": (BITCODE_NAME, ()), "p2p": ("libmori_shmem_device_p2p.bc", 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _SOURCE = "mori_shmem_ir.cu"
 _PRELUDE = "clang_cuda_prelude.h"
+#: Why ``find_bitcode(cov=...)`` has no effect (the mori-ir row of docs/user-guide/compatibility.md).
+COV_NO_EFFECT = (
+    "it is the AMDGPU code-object version; the bitcode here is target-neutral NVPTX, which has no "
+    "code-object versions, so one file serves every caller"
+)
 # Bumped when the build recipe changes in a way the inputs do not show.
 _RECIPE_VERSION = "1"
 
@@ -189,14 +196,17 @@ def _locate(variant: str = "full") -> Path:
     return build_bitcode(variant=variant)
 
 
-def find_bitcode(variant: str | None = None) -> str:
+def find_bitcode(variant: str | None = None, *, cov: int | None = None) -> str:
     """The path of the device bitcode (see the module doc for where it comes from).
 
     ``variant``: ``full`` (reaches remote PEs through the device proxy), ``p2p`` (load/store peers
-    only), or None for the one the running job needs (:func:`job_variant`). Raises
+    only), or None for the one the running job needs (:func:`job_variant`). ``cov``: MORI's AMDGPU
+    code-object version, accepted with no effect (:data:`COV_NO_EFFECT`). Raises
     ``BitcodeNotFoundError`` (a ``FileNotFoundError``) saying what to install when there is none.
     Answers are remembered for the process.
     """
+    if cov is not None:
+        note_no_effect("find_bitcode(cov=...)", cov, COV_NO_EFFECT)
     chosen = _check_variant(variant) if variant is not None else job_variant()
     with _found_lock:
         if chosen not in _found:

@@ -8,7 +8,7 @@ drift apart.
 
 Conventions, as MORI's: symmetric addresses and local pointers are ``uint64``; calls that return
 nothing in C++ return an ``int32`` 0 (Triton's ``extern_elementwise`` needs a result); ``qp`` is
-the queue-pair hint of RDMA transports, accepted and ignored by load/store peers.
+MORI's queue-pair index, accepted with no effect (:data:`QP_NO_EFFECT` says why).
 """
 
 from __future__ import annotations
@@ -25,6 +25,13 @@ LLVM_TYPES: Final[dict[str, str]] = {
     "float32": "float",
     "float64": "double",
 }
+
+#: Why the ``qp`` argument of the device functions has no effect (the mori-ir row of
+#: docs/user-guide/compatibility.md; the Triton frontend logs it once when a kernel passes one).
+QP_NO_EFFECT: Final = (
+    "mori-shmem reaches load/store peers directly and remote PEs through one device proxy per PE, so "
+    "there is no set of RDMA queue pairs per peer to pick from; the device functions ignore qp"
+)
 
 #: ``sig_op`` / ``op`` codes (mori.shmem.AmoType values; MORI's core::atomicType).
 SIGNAL_SET: Final = 9

@@ -45,7 +45,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from mori.ir.functions import DEVICE_FUNCTIONS, DeviceFunction
+from mori._compat import note_no_effect
+from mori.ir.functions import DEVICE_FUNCTIONS, QP_NO_EFFECT, DeviceFunction
 from mori.ir.functions import SIGNAL_ADD as _SIGNAL_ADD
 from mori.ir.functions import SIGNAL_SET as _SIGNAL_SET
 
@@ -224,6 +225,16 @@ def _is_address(arg_name: str) -> bool:
     return arg_name in ("dest", "src", "ptr", "addr", "sig_addr", "val_ptr")
 
 
+def _note_qp(value: Any) -> None:
+    """Logs (once) that ``qp`` has no effect when a kernel passes anything but the constant 0;
+    a runtime value cannot be seen at trace time, so it counts as set."""
+    value = _core._unwrap_if_constexpr(value)
+    if _is_tensor(value):
+        note_no_effect("qp", "<a runtime value>", QP_NO_EFFECT)
+    elif value != 0:
+        note_no_effect("qp", value, QP_NO_EFFECT)
+
+
 def _make_wrapper(fn: DeviceFunction) -> Callable[..., Any]:
     names = [name for name, _ in fn.args]
     types = [type_name for _, type_name in fn.args]
@@ -239,6 +250,8 @@ def _make_wrapper(fn: DeviceFunction) -> Callable[..., Any]:
             bound = plain.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"mori.ir.triton.{text}: {exc}") from None
+        if "qp" in bound.arguments:
+            _note_qp(bound.arguments["qp"])
         values = [
             _cast_arg(bound.arguments[n], t, _semantic=_semantic, where=f"mori.ir.triton.{fn.name} argument {n!r}")
             for n, t in zip(names, types, strict=True)

@@ -13,14 +13,24 @@ import logging
 
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import (
+    CacheRemoteAdmission,
     UMBPConfig,
+    UMBPCopyPipelineConfig,
     UMBPDeploymentMode,
     UMBPDistributedConfig,
     UMBPDramConfig,
+    UMBPDurabilityConfig,
+    UMBPDurabilityMode,
     UMBPEvictionConfig,
     UMBPHbmConfig,
+    UMBPIoBackend,
+    UMBPIoConfig,
+    UMBPIoEngineConfig,
     UMBPMasterClientConfig,
+    UMBPRole,
     UMBPSsdConfig,
+    UMBPSsdLayoutMode,
+    UMBPStandaloneProcessConfig,
 )
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch, UMBPExternalKvNodeMatch
 from mori.umbp.client.local_client import LocalClient
@@ -40,6 +50,7 @@ from mori.umbp.errors import (
     UnknownTierError,
     ValueTooLargeError,
 )
+from mori.umbp.hostmem import UMBPHostBufferBacking, UMBPHostBufferHandle, UMBPHostMemAllocator
 from mori.umbp.master.server import MasterServer, MasterServerConfig
 from mori.umbp.types import UMBPTierType
 
@@ -52,6 +63,7 @@ PoolClient = DistributedClient
 StandaloneClient = LocalClient
 
 __all__ = [
+    "CacheRemoteAdmission",
     "ClosedError",
     "ConfigError",
     "DistributedClient",
@@ -69,18 +81,30 @@ __all__ = [
     "TierUnavailableError",
     "UMBPClient",
     "UMBPConfig",
+    "UMBPCopyPipelineConfig",
     "UMBPDeploymentMode",
     "UMBPDistributedConfig",
     "UMBPDramConfig",
+    "UMBPDurabilityConfig",
+    "UMBPDurabilityMode",
     "UMBPError",
     "UMBPEvictionConfig",
     "UMBPExternalKvHitCountEntry",
     "UMBPExternalKvMatch",
     "UMBPExternalKvNodeMatch",
     "UMBPHbmConfig",
+    "UMBPHostBufferBacking",
+    "UMBPHostBufferHandle",
+    "UMBPHostMemAllocator",
+    "UMBPIoBackend",
+    "UMBPIoConfig",
+    "UMBPIoEngineConfig",
     "UMBPMasterClient",
     "UMBPMasterClientConfig",
+    "UMBPRole",
     "UMBPSsdConfig",
+    "UMBPSsdLayoutMode",
+    "UMBPStandaloneProcessConfig",
     "UMBPTierType",
     "UnknownTierError",
     "ValueTooLargeError",

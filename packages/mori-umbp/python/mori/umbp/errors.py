@@ -2,15 +2,17 @@
 """Exceptions of mori.umbp.
 
 Bad input raises before any RPC is sent and names the argument, its value and the limit. A master
-or peer that does not answer within its deadline raises a typed error, never hangs. Each class
-also derives from the closest builtin, so callers may catch either.
+or peer that does not answer within its deadline raises a typed error, never hangs. The root
+``UMBPError`` is a ``RuntimeError``, as every error MORI's compiled UMBP module raises, so code
+written against MORI (``except RuntimeError``) catches ours; each class also derives from the
+closest other builtin (``ValueError``, ``ConnectionError``), so callers may catch either.
 """
 
 from __future__ import annotations
 
 
-class UMBPError(Exception):
-    """Base class of every mori.umbp error."""
+class UMBPError(RuntimeError):
+    """Base class of every mori.umbp error; a RuntimeError, as MORI raises."""
 
 
 class InvalidArgumentError(UMBPError, ValueError):
@@ -49,9 +51,9 @@ class PeerUnavailableError(UMBPError, ConnectionError):
     """A peer holding or receiving a block did not answer, or its transfer failed."""
 
 
-class MetadataStoreError(UMBPError, RuntimeError):
+class MetadataStoreError(UMBPError):
     """The master's metadata store (Redis) failed or cannot be reached."""
 
 
-class ClosedError(UMBPError, RuntimeError):
+class ClosedError(UMBPError):
     """The client or server was closed; make a new one."""

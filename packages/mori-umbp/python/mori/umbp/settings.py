@@ -213,7 +213,14 @@ REGISTRY: tuple[Setting, ...] = (
         "Bytes of this node's DRAM tier (0: a client that owns no pages).",
         _parse_size,
     ),
-    Setting("UMBP_DRAM_PAGE_SIZE", "size", "2M", "Page size of the DRAM tier; a block takes whole pages.", _parse_size),
+    Setting(
+        "UMBP_DRAM_PAGE_SIZE",
+        "size",
+        "2M",
+        "Page size of the DRAM tier: a distributed node's block takes whole pages; the local mode packs blocks "
+        "within pages.",
+        _parse_size,
+    ),
     Setting(
         "UMBP_HBM_CAPACITY",
         "size",
@@ -221,6 +228,23 @@ REGISTRY: tuple[Setting, ...] = (
         "Bytes of this node's HBM tier, a CUDA tensor registered with mori-io (0: none; needs torch with CUDA).",
         _parse_size,
     ),
+    Setting(
+        "UMBP_DRAM_USE_HUGEPAGES",
+        "bool",
+        "0",
+        "Back the DRAM tier with hugetlb pages of UMBP_DRAM_HUGEPAGE_SIZE (normal pages, logged, when none are "
+        "reserved).",
+        _parse_bool,
+    ),
+    Setting("UMBP_DRAM_HUGEPAGE_SIZE", "size", "2M", "Hugetlb page size of the DRAM tier.", _parse_size),
+    Setting(
+        "UMBP_DRAM_NUMA_NODE",
+        "int",
+        "-1",
+        "NUMA node the DRAM tier's memory is bound to (mbind); -1 leaves it unbound.",
+        _parse_int,
+    ),
+    Setting("UMBP_DRAM_PREFAULT", "bool", "1", "Fault the DRAM tier's pages in when it is created.", _parse_bool),
     Setting("UMBP_HBM_PAGE_SIZE", "size", "2M", "Page size of the HBM tier.", _parse_size),
     Setting("UMBP_HBM_DEVICE", "int", "0", "CUDA ordinal (as this process sees it) of the HBM tier.", _parse_int),
     Setting(
@@ -315,7 +339,25 @@ REGISTRY: tuple[Setting, ...] = (
         _parse_bool,
     ),
     Setting(
-        "UMBP_NODE_ADDRESS", "string", "127.0.0.1", "Address this node's peer service and IO engine use.", _parse_str
+        "UMBP_NODE_ADDRESS",
+        "string",
+        "127.0.0.1",
+        "Address this node's peer service listens on (and its IO engine, unless UMBP_IO_ENGINE_HOST is set).",
+        _parse_str,
+    ),
+    Setting(
+        "UMBP_IO_ENGINE_HOST",
+        "string",
+        "",
+        "Address this node's mori-io engine binds (distributed.io_engine.host); empty: the node address.",
+        _parse_str,
+    ),
+    Setting(
+        "UMBP_IO_ENGINE_PORT",
+        "int",
+        "0",
+        "Port of this node's mori-io engine (distributed.io_engine.port); 0 picks a free one.",
+        _parse_int,
     ),
     Setting(
         "UMBP_PEER_SERVICE_PORT", "int", "0", "Port of this node's UMBPPeer service; 0 picks a free one.", _parse_int

@@ -1,23 +1,50 @@
 # SPDX-License-Identifier: MIT
-"""``UMBPConfig`` and its parts, with MORI's field names; ``from_environment()`` reads the registry."""
+"""``UMBPConfig`` and its parts, with MORI's field names and defaults; ``from_environment()`` reads
+the registry. The classes are slotted, so a misspelt (or unknown) field raises AttributeError
+instead of being silently kept. Fields MORI has that do nothing here are listed, with the reason,
+in docs/user-guide/compatibility.md and logged once when set (``client/inert.py``)."""
 
 from __future__ import annotations
 
-import enum
 import socket
 import uuid
 from dataclasses import dataclass, field
 
 from mori.umbp import settings
+from mori.umbp.client.config_enums import (
+    CacheRemoteAdmission,
+    UMBPDeploymentMode,
+    UMBPDurabilityMode,
+    UMBPIoBackend,
+    UMBPRole,
+    UMBPSsdLayoutMode,
+)
+
+__all__ = [
+    "CacheRemoteAdmission",
+    "UMBPConfig",
+    "UMBPCopyPipelineConfig",
+    "UMBPDeploymentMode",
+    "UMBPDistributedConfig",
+    "UMBPDramConfig",
+    "UMBPDurabilityConfig",
+    "UMBPDurabilityMode",
+    "UMBPEvictionConfig",
+    "UMBPHbmConfig",
+    "UMBPIoBackend",
+    "UMBPIoConfig",
+    "UMBPIoEngineConfig",
+    "UMBPMasterClientConfig",
+    "UMBPRole",
+    "UMBPSsdConfig",
+    "UMBPSsdLayoutMode",
+    "UMBPStandaloneProcessConfig",
+]
+
+MiB = 1 << 20
 
 
-class UMBPDeploymentMode(enum.IntEnum):
-    Local = 0
-    StandaloneProcess = 1
-    Distributed = 2
-
-
-@dataclass
+@dataclass(slots=True)
 class UMBPMasterClientConfig:
     master_address: str = ""
     node_id: str = ""
@@ -26,18 +53,28 @@ class UMBPMasterClientConfig:
     tags: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class UMBPDramConfig:
     """The host-memory tier. The watermarks drive the local mode's own eviction; in distributed mode
     the master evicts DRAM by UMBP_DRAM_HIGH_WM / UMBP_DRAM_LOW_WM."""
 
     capacity_bytes: int = 4 << 30
+    #: The distributed tier's page (a block takes whole pages; ``distributed.dram_page_size``
+    #: overrides it there); the local mode packs blocks within pages.
     page_size: int = 2 << 20
     high_watermark: float = 0.9
     low_watermark: float = 0.7
+    use_shared_memory: bool = False
+    shm_name: str = "/umbp_dram"
+    #: The tier's memory comes from UMBPHostMemAllocator: hugetlb pages of ``hugepage_size``
+    #: (normal pages when none are reserved), bound to ``numa_node`` (-1: unbound), prefaulted.
+    use_hugepages: bool = False
+    hugepage_size: int = 2 << 20
+    numa_node: int = -1
+    prefault: bool = True
 
 
-@dataclass
+@dataclass(slots=True)
 class UMBPHbmConfig:
     """The GPU tier of a distributed node: ``capacity_bytes`` of one CUDA tensor on ``device_id``
     (the CUDA ordinal this process sees), cut into pages and registered with mori-io. 0 (the
@@ -48,7 +85,19 @@ class UMBPHbmConfig:
     device_id: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
+class UMBPIoConfig:
+    backend: UMBPIoBackend = UMBPIoBackend.IoUring
+    queue_depth: int = 4096
+
+
+@dataclass(slots=True)
+class UMBPDurabilityConfig:
+    mode: UMBPDurabilityMode = UMBPDurabilityMode.Strict
+    enable_background_gc: bool = True
+
+
+@dataclass(slots=True)
 class UMBPSsdConfig:
     """The SSD tier. Off by default here (MORI's default is on, in /tmp/umbp_ssd): each distributed
     node writes under ``storage_dir``/<node id>, so nodes may share one directory; the local mode
@@ -61,9 +110,32 @@ class UMBPSsdConfig:
     low_watermark: float = 0.7
     #: Re-discover the committed blocks of a previous run (torn files are discarded); False deletes them.
     recover: bool = True
+    layout_mode: UMBPSsdLayoutMode = UMBPSsdLayoutMode.SegmentedLog
+    segment_size_bytes: int = 256 * MiB
+    io: UMBPIoConfig = field(default_factory=UMBPIoConfig)
+    durability: UMBPDurabilityConfig = field(default_factory=UMBPDurabilityConfig)
+    #: ``file`` (block files); ``spdk`` / ``spdk_proxy`` are accepted and stored as files.
+    ssd_backend: str = "file"
+    spdk_bdev_name: str = ""
+    spdk_reactor_mask: str = "0x1"
+    spdk_mem_size_mb: int = 256
+    spdk_nvme_pci_addr: str = ""
+    spdk_nvme_ctrl_name: str = "NVMe0"
+    spdk_io_workers: int = 4
+    spdk_proxy_shm_name: str = "/umbp_spdk_proxy"
+    spdk_proxy_bin: str = ""
+    spdk_proxy_tenant_id: int = 0
+    spdk_proxy_tenant_quota_bytes: int = 0
+    spdk_proxy_max_channels: int = 8
+    spdk_proxy_data_per_channel_mb: int = 32
+    spdk_proxy_startup_timeout_ms: int = 30000
+    spdk_proxy_auto_start: bool = True
+    spdk_proxy_idle_exit_timeout_ms: int = 30000
+    spdk_proxy_allow_borrow: bool = False
+    spdk_proxy_reserved_shared_bytes: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class UMBPEvictionConfig:
     """Local eviction (the local mode's DRAM and SSD tiers, a distributed peer's SSD tier): ``lru``
     or ``prefix_aware_lru``. ``auto_promote_on_read``: the local mode copies an SSD hit back into
@@ -74,18 +146,54 @@ class UMBPEvictionConfig:
     auto_promote_on_read: bool = True
 
 
-@dataclass
+@dataclass(slots=True)
+class UMBPIoEngineConfig:
+    """Where this node's mori-io engine listens: ``host`` "" binds it where the peer service is
+    reachable (``master_config.node_address``); ``port`` 0 picks a free port."""
+
+    host: str = ""
+    port: int = 0
+
+
+@dataclass(slots=True)
+class UMBPCopyPipelineConfig:
+    async_enabled: bool = True
+    queue_depth: int = 4096
+    worker_threads: int = 2
+    batch_max_ops: int = 128
+
+
+@dataclass(slots=True)
+class UMBPStandaloneProcessConfig:
+    """MORI's standalone-process mode (a worker of a UMBP server process); not implemented here:
+    a config that sets ``UMBPConfig.standalone_process`` is refused with ConfigError."""
+
+    address: str = ""
+    auto_start: bool = False
+    startup_timeout_ms: int = 30000
+    worker_node_id: str = ""
+    worker_node_address: str = ""
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class UMBPDistributedConfig:
     master_config: UMBPMasterClientConfig = field(default_factory=UMBPMasterClientConfig)
+    io_engine: UMBPIoEngineConfig = field(default_factory=UMBPIoEngineConfig)
     peer_service_port: int = 0
     staging_buffer_size: int = 64 << 20
     #: SSD reads by remote peers are staged in this registered buffer, cut into equal slots; a
     #: block larger than one slot stays DRAM-only (it could not be read back remotely).
     ssd_staging_buffer_size: int = 64 << 20
     ssd_staging_buffer_slots: int = 16
+    cache_remote_fetches: bool = True
+    cache_remote_admission: CacheRemoteAdmission = CacheRemoteAdmission.SIZE
+    admission_max_block_bytes: int = 16 * MiB
+    #: The DRAM tier's page size on this node; 0 (MORI's default) keeps ``dram.page_size``.
+    dram_page_size: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class UMBPConfig:
     """MORI's config tree. ``distributed`` None (the default) makes ``UMBPClient`` the in-process
     local mode (DRAM + optional SSD); set, a node of a distributed pool."""
@@ -95,6 +203,11 @@ class UMBPConfig:
     ssd: UMBPSsdConfig = field(default_factory=UMBPSsdConfig)
     eviction: UMBPEvictionConfig = field(default_factory=UMBPEvictionConfig)
     hbm: UMBPHbmConfig = field(default_factory=UMBPHbmConfig)
+    copy_pipeline: UMBPCopyPipelineConfig = field(default_factory=UMBPCopyPipelineConfig)
+    role: UMBPRole = UMBPRole.Standalone
+    follower_mode: bool = False
+    force_ssd_copy_on_write: bool = False
+    standalone_process: UMBPStandaloneProcessConfig | None = None
 
     @classmethod
     def from_environment(cls, node_id: str = "", distributed: bool = True) -> UMBPConfig:
@@ -112,9 +225,14 @@ class UMBPConfig:
                 g.get_int("UMBP_DRAM_PAGE_SIZE"),
                 g.get_float("UMBP_DRAM_HIGH_WM"),
                 g.get_float("UMBP_DRAM_LOW_WM"),
+                use_hugepages=g.get_bool("UMBP_DRAM_USE_HUGEPAGES"),
+                hugepage_size=g.get_int("UMBP_DRAM_HUGEPAGE_SIZE"),
+                numa_node=g.get_int("UMBP_DRAM_NUMA_NODE"),
+                prefault=g.get_bool("UMBP_DRAM_PREFAULT"),
             ),
             distributed=UMBPDistributedConfig(
                 master,
+                UMBPIoEngineConfig(g.get_str("UMBP_IO_ENGINE_HOST"), g.get_int("UMBP_IO_ENGINE_PORT")),
                 g.get_int("UMBP_PEER_SERVICE_PORT"),
                 g.get_int("UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE"),
                 g.get_int("UMBP_SSD_STAGING_BYTES"),

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """``LocalClient``: MORI's local mode (StandaloneClient), in process, no network, no master.
 
-Blocks live in a DRAM tier of pages (``dram.capacity_bytes`` in ``dram.page_size`` pages) and,
+Blocks live in a DRAM tier (``dram.capacity_bytes`` in ``dram.page_size`` pages, blocks packed
+within pages: see ``peer/packed.py``; memory as ``dram.use_hugepages`` / ``numa_node`` /
+``prefault`` say) and,
 with ``ssd.enabled``, an SSD tier of block files in ``ssd.storage_dir``. The client keeps its own
 index and its own eviction order over its DRAM blocks (``eviction.policy``: ``lru``, or
 ``prefix_aware_lru``, which drops the deepest block of the ``candidate_window`` least recently
@@ -11,6 +13,12 @@ DRAM above ``dram.high_watermark`` demotes down to ``dram.low_watermark``. A get
 copies the block back into DRAM when ``eviction.auto_promote_on_read`` is on. The SSD tier
 evicts by its own capacity and watermarks, with the same policy, and keeps its files across
 restarts (``ssd.recover``).
+
+NOTE [batch results]: a batch put never evicts a block it named (put or found) from DRAM when
+that would lose it (no SSD tier to demote to): the put that finds no other room answers False
+instead. With an SSD tier a same-batch block may be demoted; if SSD could not take it or has
+evicted it since, its put's answer turns False. So every True of a batch is a block a get finds
+right after.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import ctypes
 import logging
 import threading
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +35,11 @@ from mori.umbp import devmem
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
+from mori.umbp.client.inert import check_compat
 from mori.umbp.errors import ConfigError, InvalidArgumentError, TierCapacityError
 from mori.umbp.peer.lru import EvictionOrder
-from mori.umbp.peer.pools import HostPagePool
+from mori.umbp.peer.packed import ALIGN, PackedAllocator, PackedHostPool
+from mori.umbp.peer.pools import host_memory
 from mori.umbp.peer.ssd import SsdTier
 from mori.umbp.types import UMBPTierType
 
@@ -37,17 +48,17 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LocalBlock:
-    pages: list[int]
+    pages: list[tuple[int, int]]  # PackedAllocator extents
     size: int
     depth: int
 
 
 def _check_config(config: UMBPConfig) -> None:
     dram = config.dram
-    if dram.capacity_bytes < dram.page_size or dram.page_size < 4096:
+    if dram.capacity_bytes < dram.page_size or dram.page_size < 4096 or dram.page_size % ALIGN:
         raise ConfigError(
             f"dram.capacity_bytes={dram.capacity_bytes} must hold at least one page of "
-            f"dram.page_size={dram.page_size} (>= 4096) in the local mode"
+            f"dram.page_size={dram.page_size} (>= 4096, a multiple of {ALIGN}) in the local mode"
         )
     if not 0 < dram.low_watermark < dram.high_watermark <= 1:
         raise ConfigError(
@@ -67,6 +78,7 @@ class LocalClient(UMBPClient):
         super().__init__(config)
         config = config if config is not None else UMBPConfig.from_environment(distributed=False)
         _check_config(config)
+        check_compat(config)
         self.config = config
         ev = config.eviction
         self._order = EvictionOrder(ev.policy, ev.candidate_window)  # checks the policy first
@@ -84,12 +96,14 @@ class LocalClient(UMBPClient):
             if ssd.enabled
             else None
         )
-        self._pool = HostPagePool(None, config.dram.capacity_bytes, config.dram.page_size)
+        self._pool = PackedHostPool(config.dram.capacity_bytes, config.dram.page_size, host_memory(config.dram))
+        self._alloc: PackedAllocator = self._pool.alloc
         self._high = int(config.dram.high_watermark * self._pool.capacity)
         self._low = int(config.dram.low_watermark * self._pool.capacity)
         self._promote = ev.auto_promote_on_read
         self._blocks: dict[str, LocalBlock] = {}
         self._lock = threading.Lock()
+        self._batch: set[str] = set()  # keys the batch being put has put (or found) so far, and its current one
 
     def __repr__(self) -> str:
         ssd = f", ssd={str(self.ssd.dir)!r}" if self.ssd is not None else ""
@@ -100,42 +114,65 @@ class LocalClient(UMBPClient):
 
     # -- tiers (under the lock) ------------------------------------------------------------------
     def _used(self) -> int:
-        return self._pool.capacity - self._pool.alloc.available
+        return self._pool.capacity - self._alloc.available
 
-    def _demote(self, key: str) -> None:
-        """Moves a DRAM block to SSD (drops it without an SSD tier, or if SSD cannot hold it)."""
+    def _demote(self, key: str) -> bool:
+        """Moves a DRAM block to SSD (drops it without an SSD tier, or if SSD cannot hold it);
+        True if it is readable from SSD now."""
         block = self._blocks.pop(key)
         self._order.remove(key)
+        kept = False
         if self.ssd is not None:
             data = bytearray(block.size)
             self._pool.copy_out(block.pages, ctypes.addressof(ctypes.c_char.from_buffer(data)), block.size)
             try:
                 self.ssd.put(key, data, block.depth)
+                kept = True
             except TierCapacityError as exc:
                 log.info("demoting %r: %s; dropped", key, exc)
-        self._pool.alloc.free(block.pages)
+        self._alloc.free(block.pages)
+        return kept
 
-    def _room_for(self, size: int) -> list[int] | None:
-        """Pages for ``size`` bytes, demoting victims until they are free; None if it cannot fit."""
-        if self._pool.alloc.pages_for(size) > self._pool.alloc.num_pages:
+    def _holds(self, key: str) -> bool:
+        return key in self._blocks or (self.ssd is not None and key in self.ssd)
+
+    def _protected(self, key: str) -> AbstractSet[str]:
+        """Keys eviction must skip now: ``key`` itself, and without an SSD tier every key this
+        batch named (see NOTE [batch results])."""
+        if self.ssd is not None:
+            return {key}
+        return self._batch if key in self._batch else self._batch | {key}
+
+    def _victim(self, key: str) -> str | None:
+        """The next block to demote for ``key``'s sake, None when every block is protected."""
+        if self.ssd is None and key in self._batch:
+            # Every batch key is in DRAM (none is evicted without SSD): skip a futile full scan.
+            batch_blocks = len(self._batch) - (key not in self._blocks)
+            if len(self._blocks) <= batch_blocks:
+                return None
+        return self._order.victim(self._protected(key))
+
+    def _room_for(self, key: str, size: int) -> list[tuple[int, int]] | None:
+        """Extents for ``size`` bytes, demoting victims until they are free; None if it cannot fit."""
+        if self._alloc.footprint(size) > self._pool.capacity:
             return None
-        while (pages := self._pool.alloc.alloc(size)) is None:
-            victim = self._order.victim()
+        while (extents := self._alloc.alloc(size)) is None:
+            victim = self._victim(key)
             if victim is None:
                 return None
             self._demote(victim)
-        return pages
+        return extents
 
     def _insert(self, key: str, src: int, size: int, depth: int, device: int) -> bool:
-        pages = self._room_for(size)
-        if pages is None:
+        extents = self._room_for(key, size)
+        if extents is None:
             return False
-        self._pool.copy_in(pages, src, size, device)
-        self._blocks[key] = LocalBlock(pages, size, depth)
+        self._pool.copy_in(extents, src, size, device)
+        self._blocks[key] = LocalBlock(extents, size, depth)
         self._order.add(key, depth)
         if self._used() > self._high:
             while self._used() > self._low:
-                victim = self._order.victim(frozenset({key}))
+                victim = self._victim(key)
                 if victim is None:
                     break
                 self._demote(victim)
@@ -145,14 +182,22 @@ class LocalClient(UMBPClient):
     def _put_batch(
         self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int], devs: list[int]
     ) -> list[bool]:
-        out = []
+        out: list[bool] = []
         with self._lock:
-            for key, ptr, size, depth, dev in zip(keys, ptrs, sizes, depths, devs, strict=True):
-                if key in self._blocks or (self.ssd is not None and key in self.ssd):
-                    out.append(True)  # first writer wins
-                    continue
-                out.append(self._insert(key, ptr, size, depth, dev))
-        return out
+            self._batch = set()
+            try:
+                for key, ptr, size, depth, dev in zip(keys, ptrs, sizes, depths, devs, strict=True):
+                    self._batch.add(key)
+                    if self._holds(key):
+                        out.append(True)  # first writer wins
+                    else:
+                        out.append(self._insert(key, ptr, size, depth, dev))
+                    if not out[-1]:
+                        self._batch.discard(key)
+                # A same-batch block demoted to SSD and dropped there since: its put did not hold.
+                return [ok and self._holds(key) for key, ok in zip(keys, out, strict=True)]
+            finally:
+                self._batch = set()
 
     def _get_batch(self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], devs: list[int]) -> list[bool]:
         with self._lock:
@@ -195,7 +240,7 @@ class LocalClient(UMBPClient):
             for key in list(self._blocks):
                 block = self._blocks.pop(key)
                 self._order.remove(key)
-                self._pool.alloc.free(block.pages)
+                self._alloc.free(block.pages)
             if self.ssd is not None:
                 self.ssd.clear()
         return True

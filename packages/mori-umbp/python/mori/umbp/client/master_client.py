@@ -12,7 +12,7 @@ from typing import Any
 
 from mori.umbp import rpc
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
-from mori.umbp.errors import MasterUnavailableError
+from mori.umbp.errors import InvalidArgumentError, MasterUnavailableError
 from mori.umbp.peer.events import Event
 from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_tier
 
@@ -49,7 +49,7 @@ class UMBPMasterClient:
         """Registers this node with {tier: (total, available)}; returns the heartbeat interval in ms."""
         caps = {int(check_tier("tier_capacities key", t)): (int(a), int(b)) for t, (a, b) in tier_capacities.items()}
         req = rpc.pb.RegisterClientRequest(
-            node_id=self.node_id,
+            node_id=self._node(self.node_id),
             node_address=self.node_address,
             tier_capacities=_caps(caps),
             peer_address=peer_address,
@@ -61,7 +61,7 @@ class UMBPMasterClient:
         return int(res.heartbeat_interval_ms)
 
     def unregister_self(self) -> None:
-        self._call("UnregisterClient", rpc.pb.UnregisterClientRequest(node_id=self.node_id))
+        self._call("UnregisterClient", rpc.pb.UnregisterClientRequest(node_id=self._node(self.node_id)))
         self._registered = False
 
     def is_registered(self) -> bool:
@@ -110,25 +110,37 @@ class UMBPMasterClient:
     # -- external KV (blocks UMBP does not own) ----------------------------------------------------
     @staticmethod
     def _hashes(hashes: Sequence[str]) -> list[str]:
+        """Each hash checked as a key; an empty list is valid (MORI's master answers it with no
+        match, no count, no change)."""
+        if isinstance(hashes, (str, bytes)) or not isinstance(hashes, Sequence):
+            raise InvalidArgumentError(f"hashes={hashes!r} must be a list of str, not {type(hashes).__name__}")
         return [check_key(h, f"hashes[{i}]") for i, h in enumerate(hashes)]
+
+    @staticmethod
+    def _node(node_id: object, name: str = "node_id") -> str:
+        """A node id a request names: non-empty text (the master keys its registry and the
+        external-KV index by it, so '' would name no node)."""
+        if not isinstance(node_id, str) or not node_id:
+            raise InvalidArgumentError(f"{name}={node_id!r} must be a non-empty str (the node the call is about)")
+        return node_id
 
     def report_external_kv_blocks(self, node_id: str, hashes: Sequence[str], tier: UMBPTierType) -> None:
         """Adds ``hashes`` at ``tier`` for ``node_id`` (ignored by the master unless the node is ALIVE)."""
         req = rpc.pb.ReportExternalKvBlocksRequest(
-            node_id=node_id, hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
+            node_id=self._node(node_id), hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
         )
         self._call("ReportExternalKvBlocks", req)
 
     def revoke_external_kv_blocks(self, node_id: str, hashes: Sequence[str], tier: UMBPTierType) -> None:
         """Drops ``hashes`` at ``tier`` for ``node_id``; works for dead nodes too."""
         req = rpc.pb.RevokeExternalKvBlocksRequest(
-            node_id=node_id, hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
+            node_id=self._node(node_id), hashes=self._hashes(hashes), tier=int(check_tier("tier", tier, PEER_TIERS))
         )
         self._call("RevokeExternalKvBlocks", req)
 
     def revoke_all_external_kv_blocks_at_tier(self, node_id: str, tier: UMBPTierType) -> None:
         req = rpc.pb.RevokeAllExternalKvBlocksAtTierRequest(
-            node_id=node_id, tier=int(check_tier("tier", tier, PEER_TIERS))
+            node_id=self._node(node_id), tier=int(check_tier("tier", tier, PEER_TIERS))
         )
         self._call("RevokeAllExternalKvBlocksAtTier", req)
 

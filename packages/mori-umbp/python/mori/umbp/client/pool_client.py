@@ -19,16 +19,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mori.io import BackendType, IOEngine, IOEngineConfig, TcpBackendConfig, UnsupportedError, XgmiBackendConfig
+from mori.io import BackendType, IOEngine, TcpBackendConfig, UnsupportedError, XgmiBackendConfig
 from mori.umbp import devmem, rpc, settings
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
 from mori.umbp.client.heartbeat import HeartbeatLoop
+from mori.umbp.client.inert import check_compat
+from mori.umbp.client.io_engine import engine_config
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.transfer import Mover, RemotePages
 from mori.umbp.errors import ConfigError, InvalidArgumentError, MasterUnavailableError, PeerUnavailableError
-from mori.umbp.peer.pools import DevicePagePool, HostPagePool, PagePool
+from mori.umbp.peer.pools import DevicePagePool, HostPagePool, PagePool, host_memory
 from mori.umbp.peer.service import PeerServicer
 from mori.umbp.peer.ssd import SsdTier
 from mori.umbp.peer.ssd_staging import SsdStaging
@@ -59,6 +61,8 @@ def _check_config(config: UMBPConfig) -> None:
         raise ConfigError(f"hbm.capacity_bytes={hbm.capacity_bytes} must be >= 0, hbm.device_id={hbm.device_id!r}")
     if dist.staging_buffer_size <= 0:
         raise ConfigError(f"staging_buffer_size={dist.staging_buffer_size} must be positive")
+    if dist.dram_page_size and dist.dram_page_size < 4096:
+        raise ConfigError(f"distributed.dram_page_size={dist.dram_page_size} must be 0 (dram.page_size) or >= 4096")
 
 
 class DistributedClient(UMBPClient):
@@ -68,6 +72,7 @@ class DistributedClient(UMBPClient):
         super().__init__(config)
         config = config if config is not None else UMBPConfig.from_environment()
         _check_config(config)
+        check_compat(config)
         dist = config.distributed
         assert dist is not None
         mc = dist.master_config
@@ -77,14 +82,15 @@ class DistributedClient(UMBPClient):
         ssd = self._make_ssd_tier(config) if config.ssd.enabled else None
         host = mc.node_address or settings.get_str("UMBP_NODE_ADDRESS")
         self._timeout_ms = settings.get_int("UMBP_TRANSFER_TIMEOUT_MS")
-        self._engine = IOEngine(f"umbp-{self.node_id}", IOEngineConfig(host=host))
+        self._engine = IOEngine(f"umbp-{self.node_id}", engine_config(dist.io_engine, host))
         self._engine.create_backend(BackendType.TCP, TcpBackendConfig(op_timeout_ms=self._timeout_ms, num_data_conns=2))
         self._p2p_lock = threading.Lock()
         self._p2p = False
         self._desc = self._engine.get_engine_desc().pack()
         pools: list[PagePool] = []
         try:
-            pools.append(HostPagePool(self._engine, config.dram.capacity_bytes, config.dram.page_size))
+            page_size = dist.dram_page_size or config.dram.page_size
+            pools.append(HostPagePool(self._engine, config.dram.capacity_bytes, page_size, host_memory(config.dram)))
             if config.hbm.capacity_bytes:
                 hbm = config.hbm
                 pools.append(DevicePagePool(self._engine, hbm.capacity_bytes, hbm.page_size, hbm.device_id))
@@ -369,7 +375,7 @@ class DistributedClient(UMBPClient):
         still raises."""
         self._live()
         try:
-            return self._master.match_external_kv(hashes, count_as_hit)
+            return [UMBPExternalKvMatch.of(m) for m in self._master.match_external_kv(hashes, count_as_hit)]
         except MasterUnavailableError as exc:
             log.warning("match_external_kv: %s; answering no match", exc)
             return []

@@ -38,6 +38,15 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return hashes
 
+    @staticmethod
+    def _node(req: Any, ctx: Any) -> str:
+        """The request's node_id; '' names no node and aborts the RPC with INVALID_ARGUMENT."""
+        if not req.node_id:
+            ctx.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "node_id='' must be a non-empty str (the node the call is about)"
+            )
+        return str(req.node_id)
+
     def _tier(self, req: Any, ctx: Any) -> int:
         try:
             return int(check_tier("tier", int(req.tier), PEER_TIERS))
@@ -48,19 +57,19 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     # -- external KV ----------------------------------------------------------------------------
     def ReportExternalKvBlocks(self, req: Any, ctx: Any) -> Any:
         self._count("ReportExternalKvBlocks")
-        hashes, tier = self._hashes(req, ctx, False), self._tier(req, ctx)
-        if req.node_id in self.m.alive_nodes():  # MORI: a report of a node not ALIVE is ignored
+        node, hashes, tier = self._node(req, ctx), self._hashes(req, ctx, False), self._tier(req, ctx)
+        if node in self.m.alive_nodes():  # MORI: a report of a node not ALIVE is ignored
             self.m.external_kv.report(req.node_id, hashes, tier)
         return pb.ReportExternalKvBlocksResponse()
 
     def RevokeExternalKvBlocks(self, req: Any, ctx: Any) -> Any:
         self._count("RevokeExternalKvBlocks")
-        self.m.external_kv.revoke(req.node_id, self._hashes(req, ctx, False), self._tier(req, ctx))
+        self.m.external_kv.revoke(self._node(req, ctx), self._hashes(req, ctx, False), self._tier(req, ctx))
         return pb.RevokeExternalKvBlocksResponse()
 
     def RevokeAllExternalKvBlocksAtTier(self, req: Any, ctx: Any) -> Any:
         self._count("RevokeAllExternalKvBlocksAtTier")
-        self.m.external_kv.revoke_tier(req.node_id, self._tier(req, ctx))
+        self.m.external_kv.revoke_tier(self._node(req, ctx), self._tier(req, ctx))
         return pb.RevokeAllExternalKvBlocksAtTierResponse()
 
     def MatchExternalKv(self, req: Any, ctx: Any) -> Any:
@@ -92,7 +101,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     def RegisterClient(self, req: Any, ctx: Any) -> Any:
         self._count("RegisterClient")
         info = NodeInfo(
-            req.node_id,
+            self._node(req, ctx),
             req.node_address,
             req.peer_address,
             bytes(req.engine_desc),
