@@ -19,6 +19,7 @@ import itertools
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -203,6 +204,47 @@ def init_then_timeout(rank: int, nranks: int, uid: bytes, claim_rank: int, claim
     t0 = time.monotonic()
     err = catch(init_pe, claim_rank, claim_nranks, uid)
     return {"error": err, "elapsed": time.monotonic() - t0, "initialized": shmem.shmem_is_initialized()}
+
+
+def threads_as_pes(rank: int, nranks: int, uid: bytes, threads: int) -> list[dict[str, Any]]:
+    """MORI's test_spmt: one process, one thread per PE, each joining the same job as its own rank."""
+    barrier = threading.Barrier(threads)
+    outcomes: list[dict[str, Any]] = [{} for _ in range(threads)]
+
+    def pe_thread(index: int) -> None:
+        barrier.wait()
+        t0 = time.monotonic()
+        outcomes[index]["error"] = catch(init_pe, index, threads, uid)
+        outcomes[index]["elapsed"] = time.monotonic() - t0
+
+    workers = [threading.Thread(target=pe_thread, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+        check(not worker.is_alive(), "a PE thread is still in init after 60 s")
+    if shmem.shmem_is_initialized():
+        shmem.shmem_finalize()
+    return outcomes
+
+
+def settings_without_effect(rank: int, nranks: int, uid: bytes) -> list[str]:
+    """Init and two flagged mallocs with settings that have no effect here; the INFO lines of the
+    mori.compat logger."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    compat = logging.getLogger("mori.compat")
+    compat.addHandler(Collect(level=logging.INFO))
+    compat.setLevel(logging.INFO)
+    with pe_session(rank, nranks, uid):
+        for _ in range(2):
+            shmem.shmem_free(shmem.shmem_ext_malloc_with_flags(256, 1))
+        shmem.shmem_free(shmem.shmem_ext_malloc_with_flags(256, 0))
+    return lines
 
 
 def intruder_job(rank: int, nranks: int, uid: bytes, done_path: str) -> dict[str, Any]:

@@ -599,6 +599,62 @@ def intruders(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
     return out
 
 
+def _footprint() -> dict[str, int]:
+    """What a connection could leak in this process: threads, memory maps, descriptors."""
+    with open("/proc/self/maps") as maps:
+        nmaps = sum(1 for _ in maps)
+    return {"threads": len(os.listdir("/proc/self/task")), "maps": nmaps, "fds": len(os.listdir("/proc/self/fd"))}
+
+
+def conduit_flood(rank: int, nranks: int, uid: bytes, refused: int, silent: int) -> dict[str, Any]:
+    """PE 0 floods PE 1's remote-transport server: `refused` handshakes with a wrong MAC one after
+    the other, then `silent` connections (plus two that send a few bytes) held open; while they are
+    held, a client with the secret must still be welcomed. PE 1 measures its footprint before,
+    during and after; both PEs then move data to check that the transport still works."""
+    out: dict[str, Any] = {}
+    held: list[socket.socket] = []
+    with pe_session(rank, nranks, uid):
+        mine = (shmem.shmem_remote_endpoint() or "").encode()
+        target = shmem.shmem_bootstrap_allgather(mine)[1].decode()
+        n = 1 << 20
+        buf = shmem.shmem_malloc(n)
+        flag = shmem.shmem_malloc(8)
+        typed(flag, 1, np.uint64)[0] = 0
+        shmem.shmem_barrier_all()
+        if rank == 1:
+            out["before"] = _footprint()
+        shmem.shmem_barrier_all()
+        if rank == 0:
+            out["refused"] = [_handshake(target, None, 0, 1)["status"] for _ in range(refused)]
+            held = [_connect(target) for _ in range(silent)]
+            for _ in range(2):
+                sock = _connect(target)
+                sock.sendall(b"MR\x01")
+                held.append(sock)
+        shmem.shmem_barrier_all()
+        if rank == 1:
+            out["during"] = _footprint()
+        shmem.shmem_barrier_all()
+        if rank == 0:
+            t0 = time.monotonic()
+            out["welcomed"] = _handshake(target, uid[UID_SECRET], 0, 1, stream=7)
+            out["welcome_s"] = time.monotonic() - t0
+            for sock in held:
+                sock.close()
+        shmem.shmem_barrier_all()
+        if rank == 1:
+            time.sleep(1.5)  # the server joins ended connections' threads within 0.5 s
+            out["after"] = _footprint()
+        payload = pattern(77 + rank, n)
+        shmem.shmem_putmem_signal(buf, payload.ctypes.data, n, flag, 1, shmem.AmoType.SIGNAL_ADD, 1 - rank)
+        shmem.shmem_wait_until(flag, shmem.CmpOp.EQ, 1, timeout=20)
+        out["put_after"] = bool(np.array_equal(mem(buf, n), pattern(77 + (1 - rank), n)))
+        shmem.shmem_barrier_all()
+        shmem.shmem_free(flag)
+        shmem.shmem_free(buf)
+    return out
+
+
 def _until_eof_nonce(sock: socket.socket) -> str:
     """A silent client has received the nonce and nothing more; 'open' while the server waits."""
     nonce = _recv_exact(sock, NONCE_BYTES)
@@ -740,6 +796,7 @@ def conduit_choice(rank: int, nranks: int, uid: bytes, log_dir: str) -> dict[str
     peer = 1 - rank
     out["conduit"] = shmem.shmem_remote_conduit()
     out["transport"] = shmem.shmem_pe_transport(peer)
+    out["num_qp_per_pe"] = shmem.shmem_num_qp_per_pe()
     word = shmem.shmem_malloc(8)
     typed(word, 1, np.uint64)[0] = 0
     shmem.shmem_barrier_all()

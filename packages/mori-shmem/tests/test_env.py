@@ -137,3 +137,23 @@ def test_device_calls_on_the_cpu_backend_name_the_backend() -> None:
         for call, err in out.items():
             assert err is not None and err["type"] == "UnsupportedError", (call, err)
             assert "cpu backend" in err["message"] and "MORI_SHMEM_BACKEND=cuda" in err["message"], err["message"]
+
+
+def test_settings_without_effect_are_logged_once() -> None:
+    """MORI's heap type, malloc flags and (with no ucx conduit) MORI_RDMA_DEVICES are accepted, have
+    no effect here, and say so once each at INFO (docs/user-guide/compatibility.md lists them)."""
+    env = {"MORI_SHMEM_HEAP_TYPE": "normal", "MORI_RDMA_DEVICES": "mlx5_0"}
+    (lines,) = run_pes(pe_programs.settings_without_effect, 1, env=env, timeout=60)
+    for setting, value in (
+        ("MORI_SHMEM_HEAP_TYPE", "'normal'"),
+        ("MORI_RDMA_DEVICES", "'mlx5_0'"),
+        ("shmem_ext_malloc_with_flags(flags)", "1"),
+    ):
+        matching = [line for line in lines if line.startswith(f"{setting}={value} is accepted")]
+        assert len(matching) == 1, (setting, lines)
+    assert len(lines) == 3, lines
+
+
+def test_default_settings_log_nothing() -> None:
+    (lines,) = run_pes(pe_programs.settings_without_effect, 1, env={"MORI_RDMA_DEVICES": None}, timeout=60)
+    assert [line for line in lines if "MORI_SHMEM_HEAP_TYPE" in line or "MORI_RDMA" in line] == [], lines

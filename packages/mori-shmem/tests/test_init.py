@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hostile_programs
 import pytest
 
 from mori.shmem.testing import PeFailure, RankError, find_free_port, run_pes
@@ -100,6 +101,22 @@ def test_session_context_manager_finalizes_on_exception() -> None:
         assert r["raised"] is True and r["after"] is False
 
 
+@pytest.mark.timeout(60)
+def test_threads_as_pes_are_refused_at_once() -> None:
+    """MORI's single-process multi-thread mode is not supported: of two threads that join one job,
+    the second gets UnsupportedError at once; the first, whose peer never comes, times out with an
+    error that says why, instead of both waiting silently."""
+    (outcomes,) = run_pes(pe_programs.threads_as_pes, 1, 2, env={"MORI_BOOTSTRAP_TIMEOUT": "3"}, timeout=40)
+    errors = sorted((o["error"] for o in outcomes), key=lambda e: e["type"])
+    timed_out, refused = errors
+    assert_error(refused, "UnsupportedError")
+    assert "one PE per process" in refused["message"], refused["message"]
+    assert_error(timed_out, "BootstrapTimeoutError")
+    assert "another thread of this process asked to be rank" in timed_out["message"], timed_out["message"]
+    fast = min(outcomes, key=lambda o: o["elapsed"])
+    assert fast["error"]["type"] == "UnsupportedError" and fast["elapsed"] < 1.0, outcomes
+
+
 # ----------------------------------------------------------------------------- rendezvous failures
 
 
@@ -139,6 +156,47 @@ def test_wrong_secret_is_rejected_and_the_job_completes(tmp_path: Path) -> None:
         assert not isinstance(r, RankError), f"legitimate rank {rank} failed: {r}\n{getattr(r, 'traceback', '')}"
         assert r["mype"] == rank and r["npes"] == 2
         assert r["total"] == 10 + 11
+
+
+# Silent (and a few-bytes) clients at the root: the job must form at once, not after a deadline. 5
+# fill a few of the 64 handshake slots; 100 fill them all and queue behind, so the root must evict.
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("silent", [5, 100])
+def test_silent_clients_at_the_root_do_not_hold_up_the_rendezvous(silent: int) -> None:
+    timeout_s = 30
+    results = run_pes(
+        hostile_programs.rendezvous_past_hostiles,
+        2,
+        silent,
+        -1,
+        env={"MORI_BOOTSTRAP_TIMEOUT": str(timeout_s)},
+        timeout=60,
+    )
+    for rank, r in enumerate(results):
+        assert r["error"] is None, f"rank {rank}: {r['error']}"
+        assert r["allgather"] == [0, 1]
+    # Well under the root's 5 s per-connection hello deadline: nobody waited for the hostile ones.
+    assert results[1]["init_s"] < 4.0, f"rank 1 joined after {results[1]['init_s']:.1f} s"
+    assert results[1]["garbage_status"] == hostile_programs.STATUS_AUTH
+
+
+@pytest.mark.timeout(60)
+def test_rendezvous_timeout_names_the_rank_that_is_missing() -> None:
+    """Rank 1 arrives behind silent clients, rank 2 never does: the timeout blames rank 2 only."""
+    results = run_pes(
+        hostile_programs.rendezvous_past_hostiles,
+        3,
+        3,
+        2,
+        env={"MORI_BOOTSTRAP_TIMEOUT": "4"},
+        timeout=40,
+    )
+    root, joined, absent = results
+    assert absent == {"absent": True}
+    for r in (root, joined):
+        assert_error(r["error"], "BootstrapTimeoutError")
+        assert "missing ranks [2]" in r["error"]["message"], r["error"]["message"]
+    assert "dropped without joining" in root["error"]["message"], root["error"]["message"]
 
 
 @pytest.mark.timeout(90)
@@ -233,3 +291,8 @@ def test_mpi_init() -> None:
     assert proc.returncode == 0, f"rc {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     # mpiexec forwards the ranks' output in chunks, which may share a line.
     assert sorted(re.findall(r"OK (\d+)", proc.stdout)) == ["0", "1"], proc.stdout
+
+
+def test_num_qp_per_pe_before_init_raises_not_initialized(shmem) -> None:
+    with pytest.raises(shmem.NotInitializedError):
+        shmem.shmem_num_qp_per_pe()

@@ -290,6 +290,34 @@ def test_auto_takes_ucx_when_it_loads_else_tcp_with_a_log_line(ucx: str, tmp_pat
             assert fallbacks[0].group(2) == f"no libucs.so or libucs.so.0 in {empty}", fallbacks[0].group(2)
 
 
+@pytest.mark.parametrize("conduit", CONDUITS)
+def test_num_qp_per_pe_is_the_connections_to_each_remote_pe(conduit: str, tmp_path: Path) -> None:
+    """MORI's shmem_num_qp_per_pe: the tcp conduit's streams per remote PE, the ucx conduit's one
+    endpoint per PE."""
+    env = conduit_env(conduit, {**TWO_NODES, "MORI_SHMEM_REMOTE_STREAMS": "3"})
+    results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
+    for rank, r in enumerate(results):
+        assert r["error"] is None, f"rank {rank}: {r['error']}"
+        assert r["conduit"] == conduit
+        assert r["num_qp_per_pe"] == (3 if conduit == "tcp" else 1), r
+
+
+@pytest.mark.skipif(not _ucx_findable(), reason="no UCX (pip install libucx-cu12)")
+def test_rdma_devices_reach_the_ucx_conduit(tmp_path: Path) -> None:
+    """MORI_RDMA_DEVICES narrows the devices init hands UCX; a name that matches no device here is
+    named in a warning (MORI skips it silently) and the job still runs over what is left."""
+    if Path("/sys/class/infiniband").exists():
+        pytest.skip("this host has RDMA devices; the expected device list below assumes none")
+    env = {**conduit_env("ucx", TWO_NODES), "MORI_RDMA_DEVICES": "nonexistent_nic0", "MORI_LOG_LEVEL": "info"}
+    results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
+    for rank, r in enumerate(results):
+        assert r["error"] is None, f"rank {rank}: {r['error']}"
+        assert r["received"] == 0x5EED_0000 + (1 - rank)
+        log = "\n".join(r["log"])
+        assert f"PE {rank}: MORI_RDMA_DEVICES=nonexistent_nic0: no RDMA device or port nonexistent_nic0 here" in log
+        assert f"PE {rank}: MORI_RDMA_DEVICES=nonexistent_nic0: UCX may use lo\n" in log + "\n", log
+
+
 def test_ucx_asked_for_but_absent_fails_init_on_every_pe(tmp_path: Path) -> None:
     env = {**conduit_env("ucx", TWO_NODES), "MORI_SHMEM_UCX_DIR": str(tmp_path)}
     results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
@@ -330,6 +358,27 @@ def test_silent_client_does_not_delay_finalize() -> None:
     hold_s = 6.0
     results = run_pes(remote_programs.silent_client_at_finalize, 2, hold_s, env=TCP_TWO_NODES, timeout=60)
     assert results[1]["finalize_s"] < hold_s / 2, f"PE 1's finalize took {results[1]['finalize_s']:.1f} s"
+
+
+@pytest.mark.timeout(90)
+def test_a_flood_of_unauthenticated_connections_leaves_nothing_behind() -> None:
+    """100 refused handshakes and 100 silent connections (more than the 64 handshake slots) cost
+    PE 1's server no thread and no memory map; a client with the secret is still welcomed while
+    they are held, and once they are closed the descriptors are back."""
+    refused, silent = 100, 100
+    results = run_pes(remote_programs.conduit_flood, 2, refused, silent, env=TCP_TWO_NODES, timeout=75)
+    attacker, server = results
+    assert attacker["refused"] == [remote_programs.STATUS_AUTH] * refused
+    assert attacker["welcomed"] == {"status": 0, "after": "welcomed"}
+    assert attacker["welcome_s"] < 5.0, f"welcomed after {attacker['welcome_s']:.1f} s"
+    before, during, after = server["before"], server["during"], server["after"]
+    assert during["threads"] == before["threads"], (before, during)
+    assert during["maps"] <= before["maps"] + 8, (before, during)
+    assert during["fds"] <= before["fds"] + 64 + 4, (before, during)  # the handshake slots, no more
+    assert after["threads"] == before["threads"], (before, after)
+    assert after["maps"] <= before["maps"] + 8, (before, after)
+    assert after["fds"] <= before["fds"] + 2, (before, after)
+    assert attacker["put_after"] and server["put_after"]
 
 
 # ----------------------------------------------------------------------------- failures

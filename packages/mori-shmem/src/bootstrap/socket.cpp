@@ -208,17 +208,32 @@ uint16_t local_port(const Socket& socket) {
 
 Socket accept_until(Socket& listener, const Deadline& deadline) {
   for (;;) {
+    int err = 0;
+    Socket socket = try_accept(listener, err);
+    if (socket.valid()) return socket;
+    if (err != 0) {
+      // Out of descriptors and similar: retrying immediately would spin, so report it.
+      errno = err;
+      throw_system_error("accept on " + listener.peer());
+    }
+    if (!wait_ready(listener.fd(), POLLIN, deadline)) return Socket();
+  }
+}
+
+Socket try_accept(Socket& listener, int& err) {
+  err = 0;
+  for (;;) {
     const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
       set_nodelay(fd);
       return Socket(fd, peer_address(fd));
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_ready(listener.fd(), POLLIN, deadline)) return Socket();
-      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Socket();
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      err = errno;
+      return Socket();
     }
-    // Out of descriptors and similar: retrying immediately would spin, so report it.
     throw_system_error("accept on " + listener.peer());
   }
 }

@@ -71,6 +71,10 @@ Socket listen_tcp(const std::string& ip, uint16_t port, bool reuse_addr, int bac
 uint16_t local_port(const Socket& socket);
 // Accepts one connection, or returns an invalid Socket when the deadline passes first.
 Socket accept_until(Socket& listener, const Deadline& deadline);
+// Accepts one waiting connection without blocking. With none waiting: an invalid Socket and err 0.
+// When the process or system is out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): an
+// invalid Socket and err set, so that the caller can pause instead of giving up; else throws.
+Socket try_accept(Socket& listener, int& err);
 // Connects to ip:port, retrying every ~50 ms while the peer is not listening yet (it may start
 // later than us), until the deadline; then throws Error(TIMEOUT) naming `peer_name`.
 Socket connect_with_retry(const std::string& ip, uint16_t port, const Deadline& deadline,

@@ -6,11 +6,13 @@
 // data, and on any failure sends every rank the reason, so all PEs fail with the same message.
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/handshake_gate.hpp"
 #include "bootstrap/hmac_sha256.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/unique_id_registry.hpp"
@@ -21,9 +23,12 @@ namespace mori::shmem {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x4d4f5248;  // "MORH"
-constexpr size_t kNonceBytes = 32;
+constexpr size_t kNonceBytes = kGateNonceBytes;
 constexpr uint64_t kMaxPayload = uint64_t(1) << 30;
 constexpr uint32_t kMaxLabel = 256;
+// How long one connection may take to answer the challenge (NOTE [handshake gate]); a real rank
+// answers within a round trip, so this only bounds what a silent client can hold.
+constexpr double kHelloTimeoutS = 5;
 
 enum Kind : uint32_t { kAllgather = 1, kBroadcast = 2, kBarrier = 3 };
 
@@ -145,10 +150,18 @@ class TcpBootstrap final : public Bootstrap {
     }
     peers_.resize(nranks_);
     const Deadline deadline = Deadline::after(timeout_s_);
+    // NOTE [handshake gate]: a connection that never says hello costs one slot for a few seconds,
+    // not the whole rendezvous, and the real ranks go on joining meanwhile.
+    GateLimits limits;
+    limits.hello_timeout_s = std::min(kHelloTimeoutS, timeout_s_);
+    HandshakeGate gate(listener_, sizeof(Hello), limits, "the bootstrap root (rank 0)");
     int joined = 1;
     while (joined < nranks_) {
-      Socket socket = accept_until(listener_, deadline);
-      if (!socket.valid()) {
+      std::vector<Arrival> arrivals = gate.step(deadline);
+      for (Arrival& arrival : arrivals) {
+        if (admit(arrival, gate, deadline)) ++joined;
+      }
+      if (joined < nranks_ && deadline.expired()) {
         std::string missing;
         for (int r = 1; r < nranks_; ++r) {
           if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
@@ -156,34 +169,31 @@ class TcpBootstrap final : public Bootstrap {
         std::string reason = "rendezvous: only " + std::to_string(joined) + " of " + std::to_string(nranks_) +
                              " PEs arrived within " + format_seconds(timeout_s_) + " s (MORI_BOOTSTRAP_TIMEOUT); " +
                              "missing ranks [" + missing + "]";
+        if (gate.dropped() > 0) {
+          reason += "; " + std::to_string(gate.dropped()) +
+                    " other connection(s) to the root were dropped without joining (last: " + gate.last_drop() + ")";
+        }
         abort_all(MORI_SHMEM_ERR_TIMEOUT, reason);
         throw Error(MORI_SHMEM_ERR_TIMEOUT, reason);
-      }
-      try {
-        int rank = handshake(socket, deadline);
-        if (rank > 0) {
-          peers_[rank] = std::move(socket);
-          ++joined;
-        }
-      } catch (const Error&) {
-        // A client that vanished mid-handshake is not a member yet: keep waiting for real ranks.
       }
     }
     for (int r = 1; r < nranks_; ++r) send_reply(peers_[r], MORI_SHMEM_SUCCESS, "", nullptr, 0, deadline);
     listener_.close();
   }
 
-  // Returns the rank of an accepted member, or -1 after rejecting the client.
-  int handshake(Socket& socket, const Deadline& deadline) {
-    uint8_t nonce[kNonceBytes];
-    random_bytes(nonce, sizeof(nonce));
-    socket.send_all(nonce, sizeof(nonce), deadline, "the rendezvous challenge");
+  // Checks a complete hello; a member is kept in peers_, anyone else gets the reason and is closed.
+  bool admit(Arrival& arrival, HandshakeGate& gate, const Deadline& deadline) {
     Hello hello{};
-    socket.recv_all(&hello, sizeof(hello), deadline, "the hello of a joining PE");
-    Sha256Digest expected = hello_mac(secret_, nonce, hello.rank, hello.nranks);
+    std::memcpy(&hello, arrival.hello.data(), sizeof(hello));
+    Sha256Digest expected = hello_mac(secret_, arrival.nonce.data(), hello.rank, hello.nranks);
     auto reject = [&](mori_shmem_status_t status, const std::string& reason) {
-      send_reply(socket, status, reason, nullptr, 0, deadline);
-      return -1;
+      gate.refused(arrival.socket.peer(), reason);
+      // Best effort and bounded: a client that stops reading must not hold up the rendezvous.
+      try {
+        send_reply(arrival.socket, status, reason, nullptr, 0, Deadline::after(0.1).earlier_of(deadline));
+      } catch (const Error&) {
+      }
+      return false;
     };
     if (hello.magic != kHelloMagic || !constant_time_equal(expected.data(), hello.mac, expected.size())) {
       return reject(MORI_SHMEM_ERR_AUTH,
@@ -201,8 +211,9 @@ class TcpBootstrap final : public Bootstrap {
       return reject(MORI_SHMEM_ERR_INVALID_ARGUMENT,
                     "rendezvous refused: rank " + std::to_string(hello.rank) + " has already joined");
     }
-    socket.set_peer("rank " + std::to_string(hello.rank));
-    return hello.rank;
+    arrival.socket.set_peer("rank " + std::to_string(hello.rank) + " at " + arrival.socket.peer());
+    peers_[hello.rank] = std::move(arrival.socket);
+    return true;
   }
 
   void join(const UniqueIdFields& fields) {

@@ -66,6 +66,12 @@ const std::vector<Var>& registry() {
        "itself and answers; atomic with node-mates' load/store atomics, any transport, GPU heaps too), ucx "
        "(ucp_atomic_op_nbx: needs NIC atomics, which are not atomic with node-mates' CPU atomics); auto means am.",
        "auto,ucx,am"},
+      {"MORI_RDMA_DEVICES", Type::String, "",
+       "RDMA devices the ucx conduit of the remote transport may use, as MORI reads it: mlx5_0,mlx5_1 keeps these "
+       "(in this order), ^mlx5_2,mlx5_3 all but these; a name may carry :port (mlx5_1:2). Passed to UCX as its "
+       "NET_DEVICES with the MORI_SOCKET_IFNAME interface; UCX_NET_DEVICES, when set, overrides it. Empty: every "
+       "device.",
+       nullptr},
       {"MORI_SHMEM_REMOTE_STREAMS", Type::Int, "2",
        "TCP connections per remote PE of the tcp conduit (PEs on other hosts); transfers above 512 KiB are striped "
        "over them.",

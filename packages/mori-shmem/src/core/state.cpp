@@ -2,6 +2,8 @@
 #include "core/state.hpp"
 
 #include <atomic>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/env.hpp"
@@ -17,6 +19,17 @@ namespace {
 std::unique_ptr<PeState> g_state;
 // Lets RMA calls check for a live state without taking the mutex.
 std::atomic<PeState*> g_live{nullptr};
+// NOTE [one PE per process]: the state is per process, so a second thread that joins as another
+// rank (MORI's single-process multi-thread mode) would wait for the mutex while the first waits
+// for it at the rendezvous, until both time out. Instead the second is refused at once, and the
+// first, whose peer will never come, says so when its rendezvous times out.
+std::atomic<bool> g_initializing{false};
+std::thread::id g_state_thread;       // who initialized g_state (under state_mutex)
+std::atomic<int> g_refused_rank{-1};  // the rank a concurrent thread asked for, for the first one's error
+
+constexpr const char* kOnePePerProcess =
+    "; mori-shmem runs one PE per process (MORI's single-process multi-thread mode, one PE per thread, is not "
+    "supported): start one process per PE";
 
 enum class Backend { Cpu, Cuda };
 
@@ -59,6 +72,7 @@ remote::ConduitConfig read_conduit_config(double wait_timeout_s) {
   config.ifname = env::get_string("MORI_SOCKET_IFNAME");
   config.ucx_dir = env::get_string("MORI_SHMEM_UCX_DIR");
   config.ucx_atomics = env::get_choice("MORI_SHMEM_UCX_ATOMICS");
+  config.rdma_devices = env::get_string("MORI_RDMA_DEVICES");
   return config;
 }
 
@@ -80,8 +94,35 @@ const char* planned_backend() { return choose_backend() == Backend::Cuda ? "cuda
 
 bool is_initialized() { return g_live.load(std::memory_order_acquire) != nullptr; }
 
+static void initialize_locked(const mori_shmem_uniqueid_t& uid, int rank, int nranks);
+
 void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
+  bool idle = false;
+  if (!g_initializing.compare_exchange_strong(idle, true)) {
+    g_refused_rank.store(rank);
+    throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "shmem_init_attr(rank=", rank,
+                "): another thread of this process is initializing a PE", kOnePePerProcess);
+  }
+  struct Done {
+    ~Done() { g_initializing.store(false); }
+  } done;
+  g_refused_rank.store(-1);
+  try {
+    initialize_locked(uid, rank, nranks);
+  } catch (const Error& error) {
+    const int refused = g_refused_rank.exchange(-1);
+    if (refused < 0 || error.status() != MORI_SHMEM_ERR_TIMEOUT) throw;
+    throw Error(error.status(), std::string(error.what()) + " (another thread of this process asked to be rank " +
+                                    std::to_string(refused) + kOnePePerProcess + ")");
+  }
+}
+
+static void initialize_locked(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
   std::lock_guard<std::mutex> lock(state_mutex());
+  if (g_state && g_state_thread != std::this_thread::get_id()) {
+    throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "shmem_init_attr(rank=", rank, "): another thread of this process is "
+                "already PE ", g_state->rank(), " of ", g_state->nranks(), kOnePePerProcess);
+  }
   if (g_state) {
     throw_error(MORI_SHMEM_ERR_ALREADY_INITIALIZED, "shmem_init_attr: this process is already PE ", g_state->rank(),
                 " of ", g_state->nranks(), "; call shmem_finalize before initializing again");
@@ -132,6 +173,7 @@ void initialize(const mori_shmem_uniqueid_t& uid, int rank, int nranks) {
   log::emit(log::Level::Info, "PE ", rank, " of ", nranks, " initialized: ", state->heap->backend(), " heap of ",
             state->heap->size(), " bytes at ", static_cast<void*>(state->heap->local_base()));
   g_state = std::move(state);
+  g_state_thread = std::this_thread::get_id();
   g_live.store(g_state.get(), std::memory_order_release);
 }
 

@@ -43,6 +43,7 @@ struct ConduitConfig {
   size_t stripe_bytes = 512 << 10;
   std::string ucx_dir;            // where libucp.so.0 is; "" = the system's
   std::string ucx_atomics = "auto";  // MORI_SHMEM_UCX_ATOMICS: auto, ucx or am
+  std::string rdma_devices;       // MORI_RDMA_DEVICES: the RDMA devices the ucx conduit may use ("" = all)
 };
 
 // This PE's heap as the conduit serves it.

@@ -6,9 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
+#include <system_error>
 
+#include "bootstrap/handshake_gate.hpp"
 #include "bootstrap/hmac_sha256.hpp"
 #include "core/error.hpp"
 #include "core/host_rma.hpp"
@@ -19,11 +22,15 @@ namespace mori::shmem::remote {
 
 namespace {
 
-constexpr size_t kNonceBytes = 32;
+constexpr size_t kNonceBytes = kGateNonceBytes;
 // Small puts go out as one send of header + payload (one TCP segment); larger payloads are sent
 // from where they are, after the header.
 constexpr size_t kCoalesceBytes = 16 << 10;
-constexpr double kHandshakeTimeoutS = 30;
+constexpr double kHandshakeTimeoutS = 30;  // the dialing side's, for all its streams together
+// How long one inbound connection may take to send its hello (NOTE [handshake gate]).
+constexpr double kHelloTimeoutS = 5;
+// How often the acceptor joins the threads of connections that ended, when nothing else wakes it.
+constexpr double kReapIntervalS = 0.5;
 
 struct Endpoint {
   char ip[16];
@@ -88,7 +95,8 @@ struct TcpConduit::Peer {
 struct TcpConduit::Inbound {
   Socket socket;
   std::thread thread;
-  std::string who;  // "PE 3 (stream 1) from 10.0.0.2:51000"
+  std::string who;                // "PE 3 (stream 1) from 10.0.0.2:51000"
+  std::atomic<bool> done{false};  // serve() returned: the acceptor joins the thread and frees this
 };
 
 TcpConduit::TcpConduit(Bootstrap& bootstrap, const std::vector<uint8_t>& remote, HeapAccess& heap,
@@ -97,6 +105,7 @@ TcpConduit::TcpConduit(Bootstrap& bootstrap, const std::vector<uint8_t>& remote,
       heap_(heap),
       heap_size_(heap.size()),
       config_(config),
+      max_inbound_(size_t(bootstrap.nranks()) * size_t(std::max(config.streams, 1))),
       secret_(bootstrap.secret()),
       peers_(bootstrap.nranks()) {
   if (config_.streams < 1 || config_.streams > 64) {
@@ -193,18 +202,19 @@ std::string TcpConduit::endpoint() const { return ip_ + ":" + std::to_string(loc
 // ---- server side ---------------------------------------------------------------------------------
 
 void TcpConduit::accept_loop() {
+  // NOTE [handshake gate]: unauthenticated connections are multiplexed here, on this thread; only
+  // one that proved the job secret gets a serve thread, and that thread is joined as soon as its
+  // connection ends.
+  GateLimits limits;
+  limits.hello_timeout_s = kHelloTimeoutS;
+  HandshakeGate gate(listener_, sizeof(Hello), limits, "PE " + std::to_string(rank_) + "'s remote transport");
   while (!stopping_.load()) {
     try {
-      if (!wait_readable_or_stop(listener_.fd(), stop_pipe_[0])) return;
-      Socket socket = accept_until(listener_, Deadline::after(0));
-      if (!socket.valid()) continue;
-      auto inbound = std::make_unique<Inbound>();
-      inbound->socket = std::move(socket);
-      inbound->who = inbound->socket.peer();
-      Inbound* raw = inbound.get();
-      std::lock_guard<std::mutex> lock(inbound_mutex_);
-      inbound_.push_back(std::move(inbound));
-      raw->thread = std::thread([this, raw] { serve(raw); });
+      // Wakes at least every kReapInterval to join the threads of connections that ended.
+      std::vector<Arrival> arrivals = gate.step(Deadline::after(kReapIntervalS), stop_pipe_[0]);
+      reap_inbound();
+      if (stopping_.load()) return;
+      for (Arrival& arrival : arrivals) admit(arrival, gate);
     } catch (const std::exception& e) {
       log::emit(log::Level::Error, "PE ", rank_, ": remote transport stopped accepting: ", e.what());
       return;
@@ -212,29 +222,71 @@ void TcpConduit::accept_loop() {
   }
 }
 
+void TcpConduit::admit(Arrival& arrival, HandshakeGate& gate) {
+  Hello hello{};
+  std::memcpy(&hello, arrival.hello.data(), sizeof(hello));
+  const Sha256Digest mac = hello_mac(secret_, arrival.nonce.data(), hello);
+  const char* refusal = nullptr;
+  if (hello.version != kWireVersion) {
+    refusal = "unknown protocol version";
+  } else if (hello.target != rank_ || !constant_time_equal(mac.data(), hello.mac, 32)) {
+    refusal = "it does not hold the job secret";
+  }
+  std::lock_guard<std::mutex> lock(inbound_mutex_);
+  if (refusal == nullptr && inbound_.size() >= max_inbound_) {
+    // Only holders of the secret get here; more connections than the job has streams means a
+    // peer reconnects in a loop, and each would cost a thread.
+    refusal = "this PE already serves as many connections as the job has streams";
+  }
+  if (refusal != nullptr) {
+    gate.refused(arrival.socket.peer(), refusal);
+    const Reply reply{MORI_SHMEM_ERR_AUTH, 0, 0};
+    arrival.socket.try_send(&reply, sizeof(reply));
+    return;  // the socket closes with the arrival
+  }
+  const Reply welcome{0, 0, 0};
+  if (!arrival.socket.try_send(&welcome, sizeof(welcome))) {
+    gate.refused(arrival.socket.peer(), "could not send it the welcome");
+    return;
+  }
+  auto inbound = std::make_unique<Inbound>();
+  inbound->who = "PE " + std::to_string(hello.rank) + " (stream " + std::to_string(hello.stream) + ") from " +
+                 arrival.socket.peer();
+  inbound->socket = std::move(arrival.socket);
+  inbound->socket.set_peer(inbound->who);
+  Inbound* raw = inbound.get();
+  inbound_.push_back(std::move(inbound));
+  try {
+    raw->thread = std::thread([this, raw] { serve(raw); });
+  } catch (const std::system_error& e) {
+    // Out of threads: refuse this connection, keep serving the others.
+    log::emit(log::Level::Error, "PE ", rank_, ": remote transport could not start a thread for ", raw->who, ": ",
+              e.what());
+    inbound_.pop_back();
+  }
+}
+
+void TcpConduit::reap_inbound() {
+  std::vector<std::unique_ptr<Inbound>> finished;
+  {
+    std::lock_guard<std::mutex> lock(inbound_mutex_);
+    for (auto it = inbound_.begin(); it != inbound_.end();) {
+      if ((*it)->done.load()) {
+        finished.push_back(std::move(*it));
+        it = inbound_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& in : finished) {
+    if (in->thread.joinable()) in->thread.join();  // it has returned from serve(): no wait
+  }
+}
+
 void TcpConduit::serve(Inbound* inbound) {
   Socket& socket = inbound->socket;
   try {
-    const Deadline handshake = Deadline::after(kHandshakeTimeoutS);
-    uint8_t nonce[kNonceBytes];
-    random_bytes(nonce, sizeof(nonce));
-    socket.send_all(nonce, sizeof(nonce), handshake, "the nonce");
-    Hello hello{};
-    socket.recv_all(&hello, sizeof(hello), handshake, "the hello");
-    const Sha256Digest mac = hello_mac(secret_, nonce, hello);
-    if (hello.version != kWireVersion || hello.target != rank_ || !constant_time_equal(mac.data(), hello.mac, 32)) {
-      log::emit(log::Level::Warning, "PE ", rank_, ": refused a remote-transport connection from ", inbound->who,
-                hello.version != kWireVersion ? ": unknown protocol version" : ": it does not hold the job secret");
-      const Reply refusal{MORI_SHMEM_ERR_AUTH, 0, 0};
-      socket.try_send(&refusal, sizeof(refusal));
-      close_inbound(socket);
-      return;
-    }
-    inbound->who = "PE " + std::to_string(hello.rank) + " (stream " + std::to_string(hello.stream) + ") from " +
-                   socket.peer();
-    socket.set_peer(inbound->who);
-    const Reply welcome{0, 0, 0};
-    socket.send_all(&welcome, sizeof(welcome), handshake, "the welcome");
     while (wait_readable_or_stop(socket.fd(), stop_pipe_[0])) serve_one(*inbound);
   } catch (const Error& e) {
     // A peer that finalized (or died) closes its streams: that ends this thread, quietly unless
@@ -248,6 +300,7 @@ void TcpConduit::serve(Inbound* inbound) {
     log::emit(log::Level::Error, "PE ", rank_, ": remote transport dropped ", inbound->who, ": ", e.what());
   }
   close_inbound(socket);
+  inbound->done.store(true);
 }
 
 // Under the mutex, so that stop() never shuts down a descriptor number that was closed and reused.

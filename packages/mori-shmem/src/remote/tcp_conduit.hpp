@@ -7,7 +7,9 @@
 //   - Each PE opens MORI_SHMEM_REMOTE_STREAMS connections to every remote PE; large puts and gets
 //     are striped over them, by the caller and the threads of a StripeCrew. A connection proves
 //     the job secret (HMAC-SHA256 over the server's nonce) before anything else is read; one that
-//     does not is dropped and logged.
+//     does not is dropped and logged. Until then a connection has no thread of its own (NOTE
+//     [handshake gate]); each authenticated one is served by a thread that is joined as soon as
+//     the connection ends, and at most nranks * streams are served at once.
 //   - Host memory is sent from and received into place (no staging copy).
 //   - Completion: puts pipeline; quiet sends FLUSH on every stream that carried puts since the last
 //     quiet and waits for the answers, so after quiet every earlier put is in the target's heap.
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/handshake_gate.hpp"
 #include "bootstrap/socket.hpp"
 #include "remote/conduit.hpp"
 #include "remote/heap_access.hpp"
@@ -69,6 +72,8 @@ class TcpConduit final : public Conduit {
   void stop() noexcept;
   void close_stop_pipe() noexcept;
   void accept_loop();
+  void admit(Arrival& arrival, HandshakeGate& gate);
+  void reap_inbound();
   void serve(Inbound* inbound);
   void serve_one(Inbound& inbound);
   void close_inbound(Socket& socket);
@@ -77,6 +82,7 @@ class TcpConduit final : public Conduit {
   HeapAccess& heap_;
   uint64_t heap_size_;
   ConduitConfig config_;
+  size_t max_inbound_;  // authenticated connections served at once: every PE's streams
   std::unique_ptr<StripeCrew> crew_;  // helpers for the streams past the first
   Secret secret_;
   std::string ip_;

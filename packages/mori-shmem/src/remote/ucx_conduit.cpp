@@ -3,7 +3,6 @@
 // in ucx_rma.cpp.
 #include "remote/ucx_conduit.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -18,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "remote/rdma_devices.hpp"
 
 namespace mori::shmem::remote {
 
@@ -27,22 +27,26 @@ constexpr int kIdlePollMs = 100;      // the progress thread wakes at least this
 constexpr double kCloseGraceS = 5;    // for a forced close to cancel what was outstanding
 constexpr size_t kEndpointChars = 63;  // what shmem_remote_endpoint's callers make room for
 
+constexpr const char* kSysfsRdma = "/sys/class/infiniband";
+
 // What UCX_NET_DEVICES becomes unless the environment sets it: the bootstrap's interface (so UCX's
-// tcp listeners are no more exposed than mori's own) plus every RDMA port, which listens on no IP.
-std::string net_devices(const std::string& ifname) {
+// tcp listeners are no more exposed than mori's own) plus the RDMA ports MORI_RDMA_DEVICES keeps
+// (every port by default), which listen on no IP.
+std::string net_devices(const std::string& ifname, const std::string& rdma_devices, int rank) {
   std::string devices = ifname.empty() ? "lo" : ifname;
-  if (DIR* ibdir = opendir("/sys/class/infiniband")) {
-    while (const dirent* dev = readdir(ibdir)) {
-      if (dev->d_name[0] == '.') continue;
-      const std::string ports_path = std::string("/sys/class/infiniband/") + dev->d_name + "/ports";
-      if (DIR* ports = opendir(ports_path.c_str())) {
-        while (const dirent* port = readdir(ports)) {
-          if (port->d_name[0] != '.') devices += std::string(",") + dev->d_name + ":" + port->d_name;
-        }
-        closedir(ports);
-      }
+  const RdmaPortSelection selection = select_rdma_ports(rdma_devices, kSysfsRdma);
+  for (const std::string& port : selection.ports) devices += "," + port;
+  if (!selection.unknown.empty()) {
+    std::string unknown, available;
+    for (const std::string& name : selection.unknown) unknown += (unknown.empty() ? "" : ", ") + name;
+    for (const std::string& port : select_rdma_ports("", kSysfsRdma).ports) {
+      available += (available.empty() ? "" : ", ") + port;
     }
-    closedir(ibdir);
+    log::emit(log::Level::Warning, "PE ", rank, ": MORI_RDMA_DEVICES=", rdma_devices, ": no RDMA device or port ",
+              unknown, " here (available: ", available.empty() ? "none" : available, ")");
+  }
+  if (!rdma_devices.empty()) {
+    log::emit(log::Level::Info, "PE ", rank, ": MORI_RDMA_DEVICES=", rdma_devices, ": UCX may use ", devices);
   }
   return devices;
 }
@@ -98,7 +102,11 @@ void UcxConduit::open_context() {
     const ucx::ucs_status_t s = api_.ucp_config_modify(config, name, value.c_str());
     if (s != ucx::kOk) log::emit(log::Level::Warning, "UCX ignored ", env, "=", value, ": ", ucx::describe(api_, s));
   };
-  modify("NET_DEVICES", net_devices(config_.ifname));
+  if (!config_.rdma_devices.empty() && std::getenv("UCX_NET_DEVICES") != nullptr) {
+    log::emit(log::Level::Warning, "PE ", rank_, ": MORI_RDMA_DEVICES=", config_.rdma_devices,
+              " is not applied: UCX_NET_DEVICES=", std::getenv("UCX_NET_DEVICES"), " chooses UCX's devices");
+  }
+  modify("NET_DEVICES", net_devices(config_.ifname, config_.rdma_devices, rank_));
   // UCX emulates RMA over tcp with active messages; its 8 KiB segments (tuned for messaging) cost
   // a round of progress each: 64 KiB / 256 KiB about tripled a put's bandwidth on loopback.
   modify("TCP_TX_SEG_SIZE", "64K");

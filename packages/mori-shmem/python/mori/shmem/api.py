@@ -15,16 +15,22 @@ from typing import Any
 
 import numpy as np
 
+from mori.shmem import arguments as arg
 from mori.shmem._native import _C
 from mori.shmem.dtypes import from_bits, int_type_code, to_bits
-from mori.shmem.errors import InvalidArgumentError
-from mori.shmem.settings import provide_ucx_dir
+from mori.shmem.errors import InvalidArgumentError, InvalidArgumentTypeError
+from mori.shmem.no_effect import note_init_settings, note_malloc_flags
+from mori.shmem.settings import provide_ucx_dir, setting
 
 logger = logging.getLogger("mori.shmem")
 
 MORI_SHMEM_INIT_WITH_MPI_COMM = 0
 MORI_SHMEM_INIT_WITH_UNIQUEID = 1
 UNIQUE_ID_BYTES = 128
+
+# MORI_SHMEM_REMOTE_STREAMS as init read it (shmem_num_qp_per_pe reports it; the environment may
+# change after init).
+_streams_at_init = 0
 
 
 class AmoType(enum.IntEnum):
@@ -84,11 +90,6 @@ class HeapInfo:
     backend: str
 
 
-def _check_nonnegative(name: str, value: int) -> None:
-    if value < 0:
-        raise InvalidArgumentError(f"{name}={value} must be >= 0")
-
-
 # ---- lifetime ----------------------------------------------------------------------------------
 
 
@@ -108,6 +109,8 @@ def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
     ``shmem_get_unique_id``) or ``MORI_SHMEM_INIT_WITH_MPI_COMM`` (``unique_id`` is an mpi4py
     communicator, or None for COMM_WORLD; rank/nranks may be -1 to take them from it).
     """
+    flags = arg.c_int("flags", flags)
+    rank, nranks = arg.c_int("rank", rank), arg.c_int("nranks", nranks)
     if flags == MORI_SHMEM_INIT_WITH_MPI_COMM:
         from mori.shmem.frameworks import init_with_mpi_comm
 
@@ -117,10 +120,15 @@ def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
             f"flags={flags} is not an init flag (MORI_SHMEM_INIT_WITH_MPI_COMM=0, MORI_SHMEM_INIT_WITH_UNIQUEID=1)"
         )
     if not isinstance(unique_id, (bytes, bytearray)):
-        raise InvalidArgumentError(f"unique_id must be bytes from shmem_get_unique_id, got {type(unique_id).__name__}")
+        raise InvalidArgumentTypeError(
+            f"unique_id must be bytes from shmem_get_unique_id, got {type(unique_id).__name__}"
+        )
     provide_ucx_dir()
+    global _streams_at_init
+    _streams_at_init = int(setting("MORI_SHMEM_REMOTE_STREAMS"))
     _C.init_uniqueid(rank, nranks, bytes(unique_id))
     logger.debug("PE %d of %d initialized", rank, nranks)
+    note_init_settings(shmem_remote_conduit())
     _warn_of_proxy_hazards()
     return 0
 
@@ -160,6 +168,17 @@ def shmem_npes() -> int:
     return n
 
 
+def shmem_num_qp_per_pe() -> int:
+    """MORI's queue pairs per PE: the connections this PE's remote transport keeps to each remote PE.
+
+    ``MORI_SHMEM_REMOTE_STREAMS`` with the tcp conduit (or when no PE is remote), 1 with the ucx
+    conduit (one UCP endpoint per PE, whose lanes UCX chooses). Raises NotInitializedError before
+    init, as MORI's does.
+    """
+    shmem_mype()  # NotInitializedError before init
+    return 1 if shmem_remote_conduit() == "ucx" else _streams_at_init
+
+
 def shmem_backend() -> str:
     """The backend the heap lives on, ``"cpu"`` or ``"cuda"``; before init, the one init would pick."""
     name: str = _C.backend()
@@ -173,14 +192,15 @@ def shmem_barrier_all() -> None:
 
 def shmem_bootstrap_allgather(data: bytes) -> list[bytes]:
     """Collective: every PE's ``data`` (all of the same length), indexed by PE."""
-    gathered: bytes = _C.bootstrap_allgather(bytes(data))
+    data = arg.data_bytes("data", data)
+    gathered: bytes = _C.bootstrap_allgather(data)
     size = len(data)
     return [gathered[pe * size : (pe + 1) * size] for pe in range(shmem_npes())]
 
 
 def shmem_bootstrap_broadcast(data: bytes, root: int = 0) -> bytes:
     """Collective: PE ``root``'s ``data`` on every PE (all pass buffers of the same length)."""
-    result: bytes = _C.bootstrap_broadcast(bytes(data), root)
+    result: bytes = _C.bootstrap_broadcast(arg.data_bytes("data", data), arg.c_int("root", root))
     return result
 
 
@@ -189,14 +209,14 @@ def shmem_bootstrap_broadcast(data: bytes, root: int = 0) -> bytes:
 
 def shmem_malloc(size: int) -> int:
     """Collective: ``size`` bytes of symmetric memory (256-byte aligned); 0 when size is 0."""
-    _check_nonnegative("size", size)
-    ptr: int = _C.malloc_align(256, size)
+    ptr: int = _C.malloc_align(256, arg.size("size", size))
     return ptr
 
 
 def shmem_malloc_align(alignment: int, size: int) -> int:
     """Collective: like ``shmem_malloc`` with ``alignment`` (a power of two); size is rounded up."""
-    _check_nonnegative("size", size)
+    size = arg.size("size", size)
+    alignment = arg.size("alignment", alignment)
     if alignment <= 0 or alignment & (alignment - 1):
         raise InvalidArgumentError(f"alignment={alignment} is not a power of two")
     ptr: int = _C.malloc_align(alignment, size)
@@ -204,15 +224,17 @@ def shmem_malloc_align(alignment: int, size: int) -> int:
 
 
 def shmem_ext_malloc_with_flags(size: int, flags: int) -> int:
-    """Collective: as ``shmem_malloc``; the heap has one memory type, so flags are accepted and ignored."""
-    _check_nonnegative("size", size)
-    ptr: int = _C.ext_malloc_with_flags(size, flags)
+    """Collective: as ``shmem_malloc``; the heap has one memory type, so flags are accepted and have no
+    effect (logged once when non-zero)."""
+    flags = arg.integer("flags", flags, 0, arg.UINT_MAX)
+    ptr: int = _C.ext_malloc_with_flags(arg.size("size", size), flags)
+    note_malloc_flags(flags)
     return ptr
 
 
 def shmem_free(ptr: int) -> None:
     """Collective: returns ``ptr`` to the heap; 0 is a no-op."""
-    _C.free(ptr)
+    _C.free(arg.address("ptr", ptr))
 
 
 def shmem_heap_info() -> HeapInfo:
@@ -221,12 +243,12 @@ def shmem_heap_info() -> HeapInfo:
 
 def shmem_buffer_register(ptr: int, size: int) -> int:
     """Registers local memory as a transfer source/target; overlapping registrations are refused."""
-    _C.buffer_register(ptr, size)
+    _C.buffer_register(arg.address("ptr", ptr), arg.size("size", size))
     return 0
 
 
 def shmem_buffer_deregister(ptr: int, size: int) -> int:
-    _C.buffer_deregister(ptr, size)
+    _C.buffer_deregister(arg.address("ptr", ptr), arg.size("size", size))
     return 0
 
 
@@ -236,7 +258,7 @@ def shmem_ptr_p2p(dest_ptr: int, my_pe: int, dest_pe: int) -> int:
     ``dest_ptr`` itself when ``dest_pe == my_pe``; 0 when ``dest_ptr`` is outside the heap or
     ``dest_pe`` is reached through the remote transport (no load/store mapping).
     """
-    ptr: int = _C.ptr_p2p(dest_ptr, my_pe, dest_pe)
+    ptr: int = _C.ptr_p2p(arg.address("dest_ptr", dest_ptr), arg.c_int("my_pe", my_pe), arg.c_int("dest_pe", dest_pe))
     return ptr
 
 
@@ -247,7 +269,7 @@ def shmem_pe_transport(pe: int) -> str:
     """How this PE reaches ``pe``: ``"self"``, ``"p2p"`` (load/store through a mapping of its heap)
     or ``"remote"`` (the remote transport: another host, MORI_SHMEM_PES_PER_NODE, MORI_NODE_ID or
     MORI_DISABLE_P2P; :func:`shmem_remote_conduit` says which conduit carries it)."""
-    return _TRANSPORTS[_C.pe_transport(pe)]
+    return _TRANSPORTS[_C.pe_transport(arg.c_int("pe", pe))]
 
 
 def shmem_remote_endpoint() -> str | None:
@@ -272,14 +294,12 @@ def shmem_remote_conduit() -> str | None:
 
 def shmem_putmem(dest: int, src: int, nbytes: int, pe: int) -> None:
     """Copies ``nbytes`` from local ``src`` to symmetric ``dest`` on PE ``pe``."""
-    _check_nonnegative("nbytes", nbytes)
-    _C.putmem(dest, src, nbytes, pe)
+    _C.putmem(arg.address("dest", dest), arg.address("src", src), arg.size("nbytes", nbytes), arg.c_int("pe", pe))
 
 
 def shmem_getmem(dest: int, src: int, nbytes: int, pe: int) -> None:
     """Copies ``nbytes`` from symmetric ``src`` on PE ``pe`` to local ``dest``."""
-    _check_nonnegative("nbytes", nbytes)
-    _C.getmem(dest, src, nbytes, pe)
+    _C.getmem(arg.address("dest", dest), arg.address("src", src), arg.size("nbytes", nbytes), arg.c_int("pe", pe))
 
 
 def _on_gpu_heap() -> bool:
@@ -287,13 +307,16 @@ def _on_gpu_heap() -> bool:
 
 
 def _check_signal_op(sig_op: int) -> None:
+    if isinstance(sig_op, bool) or not isinstance(sig_op, int):
+        raise InvalidArgumentTypeError(f"sig_op must be AmoType.SIGNAL_SET or SIGNAL_ADD, got {sig_op!r}")
     if sig_op not in (AmoType.SIGNAL_SET, AmoType.SIGNAL_ADD):
         raise InvalidArgumentError(f"sig_op={sig_op} must be AmoType.SIGNAL_SET (9) or AmoType.SIGNAL_ADD (10)")
 
 
 def shmem_putmem_signal(dest: int, src: int, nbytes: int, sig_addr: int, signal: int, sig_op: int, pe: int) -> None:
     """Put, then update the uint64 signal at ``sig_addr`` on ``pe``; the data is visible before the signal."""
-    _check_nonnegative("nbytes", nbytes)
+    dest, src, sig_addr = arg.address("dest", dest), arg.address("src", src), arg.address("sig_addr", sig_addr)
+    nbytes, pe = arg.size("nbytes", nbytes), arg.c_int("pe", pe)
     _check_signal_op(sig_op)
     _, uint64 = int_type_code(np.uint64)
     if sig_op == AmoType.SIGNAL_ADD and _on_gpu_heap():
@@ -306,6 +329,7 @@ def shmem_putmem_signal(dest: int, src: int, nbytes: int, sig_addr: int, signal:
 
 def shmem_signal_op(sig_addr: int, signal: int, sig_op: int, pe: int) -> None:
     """Sets or adds to the uint64 signal at ``sig_addr`` on ``pe`` (release ordering)."""
+    sig_addr, pe = arg.address("sig_addr", sig_addr), arg.c_int("pe", pe)
     _check_signal_op(sig_op)
     _, uint64 = int_type_code(np.uint64)
     if sig_op == AmoType.SIGNAL_ADD and _on_gpu_heap():
@@ -316,7 +340,7 @@ def shmem_signal_op(sig_addr: int, signal: int, sig_op: int, pe: int) -> None:
 
 def shmem_signal_fetch(sig_addr: int) -> int:
     """Reads this PE's uint64 signal at ``sig_addr`` (acquire ordering)."""
-    value = shmem_atomic(sig_addr, AmoType.FETCH, 0, shmem_mype())
+    value = shmem_atomic(arg.address("sig_addr", sig_addr), AmoType.FETCH, 0, shmem_mype())
     assert value is not None
     return value
 
@@ -328,9 +352,12 @@ def shmem_atomic(
 
     Returns the old value for fetching operations (FETCH*, SWAP, COMPARE_SWAP), else None.
     """
+    dest, pe = arg.address("dest", dest), arg.c_int("pe", pe)
+    if isinstance(op, bool) or not isinstance(op, int):
+        raise InvalidArgumentTypeError(f"op must be an AmoType, got {type(op).__name__} {op!r}")
     try:
         amo = AmoType(op)
-    except ValueError:
+    except (ValueError, TypeError):
         raise InvalidArgumentError(
             f"op={op} is not an AmoType ({', '.join(f'{a.name}={a.value}' for a in AmoType)})"
         ) from None
@@ -409,9 +436,11 @@ def shmem_atomic_compare_swap(dest: int, compare: int, value: int, pe: int, dtyp
 
 
 def _cmp(cmp: CmpOp | int) -> int:
+    if isinstance(cmp, bool) or not isinstance(cmp, int):
+        raise InvalidArgumentTypeError(f"cmp must be a CmpOp, got {type(cmp).__name__} {cmp!r}")
     try:
         return int(CmpOp(cmp))
-    except ValueError:
+    except (ValueError, TypeError):
         raise InvalidArgumentError(f"cmp={cmp} is not a CmpOp (EQ=0, NE=1, GT=2, LE=3, LT=4, GE=5)") from None
 
 
@@ -423,16 +452,17 @@ def shmem_wait_until(
     Returns the value that satisfied it. ``timeout`` is in seconds (None: MORI_SHMEM_WAIT_TIMEOUT);
     expiry raises WaitTimeoutError.
     """
+    ivar = arg.address("ivar", ivar)
     type_code, resolved = int_type_code(dtype)
-    if timeout is not None and timeout < 0:
-        raise InvalidArgumentError(f"timeout={timeout} must be >= 0 seconds")
-    timeout_ms = -1 if timeout is None else int(timeout * 1000)
+    # The bound keeps milliseconds inside int64 (about 292 million years).
+    timeout_ms = -1 if timeout is None else int(arg.real("timeout", timeout, 0.0, 9.2e15) * 1000)
     observed = _C.wait_until(ivar, type_code, _cmp(cmp), to_bits(value, resolved, "value"), timeout_ms)
     return from_bits(observed, resolved)
 
 
 def shmem_test(ivar: int, cmp: CmpOp | int, value: int, *, dtype: Any = np.uint64) -> bool:
     """One non-blocking check of the ``shmem_wait_until`` condition."""
+    ivar = arg.address("ivar", ivar)
     type_code, resolved = int_type_code(dtype)
     return bool(_C.test(ivar, type_code, _cmp(cmp), to_bits(value, resolved, "value")))
 
@@ -449,7 +479,7 @@ def shmem_quiet() -> None:
 
 def parse_size(text: str) -> int:
     """Bytes in a size string such as ``"6G"``, ``"512M"``, ``"1.5GiB"`` or ``"4096"``."""
-    size: int = _C.parse_size(text)
+    size: int = _C.parse_size(arg.text("text", text))
     return size
 
 
@@ -495,6 +525,7 @@ __all__ = [
     "shmem_malloc_align",
     "shmem_mype",
     "shmem_npes",
+    "shmem_num_qp_per_pe",
     "shmem_pe_transport",
     "shmem_ptr_p2p",
     "shmem_putmem",

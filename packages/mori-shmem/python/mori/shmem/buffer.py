@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from mori.shmem import api
+from mori.shmem import arguments as arg
 from mori.shmem._native import _C
 from mori.shmem.dtypes import DType, resolve
-from mori.shmem.errors import InvalidArgumentError
+from mori.shmem.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 _KDL_CPU = 1
 _KDL_CUDA = 2
@@ -138,9 +139,13 @@ class SymmetricBuffer:
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
-    if any(d < 0 for d in dims):
-        raise InvalidArgumentError(f"shape={dims} has a negative extent")
+    if isinstance(shape, (str, bytes)) or not (hasattr(shape, "__index__") or hasattr(shape, "__iter__")):
+        raise InvalidArgumentTypeError(f"shape must be an int or a sequence of ints, got {type(shape).__name__}")
+    given: Any = shape  # anything a caller passes, checked here
+    extents = [given] if hasattr(given, "__index__") else list(given)
+    dims = tuple(arg.size(f"shape[{i}]", d) for i, d in enumerate(extents))
+    if math.prod(dims) > arg.U64_MAX:
+        raise InvalidArgumentError(f"shape={dims} has more than {arg.U64_MAX} elements")
     return dims
 
 
@@ -185,13 +190,14 @@ def _address_and_nbytes(obj: Any, argument: str) -> tuple[int, int]:
         if not obj.is_contiguous():
             raise InvalidArgumentError(f"{argument} must be contiguous")
         return int(obj.data_ptr()), int(obj.numel() * obj.element_size())
-    raise InvalidArgumentError(
+    raise InvalidArgumentTypeError(
         f"{argument} must be a SymmetricBuffer, numpy array or torch tensor, got {type(obj).__name__}"
     )
 
 
 def shmem_put(dest: Any, src: Any, pe: int) -> None:
     """Copies array ``src`` into PE ``pe``'s copy of the symmetric array ``dest`` (same byte size)."""
+    pe = arg.c_int("pe", pe)
     dest_ptr, dest_bytes = _address_and_nbytes(dest, "dest")
     src_ptr, src_bytes = _address_and_nbytes(src, "src")
     if src_bytes > dest_bytes:
@@ -201,6 +207,7 @@ def shmem_put(dest: Any, src: Any, pe: int) -> None:
 
 def shmem_get(dest: Any, src: Any, pe: int) -> None:
     """Copies PE ``pe``'s copy of the symmetric array ``src`` into local array ``dest``."""
+    pe = arg.c_int("pe", pe)
     dest_ptr, dest_bytes = _address_and_nbytes(dest, "dest")
     src_ptr, src_bytes = _address_and_nbytes(src, "src")
     if dest_bytes > src_bytes:

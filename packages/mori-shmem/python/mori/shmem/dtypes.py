@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mori.shmem.errors import InvalidArgumentError
+from mori.shmem.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 # DLDataTypeCode values of the DLPack ABI.
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL, _DL_FLOAT8_E4M3FN = 0, 1, 2, 4, 6, 10
@@ -76,6 +77,9 @@ def to_bits(value: int, dtype: DType, argument: str) -> int:
     """The two's-complement bit pattern of value as a uint64, after checking it fits dtype."""
     signed = dtype.name.startswith("int")
     lo, hi = (-(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1) if signed else (0, (1 << dtype.bits) - 1)
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise InvalidArgumentTypeError(f"{argument} must be an integer of {dtype.name} [{lo}, {hi}], got {value!r}")
+    value = operator.index(value)
     if not lo <= value <= hi:
         raise InvalidArgumentError(f"{argument}={value} does not fit {dtype.name} [{lo}, {hi}]")
     return value & ((1 << 64) - 1)

@@ -17,6 +17,10 @@ class InvalidArgumentError(MoriShmemError, ValueError):
     """An argument is malformed or out of its allowed range."""
 
 
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong Python type (a str where an integer address or size belongs)."""
+
+
 class NotInitializedError(MoriShmemError, RuntimeError):
     """The call needs an initialized PE (``shmem_init_attr`` first)."""
 
@@ -100,6 +104,7 @@ __all__ = [
     "HeapExhaustedError",
     "InternalError",
     "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "InvalidPointerError",
     "MoriShmemError",
     "NotInitializedError",

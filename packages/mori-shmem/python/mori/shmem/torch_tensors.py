@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mori.shmem import api
+from mori.shmem import arguments as arg
 from mori.shmem.buffer import SymmetricBuffer, shmem_empty
 from mori.shmem.errors import InvalidArgumentError
 
@@ -39,8 +40,9 @@ def mori_shmem_free_tensor(tensor: Any) -> None:
 
 def mori_shmem_create_tensor_list_intra_node(shape: Sequence[int], dtype: Any, num_ranks: int) -> list[Any]:
     """Collective: one new symmetric tensor, viewed as every PE's copy (index = PE)."""
-    if num_ranks > api.shmem_npes():
-        raise InvalidArgumentError(f"num_ranks={num_ranks} exceeds npes={api.shmem_npes()}")
+    num_ranks = arg.c_int("num_ranks", num_ranks)
+    if not 0 <= num_ranks <= api.shmem_npes():
+        raise InvalidArgumentError(f"num_ranks={num_ranks} is outside [0, npes={api.shmem_npes()}]")
     tensor = mori_shmem_create_tensor(shape, dtype)
     mine = api.shmem_mype()
     return [tensor if pe == mine else symm_mori_shmem_tensor(tensor, pe) for pe in range(num_ranks)]
