@@ -18,8 +18,16 @@ _IO = "mori.io"
 _UMBP = "mori.umbp"
 _EP = "mori.ep.cpp_names"
 
+_SHMEM = "mori.shmem"
+
 #: MORI's ``mori.cpp`` name -> the module that implements it here.
 NAMES: dict[str, str] = {
+    # mori-shmem (MORI's pybind_shmem)
+    "shmem_mype": _SHMEM,
+    "shmem_npes": _SHMEM,
+    "shmem_num_qp_per_pe": _SHMEM,
+    "shmem_finalize": _SHMEM,
+    "shmem_torch_process_group_init": _SHMEM,
     # mori-io (MORI's pybind_io)
     "IOEngineConfig": _IO,
     "StatusCode": _IO,
@@ -71,7 +79,7 @@ NAMES: dict[str, str] = {
 }
 
 #: The ``mori.<name>`` subpackage whose wheel provides each module above.
-_SUBPACKAGE_OF = {"mori.io": "io", "mori.umbp": "umbp", "mori.ep.cpp_names": "ep"}
+_SUBPACKAGE_OF = {"mori.shmem": "shmem", "mori.io": "io", "mori.umbp": "umbp", "mori.ep.cpp_names": "ep"}
 
 
 def __getattr__(name: str) -> Any:
