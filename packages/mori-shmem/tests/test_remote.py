@@ -528,3 +528,20 @@ def test_two_network_namespaces(tmp_path: Path, conduit: str) -> None:
         # UCX's tcp lanes run on the veth interface (UCX_NET_DEVICES follows MORI_SOCKET_IFNAME).
         assert endpoint.startswith(f"{addr}:") if conduit == "tcp" else f"tcp/{ifname}" in endpoint, (rank, endpoint)
     check_everything(outcomes, lambda r: r // per_ns, remote_programs.netns_plan()[3], conduit, r"10\.\d+\.\d+\.\d+")
+
+
+def test_mori_global_log_level_sets_the_native_threshold(tmp_path: Path) -> None:
+    """MORI's MORI_GLOBAL_LOG_LEVEL (spdlog names) reaches the native log when MORI_LOG_LEVEL is unset."""
+    if libucx_wheel_dir() is None:
+        pytest.skip("the libucx wheel (libucx-cu12) is not installed")
+    for level, shown in (("info", True), ("warn", False)):
+        env: dict[str, str | None] = {
+            **TWO_NODES,
+            "MORI_SHMEM_REMOTE_CONDUIT": None,
+            "MORI_LOG_LEVEL": None,
+            "MORI_GLOBAL_LOG_LEVEL": level,
+        }
+        results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
+        for rank, r in enumerate(results):
+            assert r["error"] is None, f"rank {rank}: {r['error']}"
+            assert any("remote transport: UCX" in line for line in r["log"]) == shown, (level, r["log"])

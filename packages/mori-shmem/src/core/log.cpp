@@ -2,6 +2,7 @@
 #include "core/log.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/env.hpp"
 
@@ -13,12 +14,15 @@ Level threshold() {
   std::string name;
   try {
     name = env::get_choice("MORI_LOG_LEVEL");
+    // MORI's variable counts only where ours is not set, as for the Python loggers (mori._logging).
+    const std::string global = env::get_choice("MORI_GLOBAL_LOG_LEVEL");
+    if (!global.empty() && std::getenv("MORI_LOG_LEVEL") == nullptr) name = global;
   } catch (...) {
     return Level::Warning;  // a bad value is reported by init; logging must not throw
   }
-  if (name == "debug") return Level::Debug;
+  if (name == "debug" || name == "trace") return Level::Debug;
   if (name == "info") return Level::Info;
-  if (name == "warning") return Level::Warning;
+  if (name == "warning" || name == "warn") return Level::Warning;
   return Level::Error;
 }
 
