@@ -17,6 +17,10 @@ takes the remote transport). Their rows add the network traffic as MORI's inter-
 counts it: RDMA algo bandwidth = unique (token, destination host) pairs, the local host included,
 x hidden x element size / time (DeepEP's count), and the bytes our records and replies actually put
 on the network.
+
+Every run verifies what it timed unless ``--no-verify``: each PE checks the outputs of the last
+timed iteration of every case against :mod:`mori.ep.reference` (bench_verify.py), a mismatch
+fails the run, and the report says ``"verified"``.
 """
 
 from __future__ import annotations
@@ -548,7 +552,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-verify",
         action="store_true",
         help="skip checking the last timed iteration of every case against the reference on every PE "
-        "(the report then says \"verified\": false)",
+        '(the report then says "verified": false)',
     )
     # Test-only fault injection (bench_verify.py): damages one output row on one PE before the check.
     parser.add_argument("--test-only-corrupt", type=_corruption, default=None, help=argparse.SUPPRESS)
@@ -592,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     iterations = args.iterations if args.iterations is not None else (50 if gpu else 3)
     warmup = args.warmup if args.warmup is not None else (10 if gpu else 1)
+    if iterations < 1 or warmup < 0:
+        raise SystemExit(f"--iterations={iterations} must be >= 1 (the last one is verified), --warmup={warmup} >= 0")
     if args.experts % args.world_size:
         raise SystemExit(f"--experts={args.experts} must be a multiple of --world-size={args.world_size}")
     cases = [

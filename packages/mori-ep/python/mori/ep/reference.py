@@ -18,6 +18,7 @@ that a benchmark can report it and a test can assert on it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,7 +200,7 @@ def _significand_bits(dtype: Any) -> int:
     """Bits of the significand, the implicit one included (bf16 8, fp16 11, fp32 24, e4m3 4)."""
     import torch
 
-    return round(-torch.log2(torch.tensor(torch.finfo(dtype).eps, dtype=torch.float64)).item()) + 1
+    return round(-math.log2(float(torch.finfo(dtype).eps))) + 1
 
 
 def combine_tolerance(
@@ -246,7 +247,7 @@ def combine_tolerance(
     rtol, why = 0.0, []
     if bits + destinations.bit_length() > _FP32_SIGNIFICAND:
         rtol += eps_c + destinations * eps_32
-        why.append(f"rows of {bits} significant bits summed {destinations} times overflow fp32's 24")
+        why.append(f"sums of up to {destinations} rows of {bits} significant bits need more than fp32's 24")
     if kernel_type in ROUNDS_PARTIAL_SUMS and bits + per_node.bit_length() > _significand_bits(combine_dtype):
         rtol += 2 * eps_c
         why.append(f"{kernel_type} rounds partial sums of up to {per_node} rows to {combine_dtype}")
