@@ -411,6 +411,7 @@ def summarize(w: Workload, per_rank: list[dict[str, Any]], ceiling_gbps: float |
     checks = [r["verification"] for r in per_rank]
     rows["verified"] = all(c is not None and c["ok"] for c in checks)
     rows["combine_tolerance"] = checks[0]["tolerance"] if checks[0] is not None else None
+    rows["verify_s"] = max((c["seconds"] for c in checks if c is not None), default=0.0)
     return rows
 
 
@@ -422,7 +423,8 @@ def _verification_line(summaries: list[dict[str, Any]], verify: bool, failures: 
     tolerances = sorted({s["combine_tolerance"]["why"] for s in summaries})
     return (
         "verified: on every PE the last timed dispatch and combine of every row above match the reference "
-        f"(mori.ep.reference); combine: {'; '.join(tolerances)}"
+        f"(mori.ep.reference); combine: {'; '.join(tolerances)}; the checks took up to "
+        f"{max(s['verify_s'] for s in summaries):.1f} s per PE and case, untimed"
     )
 
 

@@ -12,6 +12,7 @@ iterations and before the check, so that a test can show a wrong result fails th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -72,7 +73,9 @@ def verify(
     quant: str,
     gpu_per_node: int,
 ) -> dict[str, Any]:
-    """The check of one timed iteration on this PE: ``{"ok", "mismatch", "tolerance"}``."""
+    """The check of one timed iteration on this PE: ``{"ok", "mismatch", "tolerance", "seconds"}``
+    (seconds: how long the check took, outside the timed region)."""
+    started = time.perf_counter()
     kernel_type = op.config.kernel_type.name
     tolerance = reference.combine_tolerance(w, kernel_type, combine_dtype, quant, gpu_per_node)
     quant_blocks = int(op.layout.quant_blocks)
@@ -87,6 +90,7 @@ def verify(
         "ok": mismatch is None,
         "mismatch": None if mismatch is None else f"{phase}: {mismatch}",
         "tolerance": asdict(tolerance),
+        "seconds": time.perf_counter() - started,
     }
 
 
