@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """What each PE process of the EP tests runs (module level, so run_pes can pickle it).
 
-The reference is independent of the op: every PE rebuilds every other PE's inputs from the
-workload's seed (mori.ep.workload) and derives, with plain torch, which rows it must receive and
-what combine must return (an identity expert: U * x and U * w, U = distinct destination PEs).
+The reference is independent of the op (mori.ep.reference, which mori-ep-bench's verification
+uses too): every PE rebuilds every other PE's inputs from the workload's seed (mori.ep.workload)
+and derives, with plain torch, which rows it must receive and what combine must return (an
+identity expert: U * x and U * w, U = distinct destination PEs).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 import torch
 
 import mori.shmem as shmem
+from mori.ep import reference
 from mori.ep import workload as wl
+from mori.ep.config import EpDispatchCombineKernelType
 from mori.shmem.testing import init_pe
 
 
@@ -48,50 +51,11 @@ def make_op(w: wl.Workload, rank: int, **fields: Any) -> Any:
     return EpDispatchCombineOp(config)
 
 
-def expected_rows(w: wl.Workload, rank: int, iteration: int) -> dict[int, tuple[int, int]]:
-    """flat source position -> (src_rank, src_token) of every row PE ``rank`` must receive."""
-    expected = {}
-    for src in range(w.world_size):
-        dest = wl.destinations(w, wl.routing(w, src, iteration))
-        for token in torch.nonzero(dest[:, rank]).flatten().tolist():
-            expected[src * w.world_size * w.max_tokens + token] = (src, token)
-    return expected
-
-
 def check_dispatch(w: wl.Workload, rank: int, iteration: int, op: Any, outputs: Any) -> int:
-    out, out_weights, out_scales, out_indices, total_recv = outputs
-    total = int(total_recv.item())
-    positions = op.get_dispatch_src_token_pos().cpu()
-    assert positions.numel() == total
-    expected = expected_rows(w, rank, iteration)
-    got = positions.tolist()
-    assert len(set(got)) == total, "a source token arrived twice"
-    assert set(got) == set(expected), f"received {sorted(set(got) ^ set(expected))[:8]}... differ from the reference"
-    sources = {src: (wl.tokens(w, src, iteration), wl.routing(w, src, iteration)) for src in range(w.world_size)}
-    out, out_weights, out_indices = out[:total].cpu(), out_weights[:total].cpu(), out_indices[:total].cpu()
-    for row, pos in enumerate(got):
-        src, token = op.decode_send_flat_idx(pos)
-        (x, weights, scales), indices = sources[src]
-        assert torch.equal(out[row].view(torch.uint8), x[token].view(torch.uint8)), f"row {row}: token bytes differ"
-        assert torch.equal(out_indices[row], indices[token]), f"row {row}: top-k ids differ"
-        assert torch.equal(out_weights[row], weights[token]), f"row {row}: weights differ"
-        if scales is not None:
-            assert torch.equal(out_scales[row].cpu().view(torch.uint8), scales[token].view(torch.uint8))
+    """Dispatch's outputs against the package's reference (mori.ep.reference); returns total_recv."""
+    total, mismatch = reference.check_dispatch(w, rank, iteration, outputs[:5], op.get_dispatch_src_token_pos())
+    assert mismatch is None, f"PE {rank}, iteration {iteration}: {mismatch}"
     return total
-
-
-def expected_combine(w: wl.Workload, rank: int, iteration: int, combine_dtype: torch.dtype, quant: str) -> Any:
-    x, weights, _ = wl.tokens(w, rank, iteration)
-    count = wl.destinations(w, wl.routing(w, rank, iteration)).sum(dim=1, keepdim=True).float()
-    row = x.to(combine_dtype).float()
-    if quant == "fp8_direct_cast":  # saturating, as the formats are specified (not every torch saturates)
-        row = row.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).float()
-    elif quant == "fp8_blockwise":
-        blocks = row.view(row.shape[0], w.extra["quant_blocks"], -1)
-        amax = blocks.abs().amax(dim=2, keepdim=True)
-        scale = torch.where(amax > 448.0, amax / 448.0, torch.ones_like(amax))
-        row = ((blocks / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).float() * scale).view_as(row)
-    return (row * count).to(combine_dtype), weights * count
 
 
 def dispatch_combine(
@@ -116,10 +80,13 @@ def dispatch_combine(
             max_total_recv_tokens=options.get("max_total_recv_tokens", 0),
         )
         split = kernel_type == 4  # AsyncLL: the send and receive halves are separate calls
-        # The rail-proxy types sum a node's rows before the network hop: a second rounding.
-        rounded_twice = kernel_type in (2, 3) and combine_dtype != torch.float32
+        quant_blocks = w.extra.get("quant_blocks", 0)
+        kernel_name = EpDispatchCombineKernelType(kernel_type).name
         totals = []
         for iteration in range(options.get("iterations", 2)):
+            tolerance = reference.combine_tolerance(
+                w, kernel_name, combine_dtype, quant, options.get("gpu_per_node", 8), iteration
+            )
             x, weights, scales = wl.tokens(w, rank, iteration)
             indices = wl.routing(w, rank, iteration)
             outputs = (op.dispatch_send if split else op.dispatch)(
@@ -145,11 +112,10 @@ def dispatch_combine(
             if split:
                 op.combine_recv()
             op.check_error()
-            want, want_weights = expected_combine(w, rank, iteration, combine_dtype, quant)
-            n = x.shape[0]
-            tolerance = {"none": 1e-2 if rounded_twice else 0.0, "fp8_direct_cast": 1e-2, "fp8_blockwise": 1e-2}[quant]
-            torch.testing.assert_close(combined[:n].cpu(), want, rtol=tolerance, atol=tolerance)
-            torch.testing.assert_close(combined_weights[:n].cpu(), want_weights, rtol=1e-6, atol=1e-6)
+            mismatch = reference.check_combine(
+                w, rank, iteration, combined, combined_weights, combine_dtype, quant, tolerance, quant_blocks
+            )
+            assert mismatch is None, f"PE {rank}, iteration {iteration}: {mismatch}"
             totals.append(total)
         op.close()
         return totals
@@ -292,7 +258,7 @@ def graph_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workloa
             op.check_error()
             dispatched, combined, combined_weights = captured
             totals.append(check_dispatch(w, rank, iteration, op, dispatched))
-            want, want_weights = expected_combine(w, rank, iteration, torch.bfloat16, "none")
+            want, want_weights = reference.expected_combine(w, rank, iteration, torch.bfloat16, "none")
             torch.testing.assert_close(combined[: x.shape[0]].cpu(), want, rtol=0, atol=0)
             torch.testing.assert_close(combined_weights[: x.shape[0]].cpu(), want_weights, rtol=1e-6, atol=1e-6)
             shmem.shmem_barrier_all()

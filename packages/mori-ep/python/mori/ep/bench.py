@@ -17,11 +17,16 @@ takes the remote transport). Their rows add the network traffic as MORI's inter-
 counts it: RDMA algo bandwidth = unique (token, destination host) pairs, the local host included,
 x hidden x element size / time (DeepEP's count), and the bytes our records and replies actually put
 on the network.
+
+Every run verifies what it timed unless ``--no-verify``: each PE checks the outputs of the last
+timed iteration of every case against :mod:`mori.ep.reference` (bench_verify.py), a mismatch
+fails the run, and the report says ``"verified"``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
@@ -29,10 +34,12 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mori.ep import bench_verify
 from mori.ep.workload import Workload
 from mori.shmem.proxy_hazards import NEEDED_ENV
 
@@ -84,6 +91,7 @@ def _time_case(
     indices: Any,
     expert_out: Any,
     expert_weights: Any,
+    identity_expert: Callable[[Any], None],
     block_num: int,
     warp_per_block: int,
     *,
@@ -91,35 +99,42 @@ def _time_case(
     iterations: int,
     warmup: int,
     status: str | None,
-) -> dict[str, list[float]]:
-    """Seconds per dispatch and per combine, each iteration starting with every PE together."""
+) -> tuple[dict[str, list[float]], Any, Any]:
+    """Seconds per dispatch and per combine, each iteration starting with every PE together, and
+    the outputs (op buffers) of dispatch and combine, which hold the last timed iteration's
+    results. Between the phases, untimed, ``identity_expert`` puts this dispatch's rows where
+    combine reads them (the row order may change from one dispatch to the next)."""
     import torch
 
     import mori.shmem as shmem
 
     split = op.config.kernel_type.name == "AsyncLL"  # its send and receive halves, back to back
 
-    def run_dispatch() -> None:
-        op.dispatch(x, weights, scales, indices, block_num=block_num, warp_per_block=warp_per_block)
+    def run_dispatch() -> Any:
+        outputs = op.dispatch(x, weights, scales, indices, block_num=block_num, warp_per_block=warp_per_block)
         if split:
             op.dispatch_recv()
+        return outputs
 
-    def run_combine() -> None:
-        op.combine(expert_out, expert_weights, indices, block_num=block_num, warp_per_block=warp_per_block)
+    def run_combine() -> Any:
+        outputs = op.combine(expert_out, expert_weights, indices, block_num=block_num, warp_per_block=warp_per_block)
         if split:
             op.combine_recv()
+        return outputs
 
     dispatch_s: list[float] = []
     combine_s: list[float] = []
     if not gpu:
+        dispatched = combined = None
         for i in range(iterations + warmup):
             shmem.shmem_barrier_all()
             started = time.perf_counter()
-            run_dispatch()
+            dispatched = run_dispatch()
             middle = time.perf_counter()
+            identity_expert(dispatched)
             shmem.shmem_barrier_all()
             restarted = time.perf_counter()
-            run_combine()
+            combined = run_combine()
             ended = time.perf_counter()
             if i >= warmup:
                 dispatch_s.append(middle - started)
@@ -127,10 +142,10 @@ def _time_case(
             if status:
                 _progress(status, i + 1, iterations + warmup)
         op.check_error()
-        return {"dispatch_s": dispatch_s, "combine_s": combine_s}
+        return {"dispatch_s": dispatch_s, "combine_s": combine_s}, dispatched, combined
 
     # CUDA graphs, as MORI's benchmark: the times are the kernels', not Python's launch path.
-    graphs = []
+    graphs, captured = [], []
     for fn in (run_dispatch, run_combine):
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -139,8 +154,9 @@ def _time_case(
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            fn()
+            captured.append(fn())  # views of the op's buffers, which every replay writes
         graphs.append(graph)
+    dispatched, combined = captured
     torch.cuda.synchronize()
     shmem.shmem_barrier_all()
     events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(iterations + warmup)]
@@ -152,6 +168,7 @@ def _time_case(
         ev[0].record()
         graphs[0].replay()
         ev[1].record()
+        identity_expert(dispatched)
         shmem.shmem_barrier_on_stream()
         ev[2].record()
         graphs[1].replay()
@@ -163,7 +180,12 @@ def _time_case(
         dispatch_s.append(ev[0].elapsed_time(ev[1]) * 1e-3)
         combine_s.append(ev[2].elapsed_time(ev[3]) * 1e-3)
     op.check_error()
-    return {"dispatch_s": dispatch_s, "combine_s": combine_s}
+    return {"dispatch_s": dispatch_s, "combine_s": combine_s}, dispatched, combined
+
+
+def _identity_expert(expert_in: Any, total: int, dispatched: Any) -> None:
+    """The identity expert: the received rows of ``dispatched``, in the combine dtype."""
+    expert_in.copy_(dispatched[0][:total])
 
 
 def _profiled_call(
@@ -296,17 +318,32 @@ def pe_program(
                     w.hidden * torch.empty(0, dtype=combine_dtype).element_size(), w.topk
                 )
             expert_out = out[:total].to(combine_dtype)
-            if options["zero_copy"]:
-                op.get_registered_combine_input_buffer(combine_dtype, w.hidden)[:total].copy_(expert_out)
+            # Where combine reads the expert outputs: the registered buffer with zero-copy.
+            expert_in = (
+                op.get_registered_combine_input_buffer(combine_dtype, w.hidden)[:total]
+                if options["zero_copy"]
+                else expert_out
+            )
+            identity_expert = functools.partial(_identity_expert, expert_in, total)
+            identity_expert((out,))
 
             for geometry in options["geometries"]:
                 block_num, warp_per_block = geometry
                 shape = f"{block_num} x {warp_per_block}" if block_num > 0 else "default geometry"
                 status = f"case {case_index + 1}/{len(cases)}: {w.max_tokens} tokens, {shape}"
-                timings = _time_case(
-                    op, x, weights, scales, indices, expert_out, out_weights[:total], block_num, warp_per_block,
-                    gpu=gpu, iterations=options["iterations"], warmup=options["warmup"],
+                timings, dispatched, combined = _time_case(
+                    op, x, weights, scales, indices, expert_out, out_weights[:total], identity_expert,
+                    block_num, warp_per_block, gpu=gpu, iterations=options["iterations"], warmup=options["warmup"],
                     status=status if rank == 0 else None,
+                )  # fmt: skip
+                bench_verify.corrupt(options["corrupt"], rank, dispatched, combined, total)
+                verification = (
+                    bench_verify.verify(
+                        op, w, rank, dispatched, combined, combine_dtype=combine_dtype,
+                        quant=options["quant_type"], gpu_per_node=options["gpu_per_node"],
+                    )
+                    if options["verify"]
+                    else None
                 )  # fmt: skip
                 results["cases"].append(
                     {
@@ -331,6 +368,7 @@ def pe_program(
                         "combine_elem_bytes": torch.empty(0, dtype=combine_dtype).element_size(),
                         **traffic,
                         **timings,
+                        "verification": verification,
                     }
                 )
             if options["profile"]:
@@ -370,10 +408,27 @@ def summarize(w: Workload, per_rank: list[dict[str, Any]], ceiling_gbps: float |
                 r["network_records"] * r[wire] / t / 1e9 for r, t in zip(per_rank, medians, strict=True)
             )
     rows["total_recv"] = [r["total_recv"] for r in per_rank]
+    checks = [r["verification"] for r in per_rank]
+    rows["verified"] = all(c is not None and c["ok"] for c in checks)
+    rows["combine_tolerance"] = checks[0]["tolerance"] if checks[0] is not None else None
+    rows["verify_s"] = max((c["seconds"] for c in checks if c is not None), default=0.0)
     return rows
 
 
-def _table(summaries: list[dict[str, Any]], ceiling: float | None) -> str:
+def _verification_line(summaries: list[dict[str, Any]], verify: bool, failures: list[str]) -> str:
+    if not verify:
+        return "NOT verified (--no-verify): the outputs of the timed iterations were not checked"
+    if failures:
+        return f"verification FAILED ({len(failures)} PE x case(s)): exit status 1, the errors follow"
+    tolerances = sorted({s["combine_tolerance"]["why"] for s in summaries})
+    return (
+        "verified: on every PE the last timed dispatch and combine of every row above match the reference "
+        f"(mori.ep.reference); combine: {'; '.join(tolerances)}; the checks took up to "
+        f"{max(s['verify_s'] for s in summaries):.1f} s per PE and case, untimed"
+    )
+
+
+def _table(summaries: list[dict[str, Any]], ceiling: float | None, verification: str) -> str:
     network = "rdma_algo_bw_gbps" in summaries[0]["dispatch"]
     header = (
         f"{'tokens':>7} {'blocks x warps':>14} {'phase':>9} {'time us':>9} {'GB/s/PE':>9} {'aggr GB/s':>10} "
@@ -396,6 +451,7 @@ def _table(summaries: list[dict[str, Any]], ceiling: float | None) -> str:
             lines.append(line)
     if ceiling:
         lines.append(f"copy ceiling (one PE, torch copy_ of 1 GiB, read + written): {ceiling:.0f} GB/s")
+    lines.append(verification)
     return "\n".join(lines)
 
 
@@ -451,6 +507,13 @@ def _same_rule(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(a.get(k) == b.get(k) for k in keys)
 
 
+def _corruption(text: str) -> bench_verify.Corruption:
+    try:
+        return bench_verify.parse_corruption(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="mori-ep-bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--world-size", type=int, default=8, help="PEs (processes) to start (default 8)")
@@ -487,6 +550,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--sm-share", type=int, default=0, help="GPU: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per PE (0: unset)"
     )
     parser.add_argument("--heap", default=None, help="MORI_SHMEM_HEAP_SIZE per PE (default: what the op needs + 64M)")
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip checking the last timed iteration of every case against the reference on every PE "
+        '(the report then says "verified": false)',
+    )
+    # Test-only fault injection (bench_verify.py): damages one output row on one PE before the check.
+    parser.add_argument("--test-only-corrupt", type=_corruption, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--json", type=Path, default=Path("mori-ep-bench.json"))
     parser.add_argument(
@@ -527,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     iterations = args.iterations if args.iterations is not None else (50 if gpu else 3)
     warmup = args.warmup if args.warmup is not None else (10 if gpu else 1)
+    if iterations < 1 or warmup < 0:
+        raise SystemExit(f"--iterations={iterations} must be >= 1 (the last one is verified), --warmup={warmup} >= 0")
     if args.experts % args.world_size:
         raise SystemExit(f"--experts={args.experts} must be a multiple of --world-size={args.world_size}")
     cases = [
@@ -582,6 +655,8 @@ def main(argv: list[str] | None = None) -> int:
         "ceiling": True,
         "geometries": TUNING_GRID if args.tune else [(args.block_num, args.warp_per_block)],
         "profile": args.profile is not None,
+        "verify": not args.no_verify,
+        "corrupt": args.test_only_corrupt,
     }
     logger.info(
         "mori-ep-bench: %d PEs on the %s backend, %s tokens/PE, hidden %d, top-%d of %d experts, "
@@ -596,7 +671,27 @@ def main(argv: list[str] | None = None) -> int:
         summarize(cases[entry["case"]], [r["cases"][i] for r in results], ceiling)
         for i, entry in enumerate(results[0]["cases"])
     ]
-    sys.stdout.write(_table(summaries, ceiling) + "\n")
+    failures = [
+        bench_verify.failure_message(
+            rank, args.kernel_type, cases[entry["case"]].max_tokens, entry["geometry"]["dispatch"],
+            entry["verification"]["mismatch"],
+        )
+        for rank, r in enumerate(results)
+        for entry in r["cases"]
+        if entry["verification"] is not None and not entry["verification"]["ok"]
+    ]  # fmt: skip
+    sys.stdout.write(_table(summaries, ceiling, _verification_line(summaries, options["verify"], failures)) + "\n")
+    verification = {
+        "checked": list(bench_verify.CHECKED) if options["verify"] else [],
+        "when": bench_verify.WHEN if options["verify"] else None,
+        "combine_tolerance": {str(s["tokens"]): s["combine_tolerance"] for s in summaries},
+        "failures": failures,
+    }
+    if failures:
+        for message in failures:
+            logger.error("%s", message)
+        _write_report(args, backend, options, cases, ceiling, summaries, results, verification)
+        return 1
     if args.tune:
         for path in write_tuning_files(args.tune, summaries, args, backend):
             logger.info("wrote %s", path)
@@ -605,10 +700,26 @@ def main(argv: list[str] | None = None) -> int:
             logger.info("wrote %s", path)
         for r in results:
             r.pop("traces")
+    _write_report(args, backend, options, cases, ceiling, summaries, results, verification)
+    return 0
+
+
+def _write_report(
+    args: argparse.Namespace,
+    backend: str,
+    options: dict[str, Any],
+    cases: list[Workload],
+    ceiling: float | None,
+    summaries: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+    verification: dict[str, Any],
+) -> None:
     report = {
         "backend": backend,
         "kernel_type": args.kernel_type,
-        "options": options,
+        "verified": options["verify"] and not verification["failures"],
+        "verification": verification,
+        "options": {**options, "corrupt": None if options["corrupt"] is None else asdict(options["corrupt"])},
         "workloads": [asdict(w) for w in cases],
         "copy_ceiling_gbps": ceiling,
         "results": summaries,
@@ -616,7 +727,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.json.write_text(json.dumps(report, indent=1))
     logger.info("wrote %s", args.json)
-    return 0
 
 
 if __name__ == "__main__":
