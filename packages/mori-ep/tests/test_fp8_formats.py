@@ -32,3 +32,17 @@ def test_fnuz_dispatch_with_scales(backend: str, scale_dtype: str) -> None:
         scale_dtype=scale_dtype,
     )  # fmt: skip
     run_pes(ep_programs.dispatch_combine, 4, backend, w, {}, env={"MORI_SHMEM_BACKEND": backend}, timeout=240)
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fnuz", "float8_e4m3fn"])
+@pytest.mark.parametrize("net", [False, True], ids=["intra", "net"])
+def test_fp8_combine_kernels_compile(tmp_path, monkeypatch, dtype: str, net: bool) -> None:  # type: ignore[no-untyped-def]
+    """The cuda backend's fp8-row combine (no GPU here: CI catches a kernel that does not build)."""
+    from test_kernels import _compiler_or_skip
+
+    from mori.ep.kernels import combine_spec
+
+    _compiler_or_skip()
+    monkeypatch.setenv("MORI_JIT_CACHE_DIR", str(tmp_path))
+    for world_size, topk in ((2, 2), (4, 3), (8, 8)):
+        assert combine_spec(world_size, topk, dtype, 0, net=net).compile(arch="sm_90").stat().st_size > 0
