@@ -181,7 +181,7 @@ def vllm(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, port:
                 scales=None if scales is None else scales.to(device),
                 indices=topk_ids.to(device),
             )
-            dispatch_output, dispatch_weights, dispatch_scales, dispatch_indices, dispatch_recv_num_token = dispatched
+            dispatch_output, _weights, dispatch_scales, _indices, _dispatch_recv_num_token = dispatched
             totals.append(check_received(w, rank, handle, dispatched, inputs))
             fused_expert_output = experts(dispatch_output, dispatch_scales, quant)
             # finalize()
@@ -215,11 +215,17 @@ def _sglang_op(rank: int, nranks: int, w: wl.Workload, quant: Quant, low_latency
         scale_dim, scale_type_size = w.hidden // MX_BLOCK, torch.float8_e8m0fnu.itemsize
     if low_latency:
         kernel_type, warp_num_per_block, block_num, rdma_block_num = (
-            mori.ops.EpDispatchCombineKernelType.AsyncLL, 8, 64, 32
+            mori.ops.EpDispatchCombineKernelType.AsyncLL,
+            8,
+            64,
+            32,
         )
     else:
         kernel_type, warp_num_per_block, block_num, rdma_block_num = (
-            mori.ops.EpDispatchCombineKernelType.IntraNode, 16, 80, 0
+            mori.ops.EpDispatchCombineKernelType.IntraNode,
+            16,
+            80,
+            0,
         )
     common_kwargs = dict(
         data_type=data_type,
@@ -271,9 +277,7 @@ def sglang(
         totals = []
         for iteration in range(2):
             inputs = sources(w, quant, iteration)
-            hidden_states, topk_weights, scale, topk_ids = (
-                None if t is None else t.to(device) for t in inputs[rank]
-            )
+            hidden_states, topk_weights, scale, topk_ids = (None if t is None else t.to(device) for t in inputs[rank])
             num_tokens = hidden_states.shape[0]
             record = True
             if low_latency:
@@ -283,7 +287,7 @@ def sglang(
             else:
                 dispatched = op.dispatch(hidden_states, topk_weights, scale, topk_ids, call_local_expert_count=record)
             local_expert_count = op.local_expert_count  # the recorder's hook reads it
-            packed_recv_hidden, recv_topk_weights, recv_scales, recv_topk_ids, packed_recv_count = dispatched
+            packed_recv_hidden, _recv_topk_weights, recv_scales, recv_topk_ids, _packed_recv_count = dispatched
             op.check_error()
             totals.append(check_received(w, rank, op, dispatched, inputs))
             received = recv_topk_ids[: totals[-1]].cpu()

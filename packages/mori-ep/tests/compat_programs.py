@@ -72,9 +72,7 @@ def fp8_combine(rank: int, nranks: int, uid: bytes, backend: str, dtype_name: st
         w = wl.Workload(world_size=nranks, max_tokens=4, hidden=hidden, topk=topk, experts_per_rank=1, tokens=4)
         op = ep_programs.make_op(ep_programs.replace(w, dtype=dtype_name), rank)
         # Token t goes to PEs t, t+1, ... (mod nranks), topk of them: U = min(topk, nranks).
-        indices = torch.tensor(
-            [[(t + k) % nranks for k in range(topk)] for t in range(4)], dtype=torch.int32
-        )
+        indices = torch.tensor([[(t + k) % nranks for k in range(topk)] for t in range(4)], dtype=torch.int32)
         maxima = []
         for iteration in range(2):
             x = fp8_rows(hidden, dtype, rank, iteration)

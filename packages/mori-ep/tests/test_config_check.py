@@ -9,11 +9,11 @@ import compat_programs
 import pytest
 
 from mori.ep.config_check import first_difference
+from mori.ep.workload import Workload
 from mori.shmem.testing import run_pes
 
-def _workload(world_size: int):  # type: ignore[no-untyped-def]
-    from mori.ep.workload import Workload
 
+def _workload(world_size: int) -> Workload:
     return Workload(world_size=world_size, max_tokens=16, hidden=64, topk=4, experts_per_rank=4, tokens=12)
 
 
@@ -43,8 +43,9 @@ def test_a_differing_field_fails_on_every_pe(world_size: int, field: str, value:
 def test_same_configs_create_and_run() -> None:
     w = _workload(4)
     outcomes = run_pes(
-        compat_programs.mismatched_configs, 4, "cpu", w, 0, "block_num", 80, env={"MORI_SHMEM_BACKEND": "cpu"}, timeout=180
-    )
+        compat_programs.mismatched_configs, 4, "cpu", w, 0, "block_num", 80,
+        env={"MORI_SHMEM_BACKEND": "cpu"}, timeout=180,
+    )  # fmt: skip
     assert outcomes == ["no error"] * 4
 
 

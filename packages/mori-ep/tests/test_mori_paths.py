@@ -73,10 +73,11 @@ def test_tuning_config_module(tmp_path, monkeypatch) -> None:  # type: ignore[no
     assert manager.combine_rules == []
     import torch
 
-    assert tc.TuningConfigManager.lookup(manager.dispatch_rules, torch.bfloat16, 100, 7168) == tc.LaunchParams(64, 0, 8)
-    assert tc.TuningConfigManager.lookup(manager.dispatch_rules, torch.bfloat16, 9999, 7168) == tc.LaunchParams(64, 0, 8)
-    assert tc.TuningConfigManager.lookup(manager.dispatch_rules, torch.bfloat16, 10, 7168) == tc.LaunchParams(16, 0, 4)
-    assert tc.TuningConfigManager.lookup(manager.dispatch_rules, torch.float32, 10, 7168) is None
+    lookup, rules = tc.TuningConfigManager.lookup, manager.dispatch_rules
+    assert lookup(rules, torch.bfloat16, 100, 7168) == tc.LaunchParams(64, 0, 8)
+    assert lookup(rules, torch.bfloat16, 9999, 7168) == tc.LaunchParams(64, 0, 8)  # above every rule: the largest
+    assert lookup(rules, torch.bfloat16, 10, 7168) == tc.LaunchParams(16, 0, 4)
+    assert lookup(rules, torch.float32, 10, 7168) is None
     assert tc.quant_type_to_config_str(cpp.EpDispatchCombineQuantType.Fp8DirectCast) == "fp8_direct_cast"
     assert tc.kernel_type_to_config_str(cpp.EpDispatchCombineKernelType.AsyncLL) == "AsyncLL"
     with pytest.raises(mori.ep.EpConfigError, match="quant_type"):

@@ -84,9 +84,7 @@ def check_dispatch(
     if scales is not None:
         if config.scale_dim == 0:
             raise EpInputError("scales were passed but config.scale_dim=0")
-        check_tensor(
-            "scales", scales, device=device, dtypes=SCALE_DTYPES, rows=(rows, rows)
-        )
+        check_tensor("scales", scales, device=device, dtypes=SCALE_DTYPES, rows=(rows, rows))
         if scales.shape[1] * scales.element_size() > config.scale_dim * config.scale_type_size:
             raise EpInputError(
                 f"scales rows are {scales.shape[1] * scales.element_size()} bytes, above "

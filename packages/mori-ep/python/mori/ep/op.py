@@ -16,13 +16,13 @@ from typing import Any
 import mori.shmem as shmem
 from mori.ep import inputs, standard_moe
 from mori.ep.backends import CpuBackend, CudaBackend
-from mori.ep.config_check import check_same_config_on_every_pe
 from mori.ep.config import (
     LOW_LATENCY_KERNEL_TYPES,
     EpDispatchCombineConfig,
     EpDispatchCombineKernelType,
     EpDispatchCombineQuantType,
 )
+from mori.ep.config_check import check_same_config_on_every_pe
 from mori.ep.errors import (
     EpConfigError,
     EpInputError,
@@ -32,7 +32,6 @@ from mori.ep.errors import (
     EpUnsupportedError,
 )
 from mori.ep.kernels import profiling
-from mori.ep.local_expert_count import count_local_experts
 from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve, tuning_path_for
 from mori.ep.layout import (
     CTRL_ERROR,
@@ -50,6 +49,7 @@ from mori.ep.layout import (
     record_bytes,
     reply_bytes,
 )
+from mori.ep.local_expert_count import count_local_experts
 from mori.ep.routing import EpDispatchRoutingHandle
 from mori.ep.settings import note_settings_without_effect, setting
 from mori.shmem.errors import HeapExhaustedError
@@ -715,7 +715,9 @@ class EpDispatchCombineOp:
         trace = self.get_debug_time_buf()
         start = viz_layout.warp_headers_offset()
         headers = trace[start : viz_layout.events_offset(TRACE_WARPS)].view(self._torch.int32)
-        count_word = viz_layout.WARP_HEADER_DTYPE.fields["count"][1] // 4
+        fields = viz_layout.WARP_HEADER_DTYPE.fields
+        assert fields is not None  # a structured dtype
+        count_word = int(fields["count"][1]) // 4
         return headers.view(TRACE_WARPS, viz_layout.WARP_HEADER_BYTES // 4)[:, count_word]
 
     @property

@@ -24,7 +24,8 @@ def kernel_type_to_config_str(kernel_type: Any) -> str:
     """'IntraNode', 'InterNodeV1', ... from an enum member or its name."""
     name = getattr(kernel_type, "name", None) or str(kernel_type)
     if name not in EpDispatchCombineKernelType.__members__:
-        raise EpConfigError(f"kernel_type={kernel_type!r} is not one of {list(EpDispatchCombineKernelType.__members__)}")
+        known = list(EpDispatchCombineKernelType.__members__)
+        raise EpConfigError(f"kernel_type={kernel_type!r} is not one of {known}")
     return name
 
 
