@@ -126,6 +126,15 @@ def free_local_expert_count(rank: int, nranks: int, uid: bytes, backend: str, w:
         local = out_indices[:total].cpu() - rank * w.experts_per_rank
         want = torch.bincount(local[(local >= 0) & (local < w.experts_per_rank)], minlength=w.experts_per_rank)
         assert torch.equal(counts.cpu(), want.to(torch.int32)), f"{counts.tolist()} != {want.tolist()}"
+        # MORI's geometry arguments: accepted, the same count, and logged once as having no effect.
+        from mori._compat import noted_settings
+
+        counts.fill_(-7)
+        mori.ops.launch_local_expert_count(
+            cpp_config, out_indices.data_ptr(), total_recv.data_ptr(), counts.data_ptr(), block_num=64, warp_per_block=4
+        )
+        assert torch.equal(counts.cpu(), want.to(torch.int32))
+        assert "launch_local_expert_count(block_num=)" in noted_settings()
         op.close()
         return counts.tolist()
     finally:

@@ -102,3 +102,18 @@ def test_launch_local_expert_count_rejects_null_pointers() -> None:
 def test_profiler_accessors_need_an_op() -> None:
     with pytest.raises(mori.ep.EpInputError, match="EpDispatchCombineOp"):
         cpp.get_debug_time_buf(object())
+
+
+def test_settings_without_effect_are_noted_once_set(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from mori._compat import noted_settings
+    from mori.ep.settings import note_settings_without_effect
+
+    fields = dict(data_type=None, rank=0, world_size=2, hidden_dim=64, scale_dim=0, scale_type_size=0,
+                  max_token_type_size=2, max_num_inp_token_per_rank=8, num_experts_per_rank=2,
+                  num_experts_per_token=2)  # fmt: skip
+    monkeypatch.delenv("MORI_ENABLE_SDMA", raising=False)
+    note_settings_without_effect(mori.ep.EpDispatchCombineConfig(**fields))  # MORI's defaults: nothing to note
+    assert not {"EpDispatchCombineConfig.num_qp_per_pe", "MORI_ENABLE_SDMA"} & noted_settings()
+    monkeypatch.setenv("MORI_ENABLE_SDMA", "1")
+    note_settings_without_effect(mori.ep.EpDispatchCombineConfig(**fields, num_qp_per_pe=4))
+    assert {"EpDispatchCombineConfig.num_qp_per_pe", "MORI_ENABLE_SDMA"} <= noted_settings()

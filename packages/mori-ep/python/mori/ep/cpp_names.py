@@ -16,6 +16,7 @@ from typing import Any
 from mori.ep.config import EpDispatchCombineKernelType, EpDispatchCombineQuantType
 from mori.ep.errors import EpConfigError, EpInputError
 from mori.ep.local_expert_count import count_local_experts
+from mori.ep.settings import note_geometry_without_effect
 
 #: The version word that starts MORI's packed i32 config (``ToPackedI32Array``).
 PACKED_CONFIG_VERSION = 1
@@ -149,7 +150,9 @@ def launch_local_expert_count(
     accepted for MORI's signature; a torch reduction needs none."""
     import mori.shmem as shmem
 
-    del block_num, warp_per_block
+    note_geometry_without_effect(
+        "launch_local_expert_count", block_num, warp_per_block, "the count is a torch reduction with no launch geometry"
+    )
     for name, value in (("indices_ptr", indices_ptr), ("total_recv_token_num_ptr", total_recv_token_num_ptr),
                         ("local_expert_count_ptr", local_expert_count_ptr)):  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

@@ -51,7 +51,7 @@ from mori.ep.layout import (
 )
 from mori.ep.local_expert_count import count_local_experts
 from mori.ep.routing import EpDispatchRoutingHandle
-from mori.ep.settings import note_settings_without_effect, setting
+from mori.ep.settings import note_geometry_without_effect, note_settings_without_effect, setting
 from mori.shmem.errors import HeapExhaustedError
 from mori.shmem.proxy_hazards import NEEDED_ENV
 
@@ -62,6 +62,7 @@ _GROUP = 8  # combine sums 8 elements per lane step: hidden must be a multiple o
 # events per warp, so a few calls fit before the per-warp ring wraps.
 TRACE_WARPS = 8192
 TRACE_EVENTS_PER_WARP = 32
+_RECV_HALF_GEOMETRY = "the receive half runs with the geometry of its send half"
 
 
 def _capturing() -> bool:
@@ -437,7 +438,7 @@ class EpDispatchCombineOp:
     ) -> None:
         """AsyncLL: waits for the records of every node and fans them out (the receive half of
         ``dispatch_send``)."""
-        del block_num, warp_per_block  # the send half's geometry is kept
+        note_geometry_without_effect("dispatch_recv", block_num, warp_per_block, _RECV_HALF_GEOMETRY)
         if self._pending_dispatch is None:
             raise EpInputError(
                 f"dispatch_recv completes an AsyncLL dispatch_send; none is pending (kernel_type "
@@ -586,7 +587,7 @@ class EpDispatchCombineOp:
 
     def combine_recv(self, block_num: int = -1, warp_per_block: int = -1) -> None:
         """AsyncLL: waits for every node's replies and sums them (the receive half of ``combine_send``)."""
-        del block_num, warp_per_block
+        note_geometry_without_effect("combine_recv", block_num, warp_per_block, _RECV_HALF_GEOMETRY)
         if self._pending_combine is None:
             raise EpInputError(
                 f"combine_recv completes an AsyncLL combine_send; none is pending (kernel_type "

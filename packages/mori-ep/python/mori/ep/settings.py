@@ -146,3 +146,13 @@ def note_settings_without_effect(config: Any) -> None:
             True,
             "there is no copy-engine path: AsyncLL moves its data through mori-shmem's transport",
         )
+
+
+def note_geometry_without_effect(call: str, block_num: int, warp_per_block: int, reason: str) -> None:
+    """Logs once (mori._compat.note_no_effect) launch-geometry arguments that a call accepts for
+    MORI's signature but does not use, when they are not MORI's default -1."""
+    from mori._compat import note_no_effect
+
+    for name, value in (("block_num", block_num), ("warp_per_block", warp_per_block)):
+        if value != -1:
+            note_no_effect(f"{call}({name}=)", value, reason)
