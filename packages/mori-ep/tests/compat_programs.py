@@ -139,3 +139,50 @@ def free_local_expert_count(rank: int, nranks: int, uid: bytes, backend: str, w:
         return counts.tolist()
     finally:
         shmem.shmem_finalize()
+
+
+def profiler_offsets(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> int:
+    """A profiled dispatch + combine: op.get_debug_time_offset() must be each warp slot's event
+    count as the buffer's warp headers hold it (parsed with mori.viz's dtypes), and mori.cpp's
+    (ptr, size) accessors must address the same memory. Without the profiler both raise."""
+    init_pe(rank, nranks, uid)
+    try:
+        import numpy as np
+
+        import mori.cpp
+        import mori.viz.layout as layout
+        from mori.ep.errors import EpConfigError
+
+        device = ep_programs._device(backend)
+        op = ep_programs.make_op(w, rank)
+        x, weights, _ = wl.tokens(w, rank)
+        indices = wl.routing(w, rank).to(device)
+        outputs = op.dispatch(x.to(device), weights.to(device), None, indices)
+        total = ep_programs.check_dispatch(w, rank, 0, op, outputs)
+        op.combine(outputs[0][:total].clone(), None, indices)
+        op.check_error()
+        from mori.ep.settings import setting
+
+        if backend != "cuda" or not setting("MORI_ENABLE_PROFILER"):
+            for call in (op.get_debug_time_offset, lambda: mori.cpp.get_debug_time_offset(op._handle)):
+                try:
+                    call()
+                except EpConfigError:
+                    continue
+                raise AssertionError("the trace accessors must raise without the profiler")
+            op.close()
+            return 0
+        counts = op.get_debug_time_offset().cpu()
+        buffer = op.get_debug_time_buf().cpu().numpy()
+        warps = counts.numel()
+        headers = buffer[layout.warp_headers_offset() : layout.events_offset(warps)].view(layout.WARP_HEADER_DTYPE)
+        assert np.array_equal(counts.numpy(), headers["count"].astype(np.int32)), "offsets differ from the headers"
+        assert int(counts.sum()) > 0, "a profiled call records events"
+        ptr, size = mori.cpp.get_debug_time_offset(op._handle)
+        assert ptr == op.get_debug_time_buf().data_ptr() + layout.warp_headers_offset() and size == 4 * warps
+        ptr, size = mori.cpp.get_debug_time_buf(op)
+        assert ptr == op.get_debug_time_buf().data_ptr() and size * 8 == buffer.size
+        op.close()
+        return int(counts.sum())
+    finally:
+        shmem.shmem_finalize()

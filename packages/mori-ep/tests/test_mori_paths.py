@@ -117,3 +117,13 @@ def test_settings_without_effect_are_noted_once_set(monkeypatch) -> None:  # typ
     monkeypatch.setenv("MORI_ENABLE_SDMA", "1")
     note_settings_without_effect(mori.ep.EpDispatchCombineConfig(**fields, num_qp_per_pe=4))
     assert {"EpDispatchCombineConfig.num_qp_per_pe", "MORI_ENABLE_SDMA"} <= noted_settings()
+
+
+@pytest.mark.parametrize("profiler", [pytest.param("1", marks=pytest.mark.gpu), "0"], ids=["profiled", "plain"])
+def test_debug_time_offset(backend: str, profiler: str) -> None:
+    if profiler == "1" and backend != "cuda":
+        pytest.skip("the trace points are compiled into the cuda kernels")
+    w = Workload(world_size=2, max_tokens=16, hidden=64, topk=4, experts_per_rank=4, tokens=16)
+    env = {"MORI_SHMEM_BACKEND": backend, "MORI_ENABLE_PROFILER": profiler if backend == "cuda" else "0"}
+    events = run_pes(compat_programs.profiler_offsets, 2, backend, w, env=env)
+    assert all(e > 0 for e in events) if backend == "cuda" and profiler == "1" else events == [0, 0]
