@@ -14,8 +14,11 @@ from mori.ep.errors import EpInputError
 DISPATCH_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2")
 #: Element types of dispatch scales (bytes forwarded verbatim): float8_e8m0fnu is the MX block scale.
 SCALE_DTYPES = (*DISPATCH_DTYPES, "float8_e8m0fnu", "int8", "uint8", "int32")
-#: Element types combine sums (in fp32; fp8 rows are decoded in their own format and re-encoded).
-COMBINE_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e4m3fnuz")
+#: Element types combine sums (in fp32).
+COMBINE_DTYPES = ("bfloat16", "float16", "float32")
+#: fp8 rows combine also takes, as MORI's combine does: decoded in their own format, summed in
+#: fp32, re-encoded (saturating). The usual serving setup combines bf16; these are MORI's extra.
+FP8_COMBINE_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz")
 
 
 def dtype_name(tensor: Any) -> str:

@@ -487,7 +487,8 @@ class EpDispatchCombineOp:
         recv, topk = self.layout.max_recv, config.num_experts_per_token
         if routing is not None:
             self._check_routing(routing, tokens)
-        inputs.check_tensor("input", input, device=self.device, dtypes=inputs.COMBINE_DTYPES, rows=(0, recv))
+        combine_dtypes = (*inputs.COMBINE_DTYPES, *inputs.FP8_COMBINE_DTYPES)
+        inputs.check_tensor("input", input, device=self.device, dtypes=combine_dtypes, rows=(0, recv))
         hidden, row_bytes = inputs.check_row("input", input, config)
         if hidden % _GROUP:
             raise EpInputError(f"input has hidden size {hidden}; combine needs a multiple of {_GROUP}")
