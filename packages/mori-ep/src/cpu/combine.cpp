@@ -29,6 +29,10 @@ float Load(const char* row, int i, int dtype) {
       return Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[i]);
     case MORI_EP_DTYPE_FP16:
       return Fp16ToFloat(reinterpret_cast<const uint16_t*>(row)[i]);
+    case MORI_EP_DTYPE_FP8_E4M3FN:
+      return Fp8E4m3ToFloat(reinterpret_cast<const uint8_t*>(row)[i]);
+    case MORI_EP_DTYPE_FP8_E4M3FNUZ:
+      return Fp8E4m3FnuzToFloat(reinterpret_cast<const uint8_t*>(row)[i]);
     default:
       return reinterpret_cast<const float*>(row)[i];
   }
@@ -41,6 +45,12 @@ void Store(char* row, int i, int dtype, float v) {
       break;
     case MORI_EP_DTYPE_FP16:
       reinterpret_cast<uint16_t*>(row)[i] = FloatToFp16(v);
+      break;
+    case MORI_EP_DTYPE_FP8_E4M3FN:
+      reinterpret_cast<uint8_t*>(row)[i] = FloatToFp8E4m3(v);
+      break;
+    case MORI_EP_DTYPE_FP8_E4M3FNUZ:
+      reinterpret_cast<uint8_t*>(row)[i] = FloatToFp8E4m3Fnuz(v);
       break;
     default:
       reinterpret_cast<float*>(row)[i] = v;

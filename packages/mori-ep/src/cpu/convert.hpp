@@ -90,4 +90,33 @@ inline uint8_t FloatToFp8E4m3(float f) {
   return sign | static_cast<uint8_t>((exponent - 1 + 7) << 3) | mantissa;
 }
 
+// e4m3fnuz (MI300's fp8, torch.float8_e4m3fnuz): bias 8 instead of 7, 0x80 is the only NaN (there
+// is no -0), and S.1111.111 is a number (+-240), not NaN. Decoding it as e4m3fn would halve every
+// value and turn +-240 into NaN.
+inline float Fp8E4m3FnuzToFloat(uint8_t v) {
+  if (v == 0x80) return std::nanf("");
+  const float sign = (v & 0x80) ? -1.0f : 1.0f;
+  const int exponent = (v >> 3) & 0xF;
+  const int mantissa = v & 0x7;
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -10);
+  return sign * std::ldexp(1.0f + mantissa / 8.0f, exponent - 8);
+}
+
+constexpr float kFp8E4m3FnuzMax = 240.0f;
+
+// Round to nearest even, saturating to +-240 like the e4m3fn path saturates to +-448. A value that
+// rounds to zero is 0x00 whatever its sign: 0x80 would be NaN.
+inline uint8_t FloatToFp8E4m3Fnuz(float f) {
+  if (std::isnan(f)) return 0x80;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  float magnitude = RoundToFormat(std::fabs(f), 3, -7);
+  if (magnitude >= kFp8E4m3FnuzMax) return sign | 0x7F;
+  if (magnitude == 0.0f) return 0x00;
+  if (magnitude < std::ldexp(1.0f, -7)) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(magnitude, 10)));
+  int exponent;
+  const float m = std::frexp(magnitude, &exponent);
+  const uint8_t mantissa = static_cast<uint8_t>(std::nearbyint((m * 2.0f - 1.0f) * 8.0f));
+  return sign | static_cast<uint8_t>((exponent - 1 + 8) << 3) | mantissa;
+}
+
 }  // namespace mori::ep::cpu

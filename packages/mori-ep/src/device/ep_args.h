@@ -60,6 +60,8 @@
 #define MORI_EP_DTYPE_BF16 1
 #define MORI_EP_DTYPE_FP32 2
 #define MORI_EP_DTYPE_FP16 3
+#define MORI_EP_DTYPE_FP8_E4M3FN 4   /* OCP fp8: bias 7, NaN = S.1111.111, max 448 */
+#define MORI_EP_DTYPE_FP8_E4M3FNUZ 5 /* MI300's fp8: bias 8, one NaN = 0x80, no -0, no inf, max 240 */
 
 typedef struct mori_ep_args {
   unsigned long long region;        /* this PE's region, local address */

@@ -41,7 +41,8 @@ constexpr int kTopk = MORI_EP_TOPK;
 constexpr int kDtype = MORI_EP_DTYPE;
 constexpr int kQuant = MORI_EP_QUANT;
 constexpr int kGroup = 8;  // elements per lane step: 16 bytes of bf16/fp16, 8 of fp8, 32 of fp32
-constexpr int kElemBytes = kDtype == MORI_EP_DTYPE_FP32 ? 4 : 2;
+constexpr bool kFp8Rows = kDtype == MORI_EP_DTYPE_FP8_E4M3FN || kDtype == MORI_EP_DTYPE_FP8_E4M3FNUZ;
+constexpr int kElemBytes = kDtype == MORI_EP_DTYPE_FP32 ? 4 : (kFp8Rows ? 1 : 2);
 constexpr int kWireBytes = kQuant == MORI_EP_QUANT_NONE ? kElemBytes : 1;
 
 static_assert(kQuant == MORI_EP_QUANT_NONE || kDtype == MORI_EP_DTYPE_BF16, "fp8 combine formats take bf16 rows");
@@ -57,7 +58,20 @@ __device__ __forceinline__ unsigned short Encode(float f) {
 
 // Eight elements of a row in the input dtype, as floats.
 __device__ __forceinline__ void LoadRow8(const char* p, float (&f)[kGroup]) {
-  if constexpr (kDtype == MORI_EP_DTYPE_FP32) {
+  if constexpr (kFp8Rows) {
+    const uint2 v = LdGlobal(reinterpret_cast<const uint2*>(p));
+    const unsigned w[2] = {v.x, v.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if constexpr (kDtype == MORI_EP_DTYPE_FP8_E4M3FN) {
+        Fp8x2ToFloats(static_cast<unsigned short>(w[i] & 0xFFFF), f[4 * i], f[4 * i + 1]);
+        Fp8x2ToFloats(static_cast<unsigned short>(w[i] >> 16), f[4 * i + 2], f[4 * i + 3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) f[4 * i + j] = Fp8E4m3FnuzToFloat(w[i] >> (8 * j));
+      }
+    }
+  } else if constexpr (kDtype == MORI_EP_DTYPE_FP32) {
     const uint4 lo = LdGlobal(reinterpret_cast<const uint4*>(p));
     const uint4 hi = LdGlobal(reinterpret_cast<const uint4*>(p) + 1);
     const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -75,7 +89,21 @@ __device__ __forceinline__ void LoadRow8(const char* p, float (&f)[kGroup]) {
 }
 
 __device__ __forceinline__ void StoreRow8(char* p, const float (&f)[kGroup]) {
-  if constexpr (kDtype == MORI_EP_DTYPE_FP32) {
+  if constexpr (kFp8Rows) {
+    unsigned w[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if constexpr (kDtype == MORI_EP_DTYPE_FP8_E4M3FN) {
+        w[i] = FloatsToFp8x2(f[4 * i], f[4 * i + 1]) |
+               (static_cast<unsigned>(FloatsToFp8x2(f[4 * i + 2], f[4 * i + 3])) << 16);
+      } else {
+        w[i] = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[i] |= static_cast<unsigned>(FloatToFp8E4m3Fnuz(f[4 * i + j])) << (8 * j);
+      }
+    }
+    StGlobal(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
+  } else if constexpr (kDtype == MORI_EP_DTYPE_FP32) {
     StGlobal(reinterpret_cast<uint4*>(p), make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]),
                                                       __float_as_uint(f[2]), __float_as_uint(f[3])));
     StGlobal(reinterpret_cast<uint4*>(p) + 1, make_uint4(__float_as_uint(f[4]), __float_as_uint(f[5]),

@@ -107,4 +107,38 @@ __device__ __forceinline__ void Fp8x2ToFloats(unsigned short v, float& a, float&
   b = Fp16ToFloat(static_cast<unsigned short>(h2 >> 16));
 }
 
+// e4m3fnuz (MI300's fp8): bias 8, 0x80 the only NaN, no -0, S.1111.111 = +-240 (a number).
+// Written out in float arithmetic so that it matches src/cpu/convert.hpp bit for bit.
+__device__ __forceinline__ float Fp8E4m3FnuzToFloat(unsigned v) {
+  v &= 0xFFu;
+  if (v == 0x80u) return __int_as_float(0x7FC00000);
+  const int exponent = (v >> 3) & 0xF;
+  const int mantissa = v & 0x7;
+  const float magnitude =
+      exponent == 0 ? ldexpf(static_cast<float>(mantissa), -10) : ldexpf(1.0f + mantissa * 0.125f, exponent - 8);
+  return (v & 0x80u) ? -magnitude : magnitude;
+}
+
+// Round to nearest even onto the e4m3fnuz grid, saturating to +-240; a value that rounds to zero
+// is 0x00 whatever its sign (0x80 is NaN).
+__device__ __forceinline__ unsigned char FloatToFp8E4m3Fnuz(float f) {
+  if (isnan(f)) return 0x80;
+  const unsigned char sign = signbit(f) ? 0x80 : 0;
+  float magnitude = fabsf(f);
+  if (magnitude != 0.0f) {
+    int exponent;
+    frexpf(magnitude, &exponent);
+    exponent = max(exponent - 1, -7);
+    const float quantum = ldexpf(1.0f, exponent - 3);
+    magnitude = rintf(magnitude / quantum) * quantum;
+  }
+  if (magnitude >= 240.0f) return sign | 0x7F;
+  if (magnitude == 0.0f) return 0x00;
+  if (magnitude < ldexpf(1.0f, -7)) return sign | static_cast<unsigned char>(rintf(ldexpf(magnitude, 10)));
+  int exponent;
+  const float m = frexpf(magnitude, &exponent);
+  const unsigned char mantissa = static_cast<unsigned char>(rintf((m * 2.0f - 1.0f) * 8.0f));
+  return sign | static_cast<unsigned char>((exponent - 1 + 8) << 3) | mantissa;
+}
+
 }  // namespace mori::ep

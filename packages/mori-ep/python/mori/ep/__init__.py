@@ -27,6 +27,7 @@ from mori.ep.config import (
 )
 from mori.ep.errors import (
     EpConfigError,
+    EpConfigMismatchError,
     EpError,
     EpInputError,
     EpOverflowError,
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EpConfigError",
+    "EpConfigMismatchError",
     "EpDispatchCombineConfig",
     "EpDispatchCombineKernelType",
     "EpDispatchCombineOp",

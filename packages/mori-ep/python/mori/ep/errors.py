@@ -22,6 +22,10 @@ class EpConfigError(EpError, ConfigError):
     """An EpDispatchCombineConfig field or a MORI_EP_* variable is out of range."""
 
 
+class EpConfigMismatchError(EpConfigError):
+    """The PEs creating one op passed different configs (raised on every PE, naming the field)."""
+
+
 class EpInputError(EpError, InvalidArgumentError):
     """A dispatch/combine argument is wrong (dtype, shape, device, expert id, ...); nothing was launched."""
 
@@ -44,6 +48,7 @@ class EpOverflowError(EpError, RuntimeError):
 
 __all__ = [
     "EpConfigError",
+    "EpConfigMismatchError",
     "EpError",
     "EpInputError",
     "EpOverflowError",

@@ -10,9 +10,15 @@ from mori.ep.config import EpDispatchCombineConfig
 from mori.ep.errors import EpInputError
 
 #: Element types dispatch moves (as bytes: fp8 rows travel as they are, with their scales).
-DISPATCH_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
+#: float8_e4m3fnuz is MI300's fp8, which vLLM's and SGLang's MORI paths pick there.
+DISPATCH_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2")
+#: Element types of dispatch scales (bytes forwarded verbatim): float8_e8m0fnu is the MX block scale.
+SCALE_DTYPES = (*DISPATCH_DTYPES, "float8_e8m0fnu", "int8", "uint8", "int32")
 #: Element types combine sums (in fp32).
 COMBINE_DTYPES = ("bfloat16", "float16", "float32")
+#: fp8 rows combine also takes, as MORI's combine does: decoded in their own format, summed in
+#: fp32, re-encoded (saturating). The usual serving setup combines bf16; these are MORI's extra.
+FP8_COMBINE_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz")
 
 
 def dtype_name(tensor: Any) -> str:
@@ -81,9 +87,7 @@ def check_dispatch(
     if scales is not None:
         if config.scale_dim == 0:
             raise EpInputError("scales were passed but config.scale_dim=0")
-        check_tensor(
-            "scales", scales, device=device, dtypes=(*DISPATCH_DTYPES, "int8", "uint8", "int32"), rows=(rows, rows)
-        )
+        check_tensor("scales", scales, device=device, dtypes=SCALE_DTYPES, rows=(rows, rows))
         if scales.shape[1] * scales.element_size() > config.scale_dim * config.scale_type_size:
             raise EpInputError(
                 f"scales rows are {scales.shape[1] * scales.element_size()} bytes, above "

@@ -32,7 +32,7 @@ EXTERNAL_INPUT = 4
 REPLAY = 8
 FORWARD = 16
 
-DTYPE_CODES = {"bfloat16": 1, "float32": 2, "float16": 3}
+DTYPE_CODES = {"bfloat16": 1, "float32": 2, "float16": 3, "float8_e4m3fn": 4, "float8_e4m3fnuz": 5}
 
 _ALIGN = 256
 

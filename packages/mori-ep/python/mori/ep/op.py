@@ -22,6 +22,7 @@ from mori.ep.config import (
     EpDispatchCombineKernelType,
     EpDispatchCombineQuantType,
 )
+from mori.ep.config_check import check_same_config_on_every_pe
 from mori.ep.errors import (
     EpConfigError,
     EpInputError,
@@ -48,8 +49,9 @@ from mori.ep.layout import (
     record_bytes,
     reply_bytes,
 )
+from mori.ep.local_expert_count import count_local_experts
 from mori.ep.routing import EpDispatchRoutingHandle
-from mori.ep.settings import setting
+from mori.ep.settings import note_geometry_without_effect, note_settings_without_effect, setting
 from mori.shmem.errors import HeapExhaustedError
 from mori.shmem.proxy_hazards import NEEDED_ENV
 
@@ -60,6 +62,7 @@ _GROUP = 8  # combine sums 8 elements per lane step: hidden must be a multiple o
 # events per warp, so a few calls fit before the per-warp ring wraps.
 TRACE_WARPS = 8192
 TRACE_EVENTS_PER_WARP = 32
+_RECV_HALF_GEOMETRY = "the receive half runs with the geometry of its send half"
 
 
 def _capturing() -> bool:
@@ -84,6 +87,8 @@ class EpDispatchCombineOp:
             raise EpUnsupportedError("quant_type='fp4_blockwise' needs FP4 hardware conversions; use fp8_blockwise")
         if not shmem.shmem_is_initialized():
             raise EpConfigError("mori.shmem is not initialised: call shmem_init_attr (or a framework init) first")
+        check_same_config_on_every_pe(config, self._buffer_settings(config))  # collective
+        note_settings_without_effect(config)
         if shmem.shmem_npes() != config.world_size or shmem.shmem_mype() != config.rank:
             raise EpConfigError(
                 f"config says rank {config.rank} of {config.world_size}, but mori.shmem runs PE "
@@ -146,6 +151,13 @@ class EpDispatchCombineOp:
             )
         self._backend.synchronize()
         shmem.shmem_barrier_all()  # every PE's control words are zero before any peer writes them
+
+    @staticmethod
+    def _buffer_settings(config: EpDispatchCombineConfig) -> dict[str, Any]:
+        """Environment settings that shape the op's buffers: every PE must read the same values."""
+        if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant:
+            return {"MORI_FP8_COMBINE_SCALE_DIM": setting("MORI_FP8_COMBINE_SCALE_DIM")}
+        return {}
 
     @staticmethod
     def _check_reachable(config: EpDispatchCombineConfig) -> None:
@@ -411,14 +423,9 @@ class EpDispatchCombineOp:
 
     def _count_local_experts(self, out_indices: Any, total_recv: Any) -> None:
         """``local_expert_count[e]`` = received rows that picked local expert e, without a host sync."""
-        torch, per_rank = self._torch, self.config.num_experts_per_rank
-        valid_row = torch.arange(out_indices.shape[0], device=self.device) < total_recv
-        local = out_indices - self.config.rank * per_rank
-        valid = valid_row[:, None] & (local >= 0) & (local < per_rank)
-        slots = torch.where(valid, local, per_rank).reshape(-1).long()
-        counts = torch.zeros(per_rank + 1, dtype=torch.int32, device=self.device)
-        counts.scatter_add_(0, slots, torch.ones_like(slots, dtype=torch.int32))
-        self.local_expert_count.copy_(counts[:per_rank])
+        count_local_experts(
+            out_indices, total_recv, self.local_expert_count, self.config.rank, self.config.num_experts_per_rank
+        )
 
     def dispatch_send(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """MORI's split API. AsyncLL: packs and sends this PE's tokens and returns dispatch's
@@ -431,7 +438,7 @@ class EpDispatchCombineOp:
     ) -> None:
         """AsyncLL: waits for the records of every node and fans them out (the receive half of
         ``dispatch_send``)."""
-        del block_num, warp_per_block  # the send half's geometry is kept
+        note_geometry_without_effect("dispatch_recv", block_num, warp_per_block, _RECV_HALF_GEOMETRY)
         if self._pending_dispatch is None:
             raise EpInputError(
                 f"dispatch_recv completes an AsyncLL dispatch_send; none is pending (kernel_type "
@@ -480,17 +487,15 @@ class EpDispatchCombineOp:
         recv, topk = self.layout.max_recv, config.num_experts_per_token
         if routing is not None:
             self._check_routing(routing, tokens)
-        inputs.check_tensor("input", input, device=self.device, dtypes=inputs.COMBINE_DTYPES, rows=(0, recv))
+        combine_dtypes = (*inputs.COMBINE_DTYPES, *inputs.FP8_COMBINE_DTYPES)
+        inputs.check_tensor("input", input, device=self.device, dtypes=combine_dtypes, rows=(0, recv))
         hidden, row_bytes = inputs.check_row("input", input, config)
         if hidden % _GROUP:
             raise EpInputError(f"input has hidden size {hidden}; combine needs a multiple of {_GROUP}")
         inputs.check_tensor("indices", indices, device=self.device, dtypes=("int32",), rows=(tokens, tokens), cols=topk)
         if weights is not None:
-            inputs.check_tensor(
-                "weights", weights, device=self.device, dtypes=("float32",), rows=(0, int(input.shape[0])), cols=topk
-            )
-            if weights.shape[0] != input.shape[0]:
-                raise EpInputError(f"weights has {weights.shape[0]} rows, input {input.shape[0]}: they must match")
+            inputs.check_tensor("weights", weights, device=self.device, dtypes=("float32",), rows=(0, recv), cols=topk)
+            weights = self._weights_per_input_row(weights, int(input.shape[0]))
         quant = config.quant
         dtype = inputs.dtype_name(input)
         wire_row_bytes = row_bytes
@@ -564,6 +569,18 @@ class EpDispatchCombineOp:
         )
         return out, out_weights
 
+    def _weights_per_input_row(self, weights: Any, rows: int) -> Any:
+        """Combine's weights are per received row, like its input. vLLM passes the token's own
+        [N, K] top-k weights instead (MORI reads past them; vLLM ignores the summed weights): rows
+        the tensor lacks count as zero weights, rows past the input are not read."""
+        if weights.shape[0] == rows:
+            return weights
+        logger.debug("combine: weights has %d rows, input %d; the missing rows count as 0", weights.shape[0], rows)
+        fitted = self._torch.zeros(rows, weights.shape[1], dtype=weights.dtype, device=weights.device)
+        common = min(rows, int(weights.shape[0]))
+        fitted[:common].copy_(weights[:common])
+        return fitted
+
     def combine_send(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         """MORI's split API. AsyncLL: stages and sends the expert outputs and returns combine's
         outputs, valid once ``combine_recv`` returns. The other kernel types: the whole combine."""
@@ -571,7 +588,7 @@ class EpDispatchCombineOp:
 
     def combine_recv(self, block_num: int = -1, warp_per_block: int = -1) -> None:
         """AsyncLL: waits for every node's replies and sums them (the receive half of ``combine_send``)."""
-        del block_num, warp_per_block
+        note_geometry_without_effect("combine_recv", block_num, warp_per_block, _RECV_HALF_GEOMETRY)
         if self._pending_combine is None:
             raise EpInputError(
                 f"combine_recv completes an AsyncLL combine_send; none is pending (kernel_type "
@@ -691,6 +708,24 @@ class EpDispatchCombineOp:
                 "no trace buffer: set MORI_ENABLE_PROFILER=1 before creating the op (cuda backend, mori-viz installed)"
             )
         return self._trace
+
+    def get_debug_time_offset(self) -> Any:
+        """MORI's per-warp write offsets of the trace buffer: an int32 view [warps] of each warp
+        slot's event count in ``get_debug_time_buf()`` (it keeps counting when the warp's ring wraps)."""
+        import mori.viz.layout as viz_layout
+
+        trace = self.get_debug_time_buf()
+        start = viz_layout.warp_headers_offset()
+        headers = trace[start : viz_layout.events_offset(TRACE_WARPS)].view(self._torch.int32)
+        fields = viz_layout.WARP_HEADER_DTYPE.fields
+        assert fields is not None  # a structured dtype
+        count_word = int(fields["count"][1]) // 4
+        return headers.view(TRACE_WARPS, viz_layout.WARP_HEADER_BYTES // 4)[:, count_word]
+
+    @property
+    def _handle(self) -> EpDispatchCombineOp:
+        """MORI code hands ``op._handle`` to ``mori.cpp`` functions; here the op is its own handle."""
+        return self
 
     def get_dispatch_src_token_pos(self) -> Any:
         """Source position of every received row, ``src_rank * world_size * M + src_token``

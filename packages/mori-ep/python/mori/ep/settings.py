@@ -66,6 +66,13 @@ REGISTRY: tuple[Setting, ...] = (
         "Scale blocks per row of the fp8_blockwise combine format (56 blocks of 128 at hidden 7168).",
     ),
     Setting(
+        "MORI_ENABLE_SDMA",
+        bool,
+        False,
+        "MORI's AsyncLL copy-engine (SDMA) path. Accepted with no effect: AsyncLL's transfers go "
+        "through mori-shmem's transport here (docs/user-guide/compatibility.md).",
+    ),
+    Setting(
         "MORI_V2_KERNEL_BACKEND",
         str,
         "",
@@ -120,3 +127,41 @@ def setting(name: str) -> Any:
 def effective() -> list[tuple[str, str, str]]:
     """(name, effective value, doc) of every registered variable."""
     return [(entry.name, str(setting(entry.name)), entry.doc) for entry in REGISTRY]
+
+
+#: Config fields accepted for MORI's sake that change nothing here: (field, MORI's default, why).
+CONFIG_FIELDS_WITHOUT_EFFECT: tuple[tuple[str, Any, str], ...] = (
+    (
+        "num_qp_per_pe",
+        1,
+        "mori-ep reaches other hosts through mori-shmem's remote transport (device proxy and host "
+        "conduit), which has no per-peer queue-pair count to choose",
+    ),
+)
+
+
+def note_settings_without_effect(config: Any) -> None:
+    """Logs once (mori._compat.note_no_effect) each accepted setting that is set to a value other
+    than MORI's default and has no effect here."""
+    from mori._compat import note_no_effect
+
+    for name, default, reason in CONFIG_FIELDS_WITHOUT_EFFECT:
+        value = getattr(config, name)
+        if value != default:
+            note_no_effect(f"EpDispatchCombineConfig.{name}", value, reason)
+    if setting("MORI_ENABLE_SDMA"):
+        note_no_effect(
+            "MORI_ENABLE_SDMA",
+            True,
+            "there is no copy-engine path: AsyncLL moves its data through mori-shmem's transport",
+        )
+
+
+def note_geometry_without_effect(call: str, block_num: int, warp_per_block: int, reason: str) -> None:
+    """Logs once (mori._compat.note_no_effect) launch-geometry arguments that a call accepts for
+    MORI's signature but does not use, when they are not MORI's default -1."""
+    from mori._compat import note_no_effect
+
+    for name, value in (("block_num", block_num), ("warp_per_block", warp_per_block)):
+        if value != -1:
+            note_no_effect(f"{call}({name}=)", value, reason)
