@@ -77,7 +77,7 @@ class DistributedClient(UMBPClient):
 
     def __init__(self, config: UMBPConfig | None = None) -> None:
         super().__init__(config)
-        config = config if config is not None else UMBPConfig.from_environment()
+        config = config if config is not None else UMBPConfig.from_environment(distributed=True)
         _check_config(config)
         check_compat(config)
         dist = config.distributed
