@@ -13,8 +13,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import zlib
+from io import BufferedReader
 from pathlib import Path
-from typing import BinaryIO
 
 from mori.umbp.errors import InvalidArgumentError, PeerUnavailableError
 from mori.umbp.peer import ssd_format
@@ -42,7 +42,7 @@ class SharedSsdReader:
             return None
 
     @staticmethod
-    def _read(f: BinaryIO, path: Path, key: str, ptr: int, size: int) -> int:
+    def _read(f: BufferedReader, path: Path, key: str, ptr: int, size: int) -> int:
         head = f.read(ssd_format.HEADER.size)
         if len(head) != ssd_format.HEADER.size:
             raise PeerUnavailableError(f"shared SSD block {key!r} in {path} is shorter than a header")
