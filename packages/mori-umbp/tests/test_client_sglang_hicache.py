@@ -475,3 +475,81 @@ def test_the_later_revisions_spelling(tmp_path, monkeypatch):
     cfg.ssd_backend = "dummy_storage"  # neither revision's choice: refused, not silently kept
     with pytest.raises(ConfigError, match=r"ssd.ssd_backend='dummy_storage'"):
         umbp.UMBPClient(cfg)
+
+
+def test_the_later_revision_in_distributed_mode(monkeypatch):
+    """080d033c's additions: node tags, one copy worker, the SSD staging fields (set when the config
+    has them), get_deployment_mode(), registration of the pool's whole storage, the v2 side-pool keys
+    (``<prefix>_<hash>_<rank>_<pool>_k``) through batch_exists / batch_put / batch_get, and its KV-event
+    subscriber's report / revoke calls with UMBPTierType.HBM / DRAM."""
+    umbp = importlib.import_module("mori.umbp")
+    UMBPDistributedConfig = getattr(umbp, "UMBPDistributedConfig", None)
+    UMBPDeploymentMode = getattr(umbp, "UMBPDeploymentMode", None)
+    assert getattr(umbp, "UMBPStandaloneProcessConfig", None) is not None
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    with MasterServer(master_config()) as master:
+        nodes, pools = [], []
+        try:
+            for rank in (0, 1):
+                pool = HostKV(PAGES, mla=False, seed=40 + rank)
+                cfg = umbp.UMBPConfig.from_environment()
+                cfg.role = umbp.UMBPRole.Standalone
+                cfg.dram.capacity_bytes = 2 << 20
+                dist_cfg = UMBPDistributedConfig()
+                dist_cfg.master_config.master_address = master.address
+                cfg.copy_pipeline.worker_threads = 1  # extra_config had no ssd_copy_worker_threads
+                dist_cfg.master_config.node_address = "127.0.0.1"
+                dist_cfg.master_config.node_id = f"127.0.0.1:dp0:pp0:tp{rank}"
+                if hasattr(dist_cfg.master_config, "tags"):
+                    dist_cfg.master_config.tags = ["sgl_role=prefill", f"tp={rank}"]
+                dist_cfg.io_engine.host = "127.0.0.1"
+                dist_cfg.staging_buffer_size = 4 << 20
+                assert not hasattr(dist_cfg, "ranged_scratch_size")  # the client skips it then
+                if hasattr(dist_cfg, "ssd_staging_buffer_size"):
+                    dist_cfg.ssd_staging_buffer_size = 1 << 20
+                if hasattr(dist_cfg, "ssd_staging_buffer_slots"):
+                    dist_cfg.ssd_staging_buffer_slots = 4
+                dist_cfg.cache_remote_fetches = False
+                dist_cfg.dram_page_size = pool.page_bytes()
+                cfg.distributed = dist_cfg
+                client = umbp.UMBPClient(cfg)
+                nodes.append(client)
+                pools.append(pool)
+                assert client.get_deployment_mode() == UMBPDeploymentMode.Distributed
+                assert client.get_deployment_mode() != UMBPDeploymentMode.StandaloneProcess
+                assert bool(client.is_distributed())
+                kv = pool.kv_buffer
+                assert bool(client.register_memory(int(kv.ctypes.data), int(kv.nbytes)))
+            assert "UMBPConfig.copy_pipeline.worker_threads" in noted_settings()
+
+            # v2 side pool "swa" (K and V components), keys with the config prefix.
+            prefix, pages = "tag_org-model", prefix_hashes(3, 41)
+            keys = [f"{prefix}_{h}_0_swa_{part}" for h in pages for part in ("k", "v")]
+            ptrs, sizes = pools[0].get_page_buffer_meta(pools[0].indices([0, 1, 2]))
+            assert [bool(v) for v in nodes[0].batch_put_from_ptr(keys, ptrs, sizes)] == [True] * 6
+            assert list(nodes[1].batch_exists([*keys, f"{prefix}_{pages[0]}_1_swa_k"])) == [True] * 6 + [False]
+            pools[1].zero([3, 4, 5])
+            ptrs1, sizes1 = pools[1].get_page_buffer_meta(pools[1].indices([3, 4, 5]))
+            assert [bool(v) for v in nodes[1].batch_get_into_ptr(keys, ptrs1, sizes1)] == [True] * 6
+            for i in range(3):
+                np.testing.assert_array_equal(pools[1].page(3 + i), pools[0].page(i))
+
+            # The KV-event subscriber's calls, checked through the other node's match.
+            tier = umbp.UMBPTierType
+            hashes = [str(h) for h in (1234567, 7654321, 42)]
+            assert nodes[0].report_external_kv_blocks(hashes, tier.DRAM)
+            (match,) = nodes[1].match_external_kv(hashes)
+            assert match.node_id == "127.0.0.1:dp0:pp0:tp0" and sorted(match.hashes_by_tier[tier.DRAM]) == sorted(
+                hashes
+            )
+            assert nodes[0].revoke_external_kv_blocks(hashes[:1], tier.DRAM)
+            (match,) = nodes[1].match_external_kv(hashes)
+            assert sorted(match.hashes_by_tier[tier.DRAM]) == sorted(hashes[1:])
+            ok_hbm = nodes[0].revoke_all_external_kv_blocks_at_tier(tier.HBM)
+            ok_dram = nodes[0].revoke_all_external_kv_blocks_at_tier(tier.DRAM)
+            assert ok_hbm is not False and ok_dram is not False
+            assert nodes[1].match_external_kv(hashes) == []
+            assert all(bool(n.flush()) for n in nodes)
+        finally:
+            for client in reversed(nodes):
+                client.close()
