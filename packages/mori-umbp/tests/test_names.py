@@ -75,9 +75,9 @@ def test_the_master_refuses_bad_keys_and_ids_from_a_member():
                 ("BatchRouteGet", pb.BatchRouteGetRequest(keys=[""])),
                 ("RouteGet", pb.RouteGetRequest(key="k" * 2000)),
                 ("BatchLookup", pb.BatchLookupRequest(keys=["a b"])),
-                ("RegisterClient", pb.RegisterClientRequest(node_id="a:blocks", peer_address="x:1")),
+                ("RegisterClient", pb.RegisterClientRequest(node_id="a blocks", peer_address="x:1")),
             ):
                 with pytest.raises(grpc.RpcError) as err:
                     getattr(stub, name)(req, timeout=2)
                 assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, name
-        assert master.master.store.get_node("a:blocks") is None
+        assert master.master.store.get_node("a blocks") is None
