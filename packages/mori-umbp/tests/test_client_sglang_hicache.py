@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import master_config
+from conftest import master_config, wait_for
 
 from mori._compat import noted_settings
 from mori.umbp import ConfigError, MasterServer
@@ -249,8 +249,12 @@ class StoreReplay:
         return self.client.batch_exists_consecutive(self.key_strs(keys)) // (1 if self.rank.mla else 2)
 
     def close(self) -> None:
-        self.client.flush()  # UMBPStore.close flushes, then drops its reference
-        self.client.close()
+        """UMBPStore.close(): flush, then drop the client without closing it (a dropped
+        client leaves the pool, as MORI's does when its destructor runs)."""
+        if self.client is None:
+            return
+        self.client.flush()
+        self.client = None
 
 
 def consecutive(model: set[str], key_strs: list[str], per_page: int) -> int:
@@ -414,6 +418,7 @@ def test_distributed_mode_runs_umbpstore_unchanged(monkeypatch):
             assert tp0.cfg.distributed.master_config.node_id == "127.0.0.1:dp0:pp0:tp0"
             assert tp1.cfg.distributed.master_config.node_id == "127.0.0.1:dp0:pp0:tp1"
             assert tp0.cfg.distributed.dram_page_size == tp0.pool.page_bytes() == 4096
+            assert all(master.master.store.get_node(f"127.0.0.1:dp0:pp0:tp{r}") is not None for r in (0, 1))
             # Each rank stores and reads its own keys; the other rank's node may hold the pages.
             run_hicache_round(tp0, tp0, seed=21)
             run_hicache_round(tp1, tp1, seed=22)
@@ -430,6 +435,10 @@ def test_distributed_mode_runs_umbpstore_unchanged(monkeypatch):
         finally:
             tp1.close()
             tp0.close()
+        # Dropped as UMBPStore.close() drops them, both nodes leave the pool (MORI's destructor).
+        registry = master.master.store
+        ids = ["127.0.0.1:dp0:pp0:tp0", "127.0.0.1:dp0:pp0:tp1"]
+        assert wait_for(lambda: all(registry.get_node(i) is None for i in ids), timeout=10)
 
 
 # -- from_environment() and the later revision's spelling -------------------------------------------------------
