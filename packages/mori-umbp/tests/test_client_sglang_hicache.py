@@ -17,9 +17,10 @@ directory, ``UMBPClient(cfg)``, ``is_distributed()`` + ``register_memory(ptr, si
 host KV buffer; then batch_set_v1 (``batch_put_from_ptr`` / ``_with_depth`` of ``<hash>_<rank>_k``
 and ``_v`` keys), batch_get_v1 (``batch_get_into_ptr``), batch_exists
 (``batch_exists_consecutive`` // 2), the legacy get / set / batch_get / batch_set / exists,
-clear, flush. The host KV pool is a numpy buffer in SGLang's page_first layout; pointers are
-``.ctypes.data`` ints. Bytes read back are compared with a numpy reference copy, exists answers
-with a set of the keys the test stored. CPU only, loopback, bounded.
+clear, flush, and close (a flush, then the client dropped without ``close()``). The host KV
+pool is a numpy buffer in SGLang's page_first layout; pointers are ``.ctypes.data`` ints. Bytes
+read back are compared with a numpy reference copy, exists answers with a set of the keys the test
+stored. CPU only, loopback, bounded.
 """
 
 from __future__ import annotations
@@ -521,6 +522,7 @@ def test_the_later_revision_in_distributed_mode(monkeypatch):
                 dist_cfg.cache_remote_fetches = False
                 dist_cfg.dram_page_size = pool.page_bytes()
                 cfg.distributed = dist_cfg
+                cfg.follower_mode = rank == 1  # a shared-SSD switch: no effect on a pool node, and noted
                 client = umbp.UMBPClient(cfg)
                 nodes.append(client)
                 pools.append(pool)
@@ -529,7 +531,7 @@ def test_the_later_revision_in_distributed_mode(monkeypatch):
                 assert bool(client.is_distributed())
                 kv = pool.kv_buffer
                 assert bool(client.register_memory(int(kv.ctypes.data), int(kv.nbytes)))
-            assert "UMBPConfig.copy_pipeline.worker_threads" in noted_settings()
+            assert {"UMBPConfig.copy_pipeline.worker_threads", "UMBPConfig.follower_mode"} <= noted_settings()
 
             # v2 side pool "swa" (K and V components), keys with the config prefix.
             prefix, pages = "tag_org-model", prefix_hashes(3, 41)
