@@ -96,16 +96,16 @@ def test_ssd_environment_is_read_and_checked(monkeypatch, tmp_path):
     monkeypatch.setenv("UMBP_SSD_DIR", str(tmp_path))
     monkeypatch.setenv("UMBP_SSD_CAPACITY", "1G")
     monkeypatch.setenv("UMBP_EVICTION_POLICY", "prefix_aware_lru")
-    config = UMBPConfig.from_environment("n")
+    config = UMBPConfig.from_environment("n", distributed=True)
     assert (config.ssd.enabled, config.ssd.storage_dir, config.ssd.capacity_bytes) == (True, str(tmp_path), 1 << 30)
     assert config.eviction.policy == "prefix_aware_lru"
     monkeypatch.setenv("UMBP_SSD_CAPACITY", "lots")
     with pytest.raises(ConfigError, match=r"UMBP_SSD_CAPACITY='lots' does not parse as size"):
-        UMBPConfig.from_environment("n")
+        UMBPConfig.from_environment("n", distributed=True)
     monkeypatch.setenv("UMBP_SSD_CAPACITY", "1G")
     monkeypatch.setenv("UMBP_EVICTION_POLICY", "fifo")
     with pytest.raises(ConfigError, match=r"UMBP_EVICTION_POLICY='fifo' does not parse as choice"):
-        UMBPConfig.from_environment("n")
+        UMBPConfig.from_environment("n", distributed=True)
 
 
 def test_busy_staging_is_an_error_not_a_miss_and_leases_expire(tmp_path):

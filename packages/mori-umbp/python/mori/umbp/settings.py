@@ -77,6 +77,18 @@ def _parse_str(text: str) -> str:
     return text
 
 
+def _parse_ssd_backend(text: str) -> str:
+    if text.lower() not in ("file", "posix", "spdk", "spdk_proxy"):
+        raise ValueError("expected file, posix (MORI's older name of file), spdk or spdk_proxy")
+    return text.lower()
+
+
+def _parse_role(text: str) -> str:
+    if text.lower() not in ("", "standalone", "leader", "follower"):
+        raise ValueError("expected standalone, leader or follower")
+    return text.lower()
+
+
 def _parse_hex(text: str) -> str:
     if not text.strip():
         return ""
@@ -96,6 +108,8 @@ class Setting:
     doc: str
     parse: Callable[[str], object]
 
+
+_SPDK = "UMBPConfig.ssd.{} of from_environment() (MORI's SPDK setting; no effect here, see the compatibility page)."
 
 REGISTRY: tuple[Setting, ...] = (
     # -- master -----------------------------------------------------------------------------------
@@ -312,6 +326,58 @@ REGISTRY: tuple[Setting, ...] = (
         _parse_int,
     ),
     Setting(
+        "UMBP_SSD_BACKEND",
+        "choice",
+        "file",
+        "UMBPConfig.ssd.ssd_backend of from_environment(): file (posix), spdk or spdk_proxy; every one stores "
+        "block files here. Unset with UMBP_SPDK_NVME_PCI set: spdk, as in MORI.",
+        _parse_ssd_backend,
+    ),
+    Setting(
+        "UMBP_ROLE",
+        "choice",
+        "",
+        "UMBPConfig.role of from_environment(): standalone, leader or follower (a shared SSD directory). Unset: "
+        "leader on local rank 0 and follower on the others when a launcher set LOCAL_RANK (or "
+        "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID), else standalone, as in MORI.",
+        _parse_role,
+    ),
+    Setting("UMBP_SPDK_BDEV", "string", "", _SPDK.format("spdk_bdev_name"), _parse_str),
+    Setting("UMBP_SPDK_REACTOR_MASK", "string", "0x1", _SPDK.format("spdk_reactor_mask"), _parse_str),
+    Setting("UMBP_SPDK_MEM_MB", "int", "256", _SPDK.format("spdk_mem_size_mb"), _parse_int),
+    Setting("UMBP_SPDK_NVME_PCI", "string", "", _SPDK.format("spdk_nvme_pci_addr"), _parse_str),
+    Setting("UMBP_SPDK_NVME_CTRL", "string", "NVMe0", _SPDK.format("spdk_nvme_ctrl_name"), _parse_str),
+    Setting("UMBP_SPDK_IO_WORKERS", "int", "4", _SPDK.format("spdk_io_workers"), _parse_int),
+    Setting("UMBP_SPDK_PROXY_SHM", "string", "/umbp_spdk_proxy", _SPDK.format("spdk_proxy_shm_name"), _parse_str),
+    Setting("UMBP_SPDK_PROXY_TENANT_ID", "int", "0", _SPDK.format("spdk_proxy_tenant_id"), _parse_int),
+    Setting(
+        "UMBP_SPDK_PROXY_TENANT_QUOTA_BYTES", "size", "0", _SPDK.format("spdk_proxy_tenant_quota_bytes"), _parse_size
+    ),
+    Setting("UMBP_SPDK_PROXY_MAX_CHANNELS", "int", "8", _SPDK.format("spdk_proxy_max_channels"), _parse_int),
+    Setting("UMBP_SPDK_PROXY_MAX_RANKS", "int", "8", "Older name of UMBP_SPDK_PROXY_MAX_CHANNELS.", _parse_int),
+    Setting(
+        "UMBP_SPDK_PROXY_DATA_PER_CHANNEL_MB", "int", "32", _SPDK.format("spdk_proxy_data_per_channel_mb"), _parse_int
+    ),
+    Setting("UMBP_SPDK_PROXY_DATA_MB", "int", "32", "Older name of UMBP_SPDK_PROXY_DATA_PER_CHANNEL_MB.", _parse_int),
+    Setting("UMBP_SPDK_PROXY_BIN", "string", "", _SPDK.format("spdk_proxy_bin"), _parse_str),
+    Setting("UMBP_SPDK_PROXY_TIMEOUT_MS", "int", "30000", _SPDK.format("spdk_proxy_startup_timeout_ms"), _parse_int),
+    Setting("UMBP_SPDK_PROXY_AUTO_START", "bool", "1", _SPDK.format("spdk_proxy_auto_start"), _parse_bool),
+    Setting(
+        "UMBP_SPDK_PROXY_IDLE_EXIT_TIMEOUT_MS",
+        "int",
+        "30000",
+        _SPDK.format("spdk_proxy_idle_exit_timeout_ms"),
+        _parse_int,
+    ),
+    Setting("UMBP_SPDK_PROXY_ALLOW_BORROW", "bool", "0", _SPDK.format("spdk_proxy_allow_borrow"), _parse_bool),
+    Setting(
+        "UMBP_SPDK_PROXY_RESERVED_SHARED_BYTES",
+        "size",
+        "0",
+        _SPDK.format("spdk_proxy_reserved_shared_bytes"),
+        _parse_size,
+    ),
+    Setting(
         "UMBP_EVICTION_POLICY",
         "choice",
         "lru",
@@ -425,6 +491,31 @@ def _get(name: str) -> object:
         return _BY_NAME[name].parse(text)
     except ValueError as exc:
         raise ConfigError(f"{name}={text!r} does not parse as {_BY_NAME[name].kind}: {exc}") from None
+
+
+def is_set(name: str) -> bool:
+    """True when ``name`` is set to a non-empty value (not left to its default)."""
+    raw(name)  # refuses an unregistered name
+    return bool(os.environ.get(name))
+
+
+def get(name: str) -> object:
+    """The parsed value of ``name``, of the type its kind names."""
+    return _get(name)
+
+
+def launcher_local_rank() -> int | None:
+    """The local rank a launcher (torchrun, Open MPI, Slurm, MPICH) set, None without one: MORI's
+    from_environment() derives the shared-SSD role from it. These are the launcher's variables,
+    not mori.umbp's, so they are not in the registry."""
+    for name in ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"):
+        text = os.environ.get(name)
+        if text is not None:
+            try:
+                return int(text.strip())
+            except ValueError:
+                raise ConfigError(f"{name}={text!r} is not an int local rank") from None
+    return None
 
 
 def get_int(name: str) -> int:

@@ -117,7 +117,8 @@ class UMBPSsdConfig:
     segment_size_bytes: int = 256 * MiB
     io: UMBPIoConfig = field(default_factory=UMBPIoConfig)
     durability: UMBPDurabilityConfig = field(default_factory=UMBPDurabilityConfig)
-    #: ``file`` (block files); ``spdk`` / ``spdk_proxy`` are accepted and stored as files.
+    #: ``file`` (block files; ``posix``, its older name, too); ``spdk`` / ``spdk_proxy`` are accepted and
+    #: stored as files.
     ssd_backend: str = "file"
     spdk_bdev_name: str = ""
     spdk_reactor_mask: str = "0x1"
@@ -213,15 +214,44 @@ class UMBPConfig:
     standalone_process: UMBPStandaloneProcessConfig | None = None
 
     @classmethod
-    def from_environment(cls, node_id: str = "", distributed: bool = True) -> UMBPConfig:
-        """A config from UMBP_* variables: distributed (``node_id`` defaults to host-random), or the
-        local mode with ``distributed=False``."""
+    def from_environment(cls, node_id: str = "", distributed: bool = False) -> UMBPConfig:
+        """A config from the UMBP_* variables, as MORI's ``UMBPConfig.from_environment()``: the local
+        mode (``distributed`` None: MORI reads no distributed settings here), ``ssd.ssd_backend`` and
+        the ``ssd.spdk_*`` fields, and the role (UMBP_ROLE, else from the launcher's local rank).
+        ``distributed=True`` (an addition) also fills ``distributed`` from UMBP_MASTER_ADDRESS and
+        the node's variables, ``node_id`` defaulting to host-random."""
         g = settings
-        master = UMBPMasterClientConfig(
-            master_address=g.get_str("UMBP_MASTER_ADDRESS"),
-            node_id=node_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
-            node_address=g.get_str("UMBP_NODE_ADDRESS"),
+        ssd = UMBPSsdConfig(
+            g.get_bool("UMBP_SSD_ENABLED"),
+            g.get_str("UMBP_SSD_DIR"),
+            g.get_int("UMBP_SSD_CAPACITY"),
+            g.get_float("UMBP_SSD_HIGH_WM"),
+            g.get_float("UMBP_SSD_LOW_WM"),
+            g.get_bool("UMBP_SSD_RECOVER"),
+            ssd_backend=g.get_str("UMBP_SSD_BACKEND"),
         )
+        if not g.is_set("UMBP_SSD_BACKEND") and g.get_str("UMBP_SPDK_NVME_PCI"):
+            ssd.ssd_backend = "spdk"  # MORI: a PCI address alone selects SPDK
+        for name, field_name in _SPDK_ENVIRONMENT:
+            setattr(ssd, field_name, g.get(name))
+        if not g.is_set("UMBP_SPDK_PROXY_MAX_CHANNELS") and g.is_set("UMBP_SPDK_PROXY_MAX_RANKS"):
+            ssd.spdk_proxy_max_channels = g.get_int("UMBP_SPDK_PROXY_MAX_RANKS")
+        if not g.is_set("UMBP_SPDK_PROXY_DATA_PER_CHANNEL_MB") and g.is_set("UMBP_SPDK_PROXY_DATA_MB"):
+            ssd.spdk_proxy_data_per_channel_mb = g.get_int("UMBP_SPDK_PROXY_DATA_MB")
+        dist = None
+        if distributed:
+            master = UMBPMasterClientConfig(
+                master_address=g.get_str("UMBP_MASTER_ADDRESS"),
+                node_id=node_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
+                node_address=g.get_str("UMBP_NODE_ADDRESS"),
+            )
+            dist = UMBPDistributedConfig(
+                master,
+                UMBPIoEngineConfig(g.get_str("UMBP_IO_ENGINE_HOST"), g.get_int("UMBP_IO_ENGINE_PORT")),
+                g.get_int("UMBP_PEER_SERVICE_PORT"),
+                g.get_int("UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE"),
+                g.get_int("UMBP_SSD_STAGING_BYTES"),
+            )
         return cls(
             dram=UMBPDramConfig(
                 g.get_int("UMBP_DRAM_CAPACITY"),
@@ -233,27 +263,79 @@ class UMBPConfig:
                 numa_node=g.get_int("UMBP_DRAM_NUMA_NODE"),
                 prefault=g.get_bool("UMBP_DRAM_PREFAULT"),
             ),
-            distributed=UMBPDistributedConfig(
-                master,
-                UMBPIoEngineConfig(g.get_str("UMBP_IO_ENGINE_HOST"), g.get_int("UMBP_IO_ENGINE_PORT")),
-                g.get_int("UMBP_PEER_SERVICE_PORT"),
-                g.get_int("UMBP_DISTRIBUTED_STAGING_BUFFER_SIZE"),
-                g.get_int("UMBP_SSD_STAGING_BYTES"),
-            )
-            if distributed
-            else None,
-            ssd=UMBPSsdConfig(
-                g.get_bool("UMBP_SSD_ENABLED"),
-                g.get_str("UMBP_SSD_DIR"),
-                g.get_int("UMBP_SSD_CAPACITY"),
-                g.get_float("UMBP_SSD_HIGH_WM"),
-                g.get_float("UMBP_SSD_LOW_WM"),
-                g.get_bool("UMBP_SSD_RECOVER"),
-            ),
+            distributed=dist,
+            ssd=ssd,
             eviction=UMBPEvictionConfig(
                 g.get_str("UMBP_EVICTION_POLICY"), auto_promote_on_read=g.get_bool("UMBP_AUTO_PROMOTE_ON_READ")
             ),
             hbm=UMBPHbmConfig(
                 g.get_int("UMBP_HBM_CAPACITY"), g.get_int("UMBP_HBM_PAGE_SIZE"), g.get_int("UMBP_HBM_DEVICE")
             ),
+            role=_role_from_environment(),
         )
+
+    def resolve_role(self) -> UMBPRole:
+        """MORI's ResolveRole: ``role`` when set, else ``follower_mode`` / ``force_ssd_copy_on_write``
+        (MORI's older switches for follower and leader)."""
+        if self.role != UMBPRole.Standalone:
+            return self.role
+        if self.follower_mode:
+            return UMBPRole.SharedSSDFollower
+        if self.force_ssd_copy_on_write:
+            return UMBPRole.SharedSSDLeader
+        return UMBPRole.Standalone
+
+
+def _role_from_environment() -> UMBPRole:
+    named = settings.get_str("UMBP_ROLE")
+    if named:
+        return {"leader": UMBPRole.SharedSSDLeader, "follower": UMBPRole.SharedSSDFollower}.get(
+            named, UMBPRole.Standalone
+        )
+    rank = settings.launcher_local_rank()
+    if rank is None:
+        return UMBPRole.Standalone
+    return UMBPRole.SharedSSDLeader if rank == 0 else UMBPRole.SharedSSDFollower
+
+
+#: (variable, UMBPSsdConfig field) that from_environment() reads as MORI does.
+_SPDK_ENVIRONMENT = (
+    ("UMBP_SPDK_BDEV", "spdk_bdev_name"),
+    ("UMBP_SPDK_REACTOR_MASK", "spdk_reactor_mask"),
+    ("UMBP_SPDK_MEM_MB", "spdk_mem_size_mb"),
+    ("UMBP_SPDK_NVME_PCI", "spdk_nvme_pci_addr"),
+    ("UMBP_SPDK_NVME_CTRL", "spdk_nvme_ctrl_name"),
+    ("UMBP_SPDK_IO_WORKERS", "spdk_io_workers"),
+    ("UMBP_SPDK_PROXY_SHM", "spdk_proxy_shm_name"),
+    ("UMBP_SPDK_PROXY_TENANT_ID", "spdk_proxy_tenant_id"),
+    ("UMBP_SPDK_PROXY_TENANT_QUOTA_BYTES", "spdk_proxy_tenant_quota_bytes"),
+    ("UMBP_SPDK_PROXY_MAX_CHANNELS", "spdk_proxy_max_channels"),
+    ("UMBP_SPDK_PROXY_DATA_PER_CHANNEL_MB", "spdk_proxy_data_per_channel_mb"),
+    ("UMBP_SPDK_PROXY_BIN", "spdk_proxy_bin"),
+    ("UMBP_SPDK_PROXY_TIMEOUT_MS", "spdk_proxy_startup_timeout_ms"),
+    ("UMBP_SPDK_PROXY_AUTO_START", "spdk_proxy_auto_start"),
+    ("UMBP_SPDK_PROXY_IDLE_EXIT_TIMEOUT_MS", "spdk_proxy_idle_exit_timeout_ms"),
+    ("UMBP_SPDK_PROXY_ALLOW_BORROW", "spdk_proxy_allow_borrow"),
+    ("UMBP_SPDK_PROXY_RESERVED_SHARED_BYTES", "spdk_proxy_reserved_shared_bytes"),
+)
+
+#: Older MORI releases kept these on UMBPConfig itself (``cfg.ssd_backend``, ``cfg.spdk_*``; SGLang's
+#: UMBPStore of that time sets them there); they are properties reading and writing ``cfg.ssd``'s
+#: fields of the same name, so both spellings reach one setting.
+TOP_LEVEL_SSD_ALIASES = tuple(
+    name for name in UMBPSsdConfig.__dataclass_fields__ if name == "ssd_backend" or name.startswith("spdk_")
+)
+
+
+def _ssd_alias(name: str) -> property:
+    def read(config: UMBPConfig) -> object:
+        return getattr(config.ssd, name)
+
+    def write(config: UMBPConfig, value: object) -> None:
+        setattr(config.ssd, name, value)
+
+    return property(read, write, doc=f"Alias of ``ssd.{name}`` (MORI's older top-level field).")
+
+
+for _name in TOP_LEVEL_SSD_ALIASES:
+    setattr(UMBPConfig, _name, _ssd_alias(_name))

@@ -13,7 +13,9 @@ class UMBPDeploymentMode(enum.IntEnum):
 
 
 class UMBPRole(enum.IntEnum):
-    """The local mode's role on a shared SSD (MORI's leader/follower)."""
+    """The local mode's role on a shared SSD directory (MORI's leader/follower): the leader writes
+    every block it stores through to ``ssd.storage_dir``; a follower stores nothing and reads the
+    leader's blocks from there."""
 
     Standalone = 0
     SharedSSDLeader = 1
@@ -25,8 +27,12 @@ class UMBPSsdLayoutMode(enum.IntEnum):
 
 
 class UMBPIoBackend(enum.IntEnum):
+    """``PThread`` is the name older MORI releases (and the SGLang UMBPStore written for them) use
+    for ``Posix``: an alias of the same member."""
+
     Posix = 0
     IoUring = 1
+    PThread = 0
 
 
 class UMBPDurabilityMode(enum.IntEnum):

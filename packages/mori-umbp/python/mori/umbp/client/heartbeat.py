@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from mori.umbp.client.master_client import UMBPMasterClient
-from mori.umbp.errors import MasterUnavailableError
+from mori.umbp.errors import ClosedError, MasterUnavailableError
 from mori.umbp.peer.store import PeerStore
 
 log = logging.getLogger(__name__)
@@ -95,9 +95,11 @@ class HeartbeatLoop:
                     self.beat()  # heal (re-register / full sync) without waiting an interval
             except MasterUnavailableError as exc:
                 log.warning("heartbeat: %s", exc)
+            except ClosedError:
+                return  # the client was dropped; its close() stops this loop too
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread.is_alive():
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(10)

@@ -6,6 +6,7 @@ docs/user-guide/compatibility.md (a test keeps the two equal); a client built fr
 sets one to a value other than MORI's default logs it once through ``mori._compat.note_no_effect``.
 A field whose value would change what a get returns is not here: ``standalone_process`` (another
 deployment mode) raises ConfigError, and an ``ssd.ssd_backend`` that is no block store does too.
+The role fields act in the local mode (``LocalClient``) and are no-effect rows for distributed nodes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ _COPY = (
     "(the local mode), not on a configurable copy pipeline"
 )
 _REMOTE = "a distributed get reads a remote block into the caller's buffer only; it is not re-cached on the reader"
-_ROLE = "there are no shared-SSD leader/follower roles: each client owns its SSD directory"
+_ROLE = (
+    "in distributed mode (the local mode implements the shared-SSD roles): a node shares its blocks "
+    "through the master, never through another process's SSD directory"
+)
 
 #: (config path, why it has no effect). Paths are relative to UMBPConfig.
 NO_EFFECT: tuple[tuple[str, str], ...] = (
@@ -69,7 +73,14 @@ NO_EFFECT: tuple[tuple[str, str], ...] = (
 )
 
 #: ``ssd.ssd_backend`` values MORI has that store blocks (here: as files); any other is refused.
-BLOCK_STORE_BACKENDS = ("file", "spdk", "spdk_proxy")
+#: ``posix`` is older MORI's name of ``file`` (SGLang's UMBPStore of that time sets it).
+BLOCK_STORE_BACKENDS = ("file", "posix", "spdk", "spdk_proxy")
+
+#: Values that mean the default: no note for them.
+_SAME_AS_DEFAULT = {"ssd.ssd_backend": ("posix",)}
+
+#: Fields of NO_EFFECT that do take effect in the local mode (its shared-SSD roles).
+LOCAL_MODE_EFFECTIVE = frozenset({"role", "follower_mode", "force_ssd_copy_on_write"})
 
 
 def _get(obj: Any, path: str) -> Any:
@@ -89,8 +100,8 @@ def check_compat(config: UMBPConfig) -> None:
         raise ConfigError(f"ssd.ssd_backend={config.ssd.ssd_backend!r} is not one of {', '.join(BLOCK_STORE_BACKENDS)}")
     defaults = UMBPConfig(distributed=UMBPDistributedConfig())
     for path, reason in NO_EFFECT:
-        if path.startswith("distributed.") and config.distributed is None:
+        if config.distributed is None and (path.startswith("distributed.") or path in LOCAL_MODE_EFFECTIVE):
             continue
         value = _get(config, path)
-        if value != _get(defaults, path):
+        if value != _get(defaults, path) and value not in _SAME_AS_DEFAULT.get(path, ()):
             note_no_effect(f"UMBPConfig.{path}", value, reason)

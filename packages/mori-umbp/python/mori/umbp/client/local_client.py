@@ -14,6 +14,12 @@ copies the block back into DRAM when ``eviction.auto_promote_on_read`` is on. Th
 evicts by its own capacity and watermarks, with the same policy, and keeps its files across
 restarts (``ssd.recover``).
 
+MORI's shared-SSD roles (``config.resolve_role()``): a ``SharedSSDLeader`` writes every block it
+stores through to its SSD tier as well, so other processes can read it from ``ssd.storage_dir``; a
+``SharedSSDFollower`` owns no SSD tier, stores nothing (its puts answer False, as MORI's do) and
+serves gets from its DRAM, then from the leader's files there (``peer/ssd_shared.py``), copying a
+hit into its DRAM when ``eviction.auto_promote_on_read`` is on.
+
 NOTE [batch results]: a batch put never evicts a block it named (put or found) from DRAM when
 that would lose it (no SSD tier to demote to): the put that finds no other room answers False
 instead. With an SSD tier a same-batch block may be demoted; if SSD could not take it or has
@@ -33,14 +39,15 @@ from pathlib import Path
 
 from mori.umbp import devmem
 from mori.umbp.client.base import UMBPClient
-from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
+from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode, UMBPRole
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
 from mori.umbp.client.inert import check_compat
-from mori.umbp.errors import ConfigError, InvalidArgumentError, TierCapacityError
+from mori.umbp.errors import ConfigError, InvalidArgumentError, PeerUnavailableError, TierCapacityError
 from mori.umbp.peer.lru import EvictionOrder
 from mori.umbp.peer.packed import ALIGN, PackedAllocator, PackedHostPool
 from mori.umbp.peer.pools import host_memory
 from mori.umbp.peer.ssd import SsdTier
+from mori.umbp.peer.ssd_shared import SharedSsdReader
 from mori.umbp.types import UMBPTierType
 
 log = logging.getLogger(__name__)
@@ -64,6 +71,12 @@ def _check_config(config: UMBPConfig) -> None:
         raise ConfigError(
             f"dram watermarks low={dram.low_watermark}, high={dram.high_watermark} must satisfy 0 < low < high <= 1"
         )
+    role = config.resolve_role()
+    if role != UMBPRole.Standalone and not config.ssd.enabled:
+        raise ConfigError(
+            f"role={role.name} shares blocks through ssd.storage_dir={config.ssd.storage_dir!r}: it needs "
+            "ssd.enabled=True"
+        )
     if config.hbm.capacity_bytes:
         raise ConfigError(
             f"hbm.capacity_bytes={config.hbm.capacity_bytes}: the local mode has DRAM and SSD tiers only "
@@ -83,6 +96,10 @@ class LocalClient(UMBPClient):
         ev = config.eviction
         self._order = EvictionOrder(ev.policy, ev.candidate_window)  # checks the policy first
         ssd = config.ssd
+        self.role = config.resolve_role()
+        follower = self.role == UMBPRole.SharedSSDFollower
+        #: The leader's files a follower reads (None in the other roles).
+        self.shared = SharedSsdReader(Path(ssd.storage_dir)) if follower else None
         self.ssd = (
             SsdTier(
                 Path(ssd.storage_dir),
@@ -93,7 +110,7 @@ class LocalClient(UMBPClient):
                 ev.candidate_window,
                 ssd.recover,
             )
-            if ssd.enabled
+            if ssd.enabled and not follower
             else None
         )
         self._pool = PackedHostPool(config.dram.capacity_bytes, config.dram.page_size, host_memory(config.dram))
@@ -107,7 +124,9 @@ class LocalClient(UMBPClient):
 
     def __repr__(self) -> str:
         ssd = f", ssd={str(self.ssd.dir)!r}" if self.ssd is not None else ""
-        return f"UMBPClient(mode=Local, dram={self._pool.capacity}{ssd})"
+        role = f", role={self.role.name}" if self.role != UMBPRole.Standalone else ""
+        shared = f", shared_ssd={str(self.shared.dir)!r}" if self.shared is not None else ""
+        return f"UMBPClient(mode=Local, dram={self._pool.capacity}{ssd}{shared}{role})"
 
     def get_deployment_mode(self) -> UMBPDeploymentMode:
         return UMBPDeploymentMode.Local
@@ -132,6 +151,18 @@ class LocalClient(UMBPClient):
                 log.info("demoting %r: %s; dropped", key, exc)
         self._alloc.free(block.pages)
         return kept
+
+    def _write_through(self, key: str) -> None:
+        """The leader's copy of a new DRAM block into its SSD tier, where followers read it. Best
+        effort, as MORI's copy pipeline: the block stays in DRAM if the SSD cannot take it."""
+        assert self.ssd is not None
+        block = self._blocks[key]
+        data = bytearray(block.size)
+        self._pool.copy_out(block.pages, ctypes.addressof(ctypes.c_char.from_buffer(data)), block.size)
+        try:
+            self.ssd.put(key, data, block.depth)
+        except (TierCapacityError, PeerUnavailableError) as exc:
+            log.warning("shared-SSD leader: %r stays DRAM-only, followers will miss it: %s", key, exc)
 
     def _holds(self, key: str) -> bool:
         return key in self._blocks or (self.ssd is not None and key in self.ssd)
@@ -182,6 +213,10 @@ class LocalClient(UMBPClient):
     def _put_batch(
         self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int], devs: list[int]
     ) -> list[bool]:
+        if self.role == UMBPRole.SharedSSDFollower:
+            self._live()
+            return [False] * len(keys)  # MORI: a follower never writes; its leader does
+        leader = self.role == UMBPRole.SharedSSDLeader
         out: list[bool] = []
         with self._lock:
             self._batch = set()
@@ -192,6 +227,8 @@ class LocalClient(UMBPClient):
                         out.append(True)  # first writer wins
                     else:
                         out.append(self._insert(key, ptr, size, depth, dev))
+                        if out[-1] and leader:
+                            self._write_through(key)
                     if not out[-1]:
                         self._batch.discard(key)
                 # A same-batch block demoted to SSD and dropped there since: its put did not hold.
@@ -211,30 +248,47 @@ class LocalClient(UMBPClient):
             self._pool.copy_out(block.pages, ptr, size, dev)
             self._order.touch(key)
             return True
-        if self.ssd is None:
+        if self.ssd is None and self.shared is None:
             return False
         host = bytearray(size)  # a file reads into host memory; promotion copies from there too
         addr = ctypes.addressof(ctypes.c_char.from_buffer(host))
-        if not self.ssd.read_into(key, addr, size):
-            return False
+        if self.shared is not None:
+            depth = self.shared.read_into(key, addr, size)
+            if depth is None:
+                return False
+        else:
+            assert self.ssd is not None
+            if not self.ssd.read_into(key, addr, size):
+                return False
+            depth = self.ssd.depth_of(key)
         devmem.copy(ptr, dev, addr, devmem.HOST, size)
         if self._promote:
-            self._insert(key, addr, size, self.ssd.depth_of(key), devmem.HOST)
+            self._insert(key, addr, size, depth, devmem.HOST)
         return True
 
     def batch_exists(self, keys: Sequence[str]) -> list[bool]:
         """A pure probe: no LRU bump."""
         self._live()
         with self._lock:
-            return [k in self._blocks or (self.ssd is not None and k in self.ssd) for k in keys]
+            return [k in self._blocks or self._on_ssd(k) for k in keys]
+
+    def _on_ssd(self, key: str) -> bool:
+        if self.shared is not None:
+            return key in self.shared
+        return self.ssd is not None and key in self.ssd
 
     def keys_by_tier(self) -> dict[str, list[str]]:
         """{"DRAM": [...], "SSD": [...]}: the keys each tier holds, sorted."""
         with self._lock:
-            ssd = sorted(k for k, _ in self.ssd.entries()) if self.ssd is not None else []
+            if self.shared is not None:
+                ssd = self.shared.keys()
+            else:
+                ssd = sorted(k for k, _ in self.ssd.entries()) if self.ssd is not None else []
             return {"DRAM": sorted(self._blocks), "SSD": ssd}
 
     def clear(self) -> bool:
+        """Drops every block; a follower drops its own DRAM blocks only (the shared directory is
+        its leader's)."""
         self._live()
         with self._lock:
             for key in list(self._blocks):

@@ -15,7 +15,8 @@ import contextlib
 import logging
 import re
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from mori.umbp.client.io_engine import engine_config
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.transfer import Mover, RemotePages
 from mori.umbp.errors import (
+    ClosedError,
     ConfigError,
     InvalidArgumentError,
     MasterUnavailableError,
@@ -47,6 +49,32 @@ log = logging.getLogger(__name__)
 
 #: Route attempts per key: the first choice plus retries after a full or dead peer.
 MAX_ATTEMPTS = 4
+
+
+def _weakly(method: Callable[..., Any], dropped: Callable[[], Any]) -> Callable[..., Any]:
+    """``method`` of a client called through a weak reference, so the threads that hold it (the
+    heartbeat, the peer service) keep the client collectable; ``dropped()`` answers once it is gone.
+    NOTE [dropped client]: MORI's client leaves the pool when its last reference goes, and SGLang's
+    UMBPStore.close() drops its client without close(); ``DistributedClient.__del__`` does the same."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        bound = ref()
+        return dropped() if bound is None else bound(*args)
+
+    return call
+
+
+def _nothing() -> None:
+    return None
+
+
+def _refused() -> bool:
+    return False
+
+
+def _gone() -> int:
+    raise ClosedError("the client was dropped")
 
 
 class _NoSpace(Exception):
@@ -77,7 +105,7 @@ class DistributedClient(UMBPClient):
 
     def __init__(self, config: UMBPConfig | None = None) -> None:
         super().__init__(config)
-        config = config if config is not None else UMBPConfig.from_environment()
+        config = config if config is not None else UMBPConfig.from_environment(distributed=True)
         _check_config(config)
         check_compat(config)
         dist = config.distributed
@@ -124,12 +152,18 @@ class DistributedClient(UMBPClient):
                 dist.ssd_staging_buffer_slots,
                 settings.get_int("UMBP_SSD_READ_LEASE_MS") / 1000,
             )
-            self.store.enable_ssd(ssd, staging, lambda: self._hb.kick())
+            self.store.enable_ssd(ssd, staging, _weakly(self._kick_heartbeat, _nothing))
         self._mover = Mover(self._engine, dist.staging_buffer_size, self._timeout_ms)
         self._sync_flush = settings.get_bool("UMBP_COMMIT_SYNC_FLUSH")
         workers = 8
         self._peer_server: Any = rpc.server(auth.ServerAuth(secret), workers=workers)
-        servicer = PeerServicer(self.store, self._desc, self._after_commit, lambda: self._hb.kick(), workers // 2)
+        servicer = PeerServicer(
+            self.store,
+            self._desc,
+            _weakly(self._after_commit, _refused),
+            _weakly(self._kick_heartbeat, _nothing),
+            workers // 2,
+        )
         rpc.peer_grpc.add_UMBPPeerServicer_to_server(servicer, self._peer_server)
         port = rpc.bind(self._peer_server, f"{host}:{dist.peer_service_port}")
         self.peer_address = f"{host}:{port}"
@@ -143,7 +177,7 @@ class DistributedClient(UMBPClient):
         except Exception:
             self._teardown()
             raise
-        self._hb = HeartbeatLoop(self._master, self.store, self._register_node, interval_ms / 1000)
+        self._hb = HeartbeatLoop(self._master, self.store, _weakly(self._register_node, _gone), interval_ms / 1000)
         self._hb.start()
         if ssd is not None and ssd.recovered:  # re-announce the previous run's blocks before returning
             self._hb.request_full_sync()
@@ -182,6 +216,19 @@ class DistributedClient(UMBPClient):
                 self._p2p = True
             except UnsupportedError as exc:
                 log.warning("no P2P backend, GPU memory moves over TCP: %s", exc)
+
+    def __del__(self) -> None:
+        # See NOTE [dropped client]. close() runs on a thread of its own: the last reference may go
+        # on a heartbeat or peer-service thread, which close() stops and waits for.
+        if getattr(self, "_closed", True) or not hasattr(self, "_hb"):
+            return  # closed, or __init__ failed (it tore down what it had built)
+        with contextlib.suppress(RuntimeError):  # at interpreter shutdown the node goes with the process
+            threading.Thread(target=self.close, name="umbp-close-dropped", daemon=True).start()
+
+    def _kick_heartbeat(self) -> None:
+        hb = getattr(self, "_hb", None)  # None while __init__ has not started it yet
+        if hb is not None:
+            hb.kick()
 
     def _register_node(self) -> int:
         caps = {UMBPTierType(t): c for t, c in self.store.capacities().items()}
