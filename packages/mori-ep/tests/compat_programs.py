@@ -9,6 +9,7 @@ import ep_programs
 import torch
 
 import mori.shmem as shmem
+from mori.ep import reference
 from mori.ep import workload as wl
 from mori.shmem.testing import init_pe
 
@@ -42,7 +43,7 @@ def mismatched_configs(
         outputs = op.dispatch(x.to(device), weights.to(device), None, indices.to(device))
         total = ep_programs.check_dispatch(w, rank, 0, op, outputs)
         combined, _ = op.combine(outputs[0][:total].clone(), None, indices.to(device))
-        want, _ = ep_programs.expected_combine(w, rank, 0, torch.bfloat16, "none")
+        want, _ = reference.expected_combine(w, rank, 0, torch.bfloat16, "none")
         torch.testing.assert_close(combined[: x.shape[0]].cpu(), want, rtol=0, atol=0)
         op.close()
         return outcome

@@ -15,6 +15,7 @@ import ep_programs
 import torch
 
 import mori.shmem as shmem
+from mori.ep import reference
 from mori.ep import workload as wl
 from mori.ep.v2 import EpDispatchCombineOp
 from mori.shmem.testing import init_pe
@@ -37,7 +38,7 @@ def _check_round(w: wl.Workload, rank: int, iteration: int, op: EpDispatchCombin
         x.to(device), weights.to(device), None, indices.to(device), return_routing=True
     )
     total = int(total_recv.item())
-    expected = ep_programs.expected_rows(w, rank, iteration)  # v1 positions: src * W * M + token
+    expected = reference.expected_rows(w, rank, iteration)  # v1 positions: src * W * M + token
     sources = routing.disp_tok_id_to_src_tok_id_local[:total].cpu()
     got = {int(src) // w.max_tokens * w.world_size * w.max_tokens + int(src) % w.max_tokens for src in sources}
     assert len(got) == total and got == set(expected), f"rank {rank}: received rows differ from the reference"
