@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import hmac
+import itertools
 import logging
 import os
 import secrets
@@ -130,9 +131,17 @@ def master_secret(explicit: bytes | None, listen_address: str) -> bytes:
 
 
 # -- signing ------------------------------------------------------------------------------------
+# NOTE [credential cost]: a credential is made and checked on every RPC, on the path of every
+# put and get, and in a gRPC process every Python step there is also a chance to lose the GIL
+# to gRPC's own threads; so the per-call work is kept to a few C calls: the HMAC keyed once
+# and copied in C, one header per call, a nonce from a counter, the request serialized once.
 def keyed(secret: bytes) -> Any:
-    """HMAC-SHA256 keyed once; each request copies it (keying per call costs more than the MAC)."""
-    return hmac.new(secret, digestmod=hashlib.sha256)
+    """HMAC-SHA256 keyed once; each request copies it (keying per call costs more than the MAC).
+    The OpenSSL object inside ``hmac.HMAC`` is used where there is one: its ``copy`` is one C
+    call, the wrapper's a Python method building a new wrapper (same digest either way)."""
+    key = hmac.new(secret, digestmod=hashlib.sha256)
+    inner = getattr(key, "_hmac", None)  # CPython with OpenSSL: _hashlib.HMAC
+    return inner if inner is not None and hasattr(inner, "copy") else key
 
 
 def _mac(key: Any, method: str, ms: str, nonce: str, node: str, body: bytes) -> str:
@@ -143,12 +152,31 @@ def _mac(key: Any, method: str, ms: str, nonce: str, node: str, body: bytes) -> 
     return str(h.hexdigest())
 
 
+# A nonce need only never repeat within the window (the MAC, not the nonce, proves the secret):
+# 8 random bytes per process, drawn again in a forked child, then a counter.
+_nonce_prefix = secrets.token_hex(8)
+_nonce_counter = itertools.count()
+
+
+def _new_nonce_prefix() -> None:
+    global _nonce_prefix
+    _nonce_prefix = secrets.token_hex(8)
+
+
+os.register_at_fork(after_in_child=_new_nonce_prefix)
+
+
+def new_nonce() -> str:
+    """32 hex digits, unique per call in this process (``next`` on a count is atomic under the GIL)."""
+    return f"{_nonce_prefix}{next(_nonce_counter) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
 def sign(key: Any, method: str, node_id: str, body: bytes, now_ms: int | None = None) -> str:
     """The ``x-umbp-auth`` value of one request; ``key`` is ``keyed(secret)``."""
-    ms = str(int(time.time() * 1000) if now_ms is None else now_ms)
-    nonce = secrets.token_hex(16)
+    ms = str(time.time_ns() // 1_000_000 if now_ms is None else now_ms)
+    nonce = new_nonce()
     node = node_id.encode().hex()
-    return ".".join((_VERSION, ms, nonce, node, _mac(key, method, ms, nonce, node, body)))
+    return f"{_VERSION}.{ms}.{nonce}.{node}.{_mac(key, method, ms, nonce, node, body)}"
 
 
 class Verifier:
@@ -159,6 +187,7 @@ class Verifier:
         self.window_ms = settings.get_int("UMBP_AUTH_WINDOW_MS") if window_ms is None else window_ms
         self._lock = threading.Lock()
         self._nonces: OrderedDict[str, float] = OrderedDict()  # nonce -> when it may be forgotten
+        self._first_expiry = float("inf")  # the oldest entry's time: nothing to forget before it
 
     def verify(self, method: str, token: str | None, body: bytes) -> str:
         """The caller's node id, or raises PermissionError saying why not (never what was expected)."""
@@ -180,14 +209,20 @@ class Verifier:
             )
         if not hmac.compare_digest(mac, _mac(self._key, method, ms, nonce, node, body)):
             raise PermissionError("the pool credential does not prove the pool secret")
+        nonces = self._nonces
         with self._lock:
-            while self._nonces and next(iter(self._nonces.values())) < now:
-                self._nonces.popitem(last=False)
-            if nonce in self._nonces:
+            if self._first_expiry < now:
+                while nonces and next(iter(nonces.values())) < now:
+                    nonces.popitem(last=False)
+                self._first_expiry = next(iter(nonces.values())) if nonces else float("inf")
+            if nonce in nonces:
                 raise PermissionError("replayed request (nonce already used)")
-            if len(self._nonces) >= MAX_NONCES:
+            if len(nonces) >= MAX_NONCES:
                 raise PermissionError(f"more than {MAX_NONCES} requests within UMBP_AUTH_WINDOW_MS; retry")
-            self._nonces[nonce] = now + 2 * self.window_ms  # past it, the window refuses the stamp anyway
+            forget_at = now + 2 * self.window_ms  # past it, the window refuses the stamp anyway
+            nonces[nonce] = forget_at
+            if forget_at < self._first_expiry:
+                self._first_expiry = forget_at
         return node_id
 
 
@@ -225,19 +260,23 @@ class ServerAuth(grpc.ServerInterceptor):
         behavior, parse = handler.unary_unary, handler.request_deserializer
 
         def checked(body: bytes, ctx: Any) -> Any:
-            token = next((v for k, v in ctx.invocation_metadata() if k == METADATA_KEY), None)
+            token = None
+            for k, v in ctx.invocation_metadata():
+                if k == METADATA_KEY:
+                    token = v
+                    break
+            verifier = self.verifier
             try:
-                if self.verifier is None:
+                if verifier is None:
                     raise PermissionError("this server has no pool secret yet")
-                node = self.verifier.verify(method, token, body)
+                node = verifier.verify(method, token, body)
             except PermissionError as exc:
                 self._log_refusal(method, ctx, exc)
                 ctx.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
-            reset = caller_node.set(node)
-            try:
-                return behavior(parse(body) if parse else body, ctx)
-            finally:
-                caller_node.reset(reset)
+            # No reset: gRPC runs each RPC in a context of its own, and every handler that can
+            # read caller_node runs behind this check, which sets it first.
+            caller_node.set(node)
+            return behavior(parse(body) if parse else body, ctx)
 
         return grpc.unary_unary_rpc_method_handler(
             checked, request_deserializer=None, response_serializer=handler.response_serializer
@@ -257,34 +296,60 @@ class ClientAuth:
 
     def __init__(self, node_id: str, secret: Callable[[], bytes | None]) -> None:
         self.node_id = node_id
+        self._node = node_id.encode().hex()
         self._secret = secret
         self._key: tuple[bytes, Any] | None = None  # (secret, keyed(secret))
 
     def metadata(self, method: str, request: Any, metadata: Any) -> Any:
         """``metadata`` plus this request's credential."""
+        return self.signed(method, request.SerializeToString(), metadata)
+
+    def signed(self, method: str, body: bytes, metadata: Any) -> Any:
+        """``metadata`` plus the credential of a request serialized as ``body``."""
         secret = self._secret()
         if secret is None:
             return metadata
-        if self._key is None or self._key[0] is not secret:
-            self._key = (secret, keyed(secret))
-        token = sign(self._key[1], method, self.node_id, request.SerializeToString())
-        return [*(metadata or ()), (METADATA_KEY, token)]
+        key = self._key
+        if key is None or key[0] is not secret:
+            key = self._key = (secret, keyed(secret))
+        # sign(), written out: this runs on every call (NOTE [credential cost]).
+        ms = str(time.time_ns() // 1_000_000)
+        nonce = new_nonce()
+        node = self._node
+        h = key[1].copy()
+        h.update(f"{_VERSION}\n{method}\n{ms}\n{nonce}\n{node}\n".encode())
+        h.update(body)
+        token = f"{_VERSION}.{ms}.{nonce}.{node}.{h.hexdigest()}"
+        if not metadata:
+            return ((METADATA_KEY, token),)
+        return (*metadata, (METADATA_KEY, token))
 
 
 class _SignedCall:
-    """A unary multi-callable whose calls (plain, ``with_call``, ``future``) carry a credential."""
+    """A unary multi-callable whose calls (plain, ``with_call``, ``future``) carry a credential.
+    ``inner`` sends bytes as they are; the request is serialized here once, for the MAC and the
+    wire both."""
 
-    def __init__(self, inner: Any, method: str, auth: ClientAuth) -> None:
+    def __init__(self, inner: Any, method: str, auth: ClientAuth, serialize: Callable[[Any], bytes] | None) -> None:
         self._inner, self._method, self._auth = inner, method, auth
+        self._serialize = serialize if serialize is not None else _as_bytes
 
     def __call__(self, request: Any, timeout: float | None = None, metadata: Any = None, **kw: Any) -> Any:
-        return self._inner(request, timeout, self._auth.metadata(self._method, request, metadata), **kw)
+        body = self._serialize(request)
+        return self._inner(body, timeout, self._auth.signed(self._method, body, metadata), **kw)
 
     def with_call(self, request: Any, timeout: float | None = None, metadata: Any = None, **kw: Any) -> Any:
-        return self._inner.with_call(request, timeout, self._auth.metadata(self._method, request, metadata), **kw)
+        body = self._serialize(request)
+        return self._inner.with_call(body, timeout, self._auth.signed(self._method, body, metadata), **kw)
 
     def future(self, request: Any, timeout: float | None = None, metadata: Any = None, **kw: Any) -> Any:
-        return self._inner.future(request, timeout, self._auth.metadata(self._method, request, metadata), **kw)
+        body = self._serialize(request)
+        return self._inner.future(body, timeout, self._auth.signed(self._method, body, metadata), **kw)
+
+
+def _as_bytes(request: Any) -> bytes:
+    """A multi-callable made without a serializer sends bytes; so does a signed one."""
+    return request if isinstance(request, bytes) else bytes(request)
 
 
 class SigningChannel:
@@ -295,8 +360,11 @@ class SigningChannel:
     def __init__(self, channel: Any, auth: ClientAuth) -> None:
         self._channel, self._auth = channel, auth
 
-    def unary_unary(self, method: str, *args: Any, **kw: Any) -> _SignedCall:
-        return _SignedCall(self._channel.unary_unary(method, *args, **kw), method, self._auth)
+    def unary_unary(
+        self, method: str, request_serializer: Callable[[Any], bytes] | None = None, *args: Any, **kw: Any
+    ) -> _SignedCall:
+        inner = self._channel.unary_unary(method, None, *args, **kw)  # bytes in: serialized by _SignedCall
+        return _SignedCall(inner, method, self._auth, request_serializer)
 
     def unary_stream(self, *args: Any, **kw: Any) -> Any:
         raise NotImplementedError("UMBP services are unary only")
