@@ -69,3 +69,11 @@ def test_installed_pins_are_satisfied() -> None:
     """Every dependency pin between the installed wheels (mori-shmem==0.1.*, mori>=0.1.0,<0.2) holds."""
     done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("distribution", sorted(MODULES))
+def test_changelog_has_an_entry_for_the_version(distribution: str) -> None:
+    changelog = (_package_dir(distribution) / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## \[([^]]+)\]", changelog, re.MULTILINE)
+    assert headings[0] == "Unreleased", "Keep a Changelog: the newest section first"
+    assert _meson_version(distribution) in headings
