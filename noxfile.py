@@ -105,7 +105,7 @@ def _install_wheels(session: nox.Session, pkgs: Sequence[str]) -> None:
     """Install the wheelhouse wheels of ``pkgs`` (non-editable) and their run dependencies."""
     if not pkgs:
         return
-    # Every rebuild keeps version 0.1.0, so pip would keep a stale copy: uninstall first.
+    # A rebuild usually keeps its version (meson.build's), so pip would keep a stale copy: uninstall first.
     dists = [wheelhouse.distribution(p) for p in pkgs]
     session.run("python", "-m", "pip", "uninstall", "-y", "-q", *dists, silent=True)
     wheels = [str(wheelhouse.wheel_path(p)) for p in pkgs]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 
 import pytest
@@ -28,7 +29,7 @@ def test_mori_ops_alias() -> None:
     import mori.ep
     import mori.ops
 
-    assert mori.ops.__version__ == mori.ep.__version__ == "0.1.0"
+    assert mori.ops.__version__ == mori.ep.__version__ == importlib.metadata.version("mori-ep")
 
 
 def test_mismatch_is_an_import_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,11 +16,12 @@ from types import ModuleType
 
 from mori import _logging
 from mori._subpackages import SUBPACKAGES, install_missing_wheel_hint, missing_wheel_error
+from mori._version import distribution_version
 
 # Wheels installed into separate directories (pip --target, PYTHONPATH layers) still join.
 __path__ = pkgutil.extend_path(__path__, __name__)
 
-__version__ = "0.1.0"
+__version__ = distribution_version("mori")
 
 _logging.configure()
 install_missing_wheel_hint()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 # mori.shmem first: it preloads its libmori_shmem.so with RTLD_GLOBAL so _C binds to that copy.
 import mori.shmem as _shmem
+from mori._version import distribution_version
 from mori.cco import _C
 from mori.cco.communicator import (
     AllocatedMemory,
@@ -46,7 +47,7 @@ from mori.cco.layout import (
 )
 from mori.cco.sdk import get_include, get_library_dir
 
-__version__ = "0.1.0"
+__version__ = distribution_version("mori-cco")
 
 __all__ = [
     "GDA_CONNECTION_CROSSNODE",

@@ -46,6 +46,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mori._provenance import provenance
+
 logger = logging.getLogger("mori.cco.bench")
 
 MODES = ("allreduce", "gemm-ar")
@@ -489,6 +491,7 @@ def _rank_main(rank: int, cfg: Config) -> None:
         sys.stdout.flush()
         path = Path(cfg.json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        report["provenance"] = provenance()
         path.write_text(json.dumps(report, indent=1) + "\n")
         logger.info("wrote %s", cfg.json_path)
         if not report["ok"]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 # Order matters: mori.shmem (sorted first) preloads its libmori_shmem.so with RTLD_GLOBAL, so
 # that _C's DT_NEEDED entry binds to that copy instead of any other one on the search path.
 import mori.shmem as _shmem
+from mori._version import distribution_version
 from mori.ep import _C
 from mori.ep._abi_check import check_abi, mapped_library_paths
 from mori.ep.config import (
@@ -39,7 +40,7 @@ from mori.ep.kernels import warmup_jit_kernels
 from mori.ep.op import EpDispatchCombineOp
 from mori.ep.routing import EpDispatchRoutingHandle
 
-__version__ = "0.1.0"
+__version__ = distribution_version("mori-ep")
 
 __all__ = [
     "EpConfigError",

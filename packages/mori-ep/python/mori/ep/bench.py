@@ -39,6 +39,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mori._provenance import provenance
 from mori.ep import bench_verify
 from mori.ep.workload import Workload
 from mori.shmem.proxy_hazards import NEEDED_ENV
@@ -724,6 +725,7 @@ def _write_report(
         "copy_ceiling_gbps": ceiling,
         "results": summaries,
         "raw": results,
+        "provenance": provenance(),
     }
     args.json.write_text(json.dumps(report, indent=1))
     logger.info("wrote %s", args.json)

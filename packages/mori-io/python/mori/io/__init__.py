@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from mori._version import distribution_version
 from mori.io._native import _C, set_log_level
 from mori.io.config import (
     FabricBackendConfig,
@@ -40,7 +41,7 @@ from mori.io.errors import (
 )
 from mori.io.session import IOEngineSession
 
-__version__ = "0.1.0"
+__version__ = distribution_version("mori-io")
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

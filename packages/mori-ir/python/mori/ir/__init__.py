@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from mori._version import distribution_version
 from mori.ir.bitcode import build_bitcode, find_bitcode, get_bitcode_path
 from mori.ir.errors import BitcodeBuildError, BitcodeNotFoundError, IrConfigError, IrError
 from mori.ir.functions import (
@@ -29,7 +30,7 @@ from mori.ir.functions import (
 
 logging.getLogger("mori.ir").addHandler(logging.NullHandler())
 
-__version__ = "0.1.0"
+__version__ = distribution_version("mori-ir")
 
 __all__ = [
     "DEVICE_FUNCTIONS",

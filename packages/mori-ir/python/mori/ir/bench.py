@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mori._provenance import provenance
 from mori.shmem import bench_gpu
 
 logger = logging.getLogger("mori.ir.bench")
@@ -368,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     per_pe = run_pes(pe_program, args.pes, sizes, args.pingpongs, extern_libs, timeout=args.timeout, env=env)
     text, document = report(per_pe, args.pingpongs, platform.node())
     sys.stdout.write(text + "\n")
+    document["provenance"] = provenance()
     args.json.write_text(json.dumps(document, indent=2) + "\n")
     logger.info("wrote %s", args.json)
     return 0

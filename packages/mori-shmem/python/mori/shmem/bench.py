@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mori._provenance import provenance
 from mori.shmem import api
 
 logger = logging.getLogger("mori.shmem.bench")
@@ -238,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": table,
         "latency_us_median": latency_us,
         "latency_us_p99": float(np.percentile(np.array(latencies), 99)) * 1e6,
+        "provenance": provenance(),
     }
     args.output.write_text(json.dumps(report, indent=2))
     logger.info("wrote %s", args.output)
@@ -263,6 +265,7 @@ def _main_cuda(args: argparse.Namespace) -> int:
     text, document = bench_gpu.report(per_pe, peer, args.pes, scopes)
     sys.stdout.write(text + "\n")
     document["host"] = platform.node()
+    document["provenance"] = provenance()
     args.output.write_text(json.dumps(document, indent=2))
     logger.info("wrote %s", args.output)
     return 0

@@ -17,6 +17,7 @@ import platform
 import statistics
 import sys
 
+from mori._provenance import provenance
 from mori.shmem.bench import DEFAULT_SCOPES, _sizes
 from mori.shmem.bench_remote import _remote_iterations, _socket_copy
 from mori.shmem.proxy_hazards import NEEDED_ENV
@@ -88,6 +89,7 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         "rows": rows,
         "latency_us": latency_us,
         "socket_latency_us": socket_us,
+        "provenance": provenance(),
     }
     args.output.write_text(json.dumps(document, indent=2))
     return 0

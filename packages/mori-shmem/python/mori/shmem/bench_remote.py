@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from mori._provenance import provenance
 from mori.shmem import api
 from mori.shmem.bench import _TARGET_BYTES_PER_SIZE, _pingpong, _progress, _sizes, _timed
 
@@ -287,6 +288,7 @@ def main_remote(args: argparse.Namespace) -> int:
         "latency_us_median": latency_us,
         "latency_us_p99": float(np.percentile(np.array(latencies), 99)) * 1e6,
         "socket_latency_us_median": socket_latency_us,
+        "provenance": provenance(),
     }
     args.output.write_text(json.dumps(report, indent=2))
     logger.info("wrote %s", args.output)

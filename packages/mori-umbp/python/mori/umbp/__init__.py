@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from mori._version import distribution_version
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import (
     CacheRemoteAdmission,
@@ -57,7 +58,7 @@ from mori.umbp.hostmem import UMBPHostBufferBacking, UMBPHostBufferHandle, UMBPH
 from mori.umbp.master.server import MasterServer, MasterServerConfig
 from mori.umbp.types import UMBPTierType
 
-__version__ = "0.1.0"
+__version__ = distribution_version("mori-umbp")
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

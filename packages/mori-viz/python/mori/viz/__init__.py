@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from mori._version import distribution_version
 from mori.viz._sdk import ENABLE_DEFINE, get_include, jit_defines, profiler_enabled
 from mori.viz.errors import (
     ConfigError,
@@ -35,7 +36,7 @@ from mori.viz.reader import Trace, WarpTrace, read_trace
 from mori.viz.slots import Slot, SlotTable
 from mori.viz.summary import SlotSummary, format_summary, summarize
 
-__version__ = "0.1.0"
+__version__ = distribution_version("mori-viz")
 
 logging.getLogger("mori.viz").addHandler(logging.NullHandler())
 

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mori._provenance import provenance
 from mori.io.bench.runner import Point
 
 
@@ -44,5 +45,6 @@ def write_json(path: Path, config: dict[str, Any], points: list[Point], notes: d
         "config": config,
         "notes": notes,
         "points": [asdict(p) for p in points],
+        "provenance": provenance(),
     }
     path.write_text(json.dumps(doc, indent=2) + "\n")

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mori._provenance import provenance
 from mori.umbp.bench.runner import Result
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ def summary(res: Result, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def write(out: dict[str, Any], res: Result, json_path: Path, png_path: Path | None) -> Path | None:
+    out["provenance"] = provenance()
     json_path.write_text(json.dumps(out, indent=2) + "\n")
     if png_path is None:
         return None
