@@ -8,6 +8,7 @@ protocol and the scatter combine only need that, so they run unchanged over eith
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from mori.ep.v2.errors import EpCommunicatorError
@@ -38,7 +39,7 @@ class Block:
             self.memory.free(self)
 
 
-class SymmetricMemory:
+class SymmetricMemory(abc.ABC):
     """The interface both sources implement."""
 
     backend: str  # "cpu" or "cuda"
@@ -52,20 +53,20 @@ class SymmetricMemory:
 
         return torch.device("cuda", self.cuda_device) if self.backend == "cuda" else torch.device("cpu")
 
-    def allocate(self, nbytes: int) -> Block:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def allocate(self, nbytes: int) -> Block: ...
 
-    def peer_ptr(self, block: Block, pe: int) -> int:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def peer_ptr(self, block: Block, pe: int) -> int: ...
 
-    def free(self, block: Block) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def free(self, block: Block) -> None: ...
 
-    def barrier(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def barrier(self) -> None: ...
 
-    def tensor(self, block: Block, pe: int) -> Any:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def tensor(self, block: Block, pe: int) -> Any: ...
 
 
 class ShmemMemory(SymmetricMemory):
