@@ -19,6 +19,16 @@ from mori.ep.v2 import EpDispatchCombineConfig, EpDispatchCombineOp, EpDispatchR
 from mori.shmem.testing import init_pe
 
 
+def small_config(**changes: object) -> EpDispatchCombineConfig:
+    """A small v2 config for tests that need no PEs: 2 PEs, hidden 256, 8 tokens, top-2 of 4 experts."""
+    fields: dict[str, object] = dict(
+        rank=0, world_size=2, hidden_dim=256, max_num_inp_token_per_rank=8, num_experts_per_rank=2,
+        num_experts_per_token=2,
+    )  # fmt: skip
+    fields.update(changes)
+    return EpDispatchCombineConfig(**fields)  # type: ignore[arg-type]
+
+
 def v2_config(w: wl.Workload, rank: int, **fields: Any) -> EpDispatchCombineConfig:
     dtype = getattr(torch, w.dtype)
     if dtype.is_floating_point and dtype.itemsize == 1:  # fp8 dispatch, bf16 combine

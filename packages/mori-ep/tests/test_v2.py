@@ -10,6 +10,7 @@ import ep_programs
 import ep_v2_programs
 import pytest
 import torch
+from ep_v2_programs import small_config
 
 from mori.ep import EpConfigError, EpUnsupportedError
 from mori.ep.routing import EpDispatchRoutingHandle as V1Handle
@@ -23,15 +24,6 @@ from mori.shmem.testing import run_pes
 BASE = Workload(world_size=2, max_tokens=16, hidden=64, topk=4, experts_per_rank=4, tokens=None)
 
 
-def _config(**changes: object) -> EpDispatchCombineConfig:
-    fields: dict[str, object] = dict(
-        rank=0, world_size=2, hidden_dim=256, max_num_inp_token_per_rank=8, num_experts_per_rank=2,
-        num_experts_per_token=2,
-    )  # fmt: skip
-    fields.update(changes)
-    return EpDispatchCombineConfig(**fields)  # type: ignore[arg-type]
-
-
 # ---- config (no PEs) ------------------------------------------------------------------------
 
 
@@ -43,7 +35,7 @@ def test_defaults_follow_mori() -> None:
     assert cfg.dispatch_block_num is cfg.combine_block_num is cfg.warp_num_per_block is None
     assert not cfg.enable_std_moe and not cfg.is_scatter and not cfg.is_asymmetric_dtype
     assert (cfg.token_nbytes, cfg.max_recv, cfg.effective_max_recv, cfg.dtype_str) == (14336, 32768, 32768, "bf16")
-    assert _config(max_total_recv_tokens=5).effective_max_recv == 6  # 2 x ceil(5 / 2)
+    assert small_config(max_total_recv_tokens=5).effective_max_recv == 6  # 2 x ceil(5 / 2)
 
 
 @pytest.mark.parametrize(
@@ -79,20 +71,20 @@ def test_defaults_follow_mori() -> None:
 )
 def test_config_fields_are_checked(changes: dict[str, object], expected: str) -> None:
     with pytest.raises(EpConfigError, match=re.escape(expected)):
-        _config(**changes)
+        small_config(**changes)
 
 
 def test_quant_forces_scatter_and_blocks_of_128() -> None:
-    cfg = _config(quant_type="fp8_blockwise")
+    cfg = small_config(quant_type="fp8_blockwise")
     assert cfg.is_scatter and cfg.combine_scale_dim == 2 and cfg.wire_elem_size == 1
     v1 = cfg.to_v1_config()
     # The fp8 formats run in v2's scatter combine; the v1 op only dispatches and gathers.
     assert v1.quant_type == "none" and v1.use_external_inp_buf
-    assert EpDispatchCombineOp.required_heap_bytes(cfg) > EpDispatchCombineOp.required_heap_bytes(_config())
+    assert EpDispatchCombineOp.required_heap_bytes(cfg) > EpDispatchCombineOp.required_heap_bytes(small_config())
 
 
 def test_asymmetric_dtypes_map_onto_one_v1_op() -> None:
-    cfg = _config(dispatch_data_type=torch.float8_e4m3fn, combine_data_type=torch.bfloat16, scale_dim=2,
+    cfg = small_config(dispatch_data_type=torch.float8_e4m3fn, combine_data_type=torch.bfloat16, scale_dim=2,
                   scale_type_size=4)  # fmt: skip
     assert cfg.dtype_str == "fp8_disp_bf16_comb" and cfg.token_nbytes == 256 and cfg.combine_token_nbytes == 512
     v1 = cfg.to_v1_config()
@@ -121,7 +113,7 @@ def test_unsupported_configs_fail_before_allocating(
         monkeypatch.delenv("MORI_V2_KERNEL_BACKEND", raising=False)
     else:
         monkeypatch.setenv("MORI_V2_KERNEL_BACKEND", env)
-    cfg = _config(**changes)
+    cfg = small_config(**changes)
     # No mori.shmem in this process: the capability gate must answer before the op touches it.
     with pytest.raises(EpUnsupportedError, match=re.escape(expected)):
         EpDispatchCombineOp(cfg)
@@ -129,24 +121,24 @@ def test_unsupported_configs_fail_before_allocating(
 
 def test_explicit_backend_beats_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MORI_V2_KERNEL_BACKEND", "hip")
-    assert unsupported(_config(kernel_backend="v1")) is None
+    assert unsupported(small_config(kernel_backend="v1")) is None
     assert EpDispatchCombineOp.available_backends() == ("v1",)
 
 
 def test_v1_config_is_refused() -> None:
-    v1 = _config().to_v1_config()
+    v1 = small_config().to_v1_config()
     with pytest.raises(EpConfigError, match=r"cfg must be a mori\.ep\.v2\.EpDispatchCombineConfig"):
         EpDispatchCombineOp(v1)  # type: ignore[arg-type]
 
 
 def test_geometry_defaults_pins_and_schedule() -> None:
-    assert for_tokens(_config(), 8) == Geometry()  # v1 chooses
-    assert for_tokens(_config(dispatch_block_num=32), 8) == Geometry(32, 16, 80, 4)
-    assert for_tokens(_config(combine_warp_num_per_block=8), 8) == Geometry(64, 16, 80, 8)
+    assert for_tokens(small_config(), 8) == Geometry()  # v1 chooses
+    assert for_tokens(small_config(dispatch_block_num=32), 8) == Geometry(32, 16, 80, 4)
+    assert for_tokens(small_config(combine_warp_num_per_block=8), 8) == Geometry(64, 16, 80, 8)
     schedule = ((2, 1, 2, 3, 4), (6, 5, 6, 7, 8), (None, 9, 10, 11, 12))
-    cfg = _config(schedule=schedule, dispatch_block_num=99)  # a schedule wins over pinned fields
+    cfg = small_config(schedule=schedule, dispatch_block_num=99)  # a schedule wins over pinned fields
     assert [for_tokens(cfg, n).dispatch_blocks for n in (0, 2, 3, 6, 7)] == [1, 1, 5, 5, 9]
-    assert for_tokens(_config(schedule=((4, 1, 2, 3, 4),)), 8) == Geometry(1, 2, 3, 4)
+    assert for_tokens(small_config(schedule=((4, 1, 2, 3, 4),)), 8) == Geometry(1, 2, 3, 4)
 
 
 def test_routing_encodings_round_trip() -> None:

@@ -11,8 +11,9 @@ import sys
 import ep_programs
 import ep_v2_comm_programs
 import pytest
+from ep_v2_programs import small_config
 
-from mori.ep.v2 import EpCommunicatorError, EpDispatchCombineConfig, EpDispatchCombineOp, EpPlansUnavailableError
+from mori.ep.v2 import EpCommunicatorError, EpDispatchCombineOp, EpPlansUnavailableError
 from mori.ep.workload import Workload
 from mori.shmem.testing import run_pes
 
@@ -21,15 +22,6 @@ BASE = Workload(world_size=2, max_tokens=16, hidden=64, topk=4, experts_per_rank
 
 def _workload(world_size: int) -> Workload:
     return ep_programs.replace(BASE, world_size=world_size, experts_per_rank=16 // world_size + 1)
-
-
-def _config(**changes: object) -> EpDispatchCombineConfig:
-    fields: dict[str, object] = dict(
-        rank=0, world_size=2, hidden_dim=256, max_num_inp_token_per_rank=8, num_experts_per_rank=2,
-        num_experts_per_token=2,
-    )  # fmt: skip
-    fields.update(changes)
-    return EpDispatchCombineConfig(**fields)  # type: ignore[arg-type]
 
 
 # ---- package layout (no PEs) ----------------------------------------------------------------
@@ -47,7 +39,7 @@ def test_package_has_moris_submodules() -> None:
                              "combine_warp_num_per_block", "schedule"}  # fmt: skip
     assert geometry["warp_num_per_block"] == 16 and geometry["combine_warp_num_per_block"] == 4
     assert geometry["schedule"] is None and geometry["dispatch_block_num"] == geometry["combine_block_num"] > 0
-    cfg = _config(**{k: v for k, v in tuning_configs.lookup(2, 256, 2, dtype="bf16").items()})
+    cfg = small_config(**{k: v for k, v in tuning_configs.lookup(2, 256, 2, dtype="bf16").items()})
     assert cfg.dispatch_block_num == geometry["dispatch_block_num"]
 
 
@@ -66,21 +58,21 @@ def test_ep_plans_raises_oserror_as_moris_does_without_its_library() -> None:
 def test_comm_without_mori_cco_names_the_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "mori.cco", None)  # as if mori-cco were not installed
     with pytest.raises(EpCommunicatorError, match=r"needs mori-cco \(pip install mori-cco\)"):
-        EpDispatchCombineOp(_config(), comm=object())
+        EpDispatchCombineOp(small_config(), comm=object())
 
 
 def test_comm_must_be_a_communicator() -> None:
     pytest.importorskip("mori.cco")
     with pytest.raises(EpCommunicatorError, match=r"comm must be a mori\.cco\.Communicator .*got builtins\.str"):
-        EpDispatchCombineOp(_config(), comm="tcp://127.0.0.1:1234")
+        EpDispatchCombineOp(small_config(), comm="tcp://127.0.0.1:1234")
 
 
 def test_scatter_needs_two_inboxes_of_ws_x_m_rows() -> None:
-    gather, scatter = _config(), _config(combine_mode="scatter")
+    gather, scatter = small_config(), small_config(combine_mode="scatter")
     extra = EpDispatchCombineOp.required_heap_bytes(scatter) - EpDispatchCombineOp.required_heap_bytes(gather)
     rows = 2 * 8  # world_size * max_num_inp_token_per_rank
     assert extra == 2 * (rows * 256 * 2 + 256)  # per inbox: bf16 rows, then f32 weights padded to 256 bytes
-    blockwise = _config(quant_type="fp8_blockwise")
+    blockwise = small_config(quant_type="fp8_blockwise")
     extra = EpDispatchCombineOp.required_heap_bytes(blockwise) - EpDispatchCombineOp.required_heap_bytes(gather)
     assert extra == 2 * (rows * 256 + 256 + 256)  # fp8 rows, weights, 2 f32 scales a row (each padded)
 
@@ -126,11 +118,11 @@ def test_inert_settings_are_noted_once_set(monkeypatch: pytest.MonkeyPatch) -> N
     from mori.ep.v2.compat import note_inert_settings
 
     monkeypatch.setenv("MORI_V2_EP_DISP_BLOCKS", "64")
-    note_inert_settings(_config(combine_warp_num_per_block=4), "cuda")  # gather on the GPU: it applies
+    note_inert_settings(small_config(combine_warp_num_per_block=4), "cuda")  # gather on the GPU: it applies
     assert "EpDispatchCombineConfig.combine_warp_num_per_block" not in noted_settings()
     assert "MORI_V2_EP_DISP_BLOCKS" in noted_settings()
-    note_inert_settings(_config(dispatch_block_num=32), "cpu")
-    note_inert_settings(_config(combine_mode="scatter", combine_block_num=16, warp_num_per_block=8), "cuda")
+    note_inert_settings(small_config(dispatch_block_num=32), "cpu")
+    note_inert_settings(small_config(combine_mode="scatter", combine_block_num=16, warp_num_per_block=8), "cuda")
     noted = noted_settings()
     assert {"EpDispatchCombineConfig.dispatch_block_num", "EpDispatchCombineConfig.combine_block_num"} <= noted
     assert "EpDispatchCombineConfig.warp_num_per_block" not in noted  # dispatch geometry applies to scatter ops
