@@ -93,4 +93,34 @@ void DeviceContext::launch_single(CUfunction f, void** params) const {
   check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "applying a remote atomic to the GPU heap");
 }
 
+CopyStream::CopyStream(const DeviceContext& context) : context_(context) {
+  context_.bind();
+  check(driver().cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate", "creating a copy stream");
+}
+
+CopyStream::~CopyStream() {
+  if (stream_ != nullptr) driver().cuStreamDestroy(stream_);
+}
+
+void CopyStream::copy_async(void* dst, const void* src, size_t bytes) const {
+  if (bytes == 0) return;
+  context_.bind();
+  const RelaxedCapture relaxed;
+  check(driver().cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream_),
+        "cuMemcpyAsync", "copying to or from the GPU heap");
+}
+
+void CopyStream::write_word_async(void* dst, uint64_t value) const {
+  context_.bind();
+  const RelaxedCapture relaxed;
+  check(driver().cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0), "cuStreamWriteValue64",
+        "writing a word of GPU memory");
+}
+
+void CopyStream::synchronize() const {
+  context_.bind();
+  const RelaxedCapture relaxed;
+  check(driver().cuStreamSynchronize(stream_), "cuStreamSynchronize", "waiting for a copy stream");
+}
+
 }  // namespace mori::shmem::cuda

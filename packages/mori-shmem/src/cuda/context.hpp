@@ -38,4 +38,25 @@ class DeviceContext {
   CUstream stream_ = nullptr;
 };
 
+// A non-blocking stream of its own, for work that must neither wait behind the PE's other copies
+// nor make them wait: a staging lane of the remote transport overlapping its copies with the
+// socket, the device proxy's completion words. Nothing here waits unless synchronize() is called.
+class CopyStream {
+ public:
+  explicit CopyStream(const DeviceContext& context);
+  ~CopyStream();
+  CopyStream(const CopyStream&) = delete;
+  CopyStream& operator=(const CopyStream&) = delete;
+
+  void copy_async(void* dst, const void* src, size_t bytes) const;
+  // The 8-byte-aligned device word at dst becomes value once the work before it on this stream is
+  // done (a front-end write: no SM needed).
+  void write_word_async(void* dst, uint64_t value) const;
+  void synchronize() const;
+
+ private:
+  const DeviceContext& context_;
+  CUstream stream_ = nullptr;
+};
+
 }  // namespace mori::shmem::cuda

@@ -17,6 +17,7 @@ import functools
 import logging
 import math
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,15 +108,20 @@ def pe_program(
     shmem.shmem_init_attr(shmem.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, nranks, uid)
     torch.cuda.set_device(shmem.shmem_cuda_device())
     state = shmem.shmem_device_state()
+    from mori.shmem.torch_tensors import mori_shmem_create_tensor
+
     largest = max(sizes)
-    dest = shmem.shmem_malloc(largest)
-    src = shmem.shmem_malloc(largest)
+    dest_t = mori_shmem_create_tensor([largest], torch.uint8)
+    src_t = mori_shmem_create_tensor([largest], torch.uint8)
+    dest, src = dest_t.data_ptr(), src_t.data_ptr()
+    src_t.copy_(_pattern(rank, largest, torch))
     signal = shmem.shmem_malloc(8)
     copy_src = torch.empty(largest, dtype=torch.uint8, device="cuda")
     copy_dst = torch.empty_like(copy_src)
     sm_count = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     stream = torch.cuda.current_stream()
     peer = (rank + 1) % nranks
+    peer_of_me = (rank - 1) % nranks  # whose puts land in this PE's dest
     rows: list[dict[str, Any]] = []
 
     timed = functools.partial(timed_launches, stream=stream)
@@ -130,9 +136,19 @@ def pe_program(
                     ctypes.c_uint64(geo.slice), ctypes.c_int32(geo.workers), ctypes.c_int32(peer),
                     ctypes.c_int32(per_launch)]  # fmt: skip
             launch = functools.partial(kernel.launch, geo.blocks, geo.threads, args, stream=stream)
+            dest_t.zero_()
             put_s = timed(launch, count) / per_launch
+            _verify(shmem, dest_t, size, peer_of_me, torch, f"{scope}-scope puts of {size} B")
             rows.append({"scope": scope, "size": size, "iterations": count, "reps": per_launch, "put_s": put_s,
-                         **geo.__dict__})  # fmt: skip
+                         "verified": True, **geo.__dict__})  # fmt: skip
+    if bytes_per_size:
+        for row in _host_puts(shmem, dest, src, sizes, peer, bytes_per_size):
+            dest_t.zero_()
+            shmem.shmem_barrier_all()
+            shmem.shmem_putmem(dest, src, row["size"], peer)
+            shmem.shmem_quiet()
+            _verify(shmem, dest_t, row["size"], peer_of_me, torch, f"host puts of {row['size']} B")
+            rows.append({**row, "verified": True})
     for size in sizes:
         a, b = copy_src[:size], copy_dst[:size]
         copy_s = timed(lambda a=a, b=b: b.copy_(a), iterations(size))
@@ -143,6 +159,43 @@ def pe_program(
     shmem.shmem_barrier_all()
     shmem.shmem_finalize()
     return {"rows": rows, "latency_s": latency_s, "sm_count": sm_count}
+
+
+def _pattern(rank: int, nbytes: int, torch: Any) -> Any:
+    """What PE ``rank`` puts: bytes that differ between PEs and along the buffer."""
+    return ((torch.arange(nbytes, device="cuda", dtype=torch.int64) * (2 * rank + 3) + rank) % 251).to(torch.uint8)
+
+
+def _verify(shmem: Any, dest: Any, size: int, writer: int, torch: Any, what: str) -> None:
+    """Every byte that ``writer`` put into ``dest`` arrived (after the writer's quiet: a barrier)."""
+    torch.cuda.synchronize()
+    shmem.shmem_barrier_all()
+    expected = _pattern(writer, size, torch)
+    wrong = int((dest[:size] != expected).sum().item())
+    if wrong:
+        raise RuntimeError(f"{what} from PE {writer}: {wrong} of {size} bytes did not arrive as sent")
+    shmem.shmem_barrier_all()
+
+
+def _host_puts(
+    shmem: Any, dest: int, src: int, sizes: list[int], peer: int, bytes_per_size: int
+) -> list[dict[str, Any]]:
+    """The same puts issued by the host (``shmem_putmem`` + ``shmem_quiet`` per put) through the
+    remote conduit: the device proxy's ceiling, since it drives the same conduit. Scope "conduit"."""
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        count = max(3, min(iterations(size), bytes_per_size // size))
+        shmem.shmem_putmem(dest, src, size, peer)  # warm-up: connections, staging lanes
+        shmem.shmem_quiet()
+        shmem.shmem_barrier_all()
+        start = time.perf_counter()
+        for _ in range(count):
+            shmem.shmem_putmem(dest, src, size, peer)
+            shmem.shmem_quiet()
+        rows.append(
+            {"scope": "conduit", "size": size, "iterations": count, "put_s": (time.perf_counter() - start) / count}
+        )
+    return rows
 
 
 #: Launches before each timed batch (first-launch costs, caches, clocks).

@@ -5,8 +5,10 @@
 "node": the same put kernels as the cuda benchmark (bench_gpu.pe_program) hand every put to the
 PE's device proxy, whose host thread moves it over the remote conduit (``--conduit``, tcp by
 default) and completes the kernel's quiet. Both PEs put at once; the table gives the mean per PE
-beside a plain loopback socket copy of the same sizes in one direction (bench_remote), and the
-8-byte put-with-signal ping-pong through both proxies beside a socket ping-pong.
+beside the same puts issued by the host through the conduit (the proxy's ceiling:
+``proxy_over_conduit``) and a plain loopback socket copy of the same sizes in one direction
+(bench_remote), and the 8-byte put-with-signal ping-pong through both proxies beside a socket
+ping-pong. ``sweep_s`` is the wall time of the PEs' whole run (every size, scope and ping-pong).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import platform
 import statistics
 import sys
+import time
 
 from mori._provenance import provenance
 from mori.shmem.bench import DEFAULT_SCOPES, _sizes
@@ -37,7 +40,7 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         raise SystemExit("--device-proxy measures 2 PEs; leave --pes at 2")
     if not shmem_cuda_available():
         raise SystemExit("--device-proxy needs a GPU: the device proxy serves kernels, and no CUDA device is visible")
-    sizes = _sizes(args.min_size or 4 << 10, args.max_size or 16 << 20)
+    sizes = _sizes(args.min_size or 4 << 10, args.max_size or 64 << 20)
     # Block scope unless asked: a thread-scope put of a large buffer becomes thousands of proxy
     # requests, which measures the ring rather than the transfer.
     scope_text = "block" if args.scopes == DEFAULT_SCOPES else args.scopes
@@ -52,34 +55,43 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         "MORI_SHMEM_REMOTE_STREAMS": str(STREAMS),
         **NEEDED_ENV,
     }
+    started = time.perf_counter()
     per_pe = run_pes(bench_gpu.pe_program, 2, sizes, scopes, pingpongs, BYTES_PER_SIZE, timeout=args.timeout, env=env)
+    sweep_s = time.perf_counter() - started
     ceiling = _socket_copy(sizes, STREAMS, pingpongs, args.repeats)
     socket_gbps = {
         size: size * _remote_iterations(size) / seconds / 1e9
         for size, seconds in zip(sizes, ceiling["seconds"], strict=True)
     }
     socket_us = statistics.median(ceiling["latency_s"]) * 1e6
+    summary = bench_gpu.summarize(per_pe)
+    conduit_gbps = {row["size_bytes"]: row["GBps"] / len(per_pe) for row in summary if row["scope"] == "conduit"}
     rows = []
     lines = [
         f"mori-shmem-bench --device-proxy: 2 PEs on one GPU, each a node of its own, {conduit} conduit on "
-        f"loopback ({STREAMS} streams); GB/s per PE (both put at once); ceiling = socket copy, one direction",
-        f"{'scope':>6} {'size':>10} {'proxy GB/s':>11} {'socket GB/s':>12} {'proxy/socket':>13} {'put us':>9}",
+        f"loopback ({STREAMS} streams); GB/s per PE (both put at once); conduit = the same puts from the "
+        "host; socket = a plain socket copy, one direction",
+        f"{'scope':>6} {'size':>10} {'proxy GB/s':>11} {'conduit GB/s':>13} {'proxy/conduit':>14} "
+        f"{'socket GB/s':>12} {'proxy/socket':>13} {'put us':>9}",
     ]
-    for row in bench_gpu.summarize(per_pe):
-        if row["scope"] == "copy":
+    for row in summary:
+        if row["scope"] in ("copy", "conduit"):
             continue
         per_pe_gbps = row["GBps"] / len(per_pe)
         sock = socket_gbps[row["size_bytes"]]
-        rows.append({**row, "per_pe_GBps": per_pe_gbps, "socket_GBps": sock})
+        host = conduit_gbps[row["size_bytes"]]
+        rows.append({**row, "per_pe_GBps": per_pe_gbps, "conduit_GBps": host, "proxy_over_conduit": per_pe_gbps / host,
+                     "socket_GBps": sock})  # fmt: skip
         lines.append(
-            f"{row['scope']:>6} {row['size_bytes']:>10} {per_pe_gbps:>11.2f} {sock:>12.2f} "
-            f"{per_pe_gbps / sock:>12.0%} {row['us']:>9.1f}"
+            f"{row['scope']:>6} {row['size_bytes']:>10} {per_pe_gbps:>11.2f} {host:>13.2f} {per_pe_gbps / host:>13.0%} "
+            f"{sock:>12.2f} {per_pe_gbps / sock:>12.0%} {row['us']:>9.1f}"
         )
     latency_us = per_pe[0]["latency_s"] * 1e6
     lines.append(
         f"8-byte put-with-signal latency, kernel to kernel through both proxies (half round trip): "
         f"{latency_us:.1f} us; socket ping-pong: {socket_us:.1f} us"
     )
+    lines.append(f"whole sweep (PEs' run, every size and the ping-pong): {sweep_s:.1f} s")
     sys.stdout.write("\n".join(lines) + "\n")
     document = {
         "benchmark": "mori-shmem-bench --device-proxy",
@@ -89,6 +101,7 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         "rows": rows,
         "latency_us": latency_us,
         "socket_latency_us": socket_us,
+        "sweep_s": sweep_s,
         "provenance": provenance(),
     }
     args.output.write_text(json.dumps(document, indent=2))

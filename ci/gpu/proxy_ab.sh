@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Same-run A/B of mori-shmem's device proxy on the GPU machine (docs/benchmarks/shmem.md):
+#   bash ci/gpu/proxy_ab.sh STAGE [BASE_SHMEM_DIR]
+# builds mori-shmem from this tree, or from $NEW_SHMEM_DIR when set ("new"), and, when BASE_SHMEM_DIR is given (a copy of an older
+# packages/mori-shmem), that one too ("base"), each into its own directory, then runs STAGE:
+#   check: test_device_proxy.py on new (under MPS), then mori-shmem-bench --device-proxy on new,
+#          4 KiB .. 64 MiB (the sweep), with the proxy's debug tally;
+#   ab:    1 .. 16 MiB on new, on new with kernels polling the ring in host memory
+#          (-DMORI_SHMEM_PROXY_HOST_COMPLETION), and on base;
+#   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
+#          without MPS (the sanitizer does not attach to MPS clients).
+# Output (logs, JSON) lands in $OUT (or ./proxy-ab). Needs .whl/ as ci/gpu/setup.sh does.
+set -uo pipefail
+stage=${1:?usage: proxy_ab.sh check|ab|sanitize [BASE_SHMEM_DIR]}
+base_dir=${2:-}
+out=${OUT:-proxy-ab}
+mkdir -p "$out"
+log="$out/proxy-$stage.log"
+step() { echo "== $* ($(date +%T))" | tee -a "$log"; }
+
+tools=/tmp/proxy-ab-tools
+if [ ! -d "$tools" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$tools" .whl/*.whl || exit 1
+fi
+export PYTHONPATH="$tools" PATH="$tools/bin:$PATH" PYTHONUNBUFFERED=1 CUDA_MODULE_LOADING=EAGER
+
+build() {  # build SOURCE_DIR NAME: the wheel into /tmp/proxy-ab-NAME (kept while the machine is warm)
+  local site=/tmp/proxy-ab-$2
+  [ -d "$site" ] && return 0
+  step "build $2 from $1"
+  rm -rf "/tmp/proxy-ab-wheel-$2"
+  python3 -m pip wheel -q --no-deps --no-build-isolation -w "/tmp/proxy-ab-wheel-$2" "$1" >>"$log" 2>&1 &&
+    python3 -m pip install -q --no-deps --no-compile --target "$site" "/tmp/proxy-ab-wheel-$2"/*.whl >>"$log" 2>&1
+}
+build packages/mori root || exit 1
+new_dir=${NEW_SHMEM_DIR:-packages/mori-shmem}
+build "$new_dir" new || exit 1
+[ -n "$base_dir" ] && { build "$base_dir" base || exit 1; }
+
+with() {  # with NAME CMD...: CMD with that build of mori-shmem first on the path
+  local site=/tmp/proxy-ab-$1
+  shift
+  PYTHONPATH="$site:/tmp/proxy-ab-root:$tools" PATH="$site/bin:$PATH" "$@"
+}
+
+mps_on() {
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d 2>/dev/null
+}
+mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; unset CUDA_MPS_PIPE_DIRECTORY; }
+
+bench() {  # bench NAME LABEL ARGS...
+  local name=$1 label=$2
+  shift 2
+  step "bench $label"
+  with "$name" timeout 150 mori-shmem-bench --device-proxy --output "$out/proxy-$label.json" "$@" \
+    >"$out/proxy-$label.out" 2>&1
+  echo "exit $?" >>"$out/proxy-$label.out"
+  grep -vE "^\[#|DEBUG|debug" "$out/proxy-$label.out" | tail -25 | tee -a "$log"
+  grep -E "device proxy carried out" "$out/proxy-$label.out" | tee -a "$log"
+}
+
+case $stage in
+  check)
+    mps_on
+    step test_device_proxy
+    with new timeout 180 python3 -m pytest -q -p no:cacheprovider "$new_dir"/tests/test_device_proxy.py 2>&1 |
+      tail -15 | tee -a "$log"
+    MORI_LOG_LEVEL=debug bench new new-sweep
+    mps_off
+    ;;
+  ab)
+    mps_on
+    bench new new --min-size 1M --max-size 16M
+    MORI_JIT_EXTRA_FLAGS=-DMORI_SHMEM_PROXY_HOST_COMPLETION bench new new-host-completion --min-size 1M --max-size 16M
+    [ -n "$base_dir" ] && bench base base --min-size 1M --max-size 16M
+    mps_off
+    ;;
+  sanitize)
+    mps_off
+    for tool in memcheck racecheck; do
+      step "compute-sanitizer $tool"
+      with new timeout 240 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+        python3 -m pytest -q -p no:cacheprovider "$new_dir"/tests/test_device_proxy.py -k "put_get and all-remote" \
+        >"$out/sanitize-$tool.out" 2>&1
+      echo "$tool exit $?" | tee -a "$log"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/sanitize-$tool.out" | tail -8 | tee -a "$log"
+    done
+    ;;
+esac
+step done
