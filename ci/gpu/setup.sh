@@ -17,9 +17,11 @@ rm -rf /tmp/mori-wheels "$_mori_site"
 # mori-shmem for its SDK at configure time. One target directory per package, because pip
 # --target replaces a top-level directory (`mori`) that is already there; the `mori` namespace
 # spans them all on PYTHONPATH.
-for pkg in ${MORI_GPU_PACKAGES:-shmem}; do
-  python3 -m pip wheel -q --no-deps --no-build-isolation -w /tmp/mori-wheels "$_mori_root/packages/mori-$pkg"
-  python3 -m pip install -q --no-deps --no-compile --target "$_mori_site/$pkg" /tmp/mori-wheels/mori_"$pkg"-*.whl
+# The root package `mori` (mori/__init__.py, shared helpers) comes first: every wheel needs it.
+for pkg in root ${MORI_GPU_PACKAGES:-shmem}; do
+  if [ "$pkg" = root ]; then src="$_mori_root/packages/mori" wheel=mori-*.whl; else src="$_mori_root/packages/mori-$pkg" wheel=mori_"$pkg"-*.whl; fi
+  python3 -m pip wheel -q --no-deps --no-build-isolation -w /tmp/mori-wheels "$src"
+  python3 -m pip install -q --no-deps --no-compile --target "$_mori_site/$pkg" /tmp/mori-wheels/$wheel
   export PYTHONPATH="$_mori_site/$pkg:$PYTHONPATH"
   export PATH="$_mori_site/$pkg/bin:$PATH"
 done
