@@ -12,8 +12,16 @@ namespace mori::shmem::remote {
 namespace {
 
 // A chunk: the copy of one overlaps the socket transfer of the next, so the first and last copies
-// are the only ones a transfer waits for. 4 MiB copies run near the link's rate; a lane is 8 MiB.
+// are the only ones a transfer waits for. A transfer is cut into about four chunks, from 256 KiB
+// (below, a copy's fixed cost outweighs the overlap) to 4 MiB (near the link's rate); a lane
+// holds two of the largest.
 constexpr size_t kChunkBytes = 4 << 20;
+constexpr size_t kMinChunkBytes = 256 << 10;
+
+size_t chunk_for(uint64_t nbytes) {
+  const uint64_t quarter = (nbytes / 4 + 4095) & ~uint64_t(4095);
+  return size_t(std::min<uint64_t>(kChunkBytes, std::max<uint64_t>(kMinChunkBytes, quarter)));
+}
 // Lanes in flight at once: a PE serving its peers' streams and putting on its own.
 constexpr size_t kMaxLanes = 8;
 
@@ -150,9 +158,10 @@ GpuRemoteIo::~GpuRemoteIo() {
 
 void GpuRemoteIo::receive_staged(StagingLane& lane, Socket& socket, uint64_t offset, uint64_t length,
                                  const Deadline& deadline, int* last) {
+  const size_t step = chunk_for(length);
   int half = 0;
   for (uint64_t done = 0; done < length; half ^= 1) {
-    const size_t chunk = std::min<uint64_t>(lane.half_bytes, length - done);
+    const size_t chunk = std::min<uint64_t>(step, length - done);
     lane.streams[half].synchronize();  // the copy out of this half, two chunks ago, is done
     socket.recv_all(lane.half(half), chunk, deadline, "a put's payload");
     lane.streams[half].copy_async(heap_ + offset + done, lane.half(half), chunk);
@@ -188,7 +197,7 @@ void GpuRemoteIo::receive_then_signal(Socket& socket, uint64_t offset, uint64_t 
 template <typename SendChunk>
 void GpuRemoteIo::send_staged(const uint8_t* local, size_t nbytes, SendChunk&& send_chunk) {
   auto lane = lanes_.take();
-  const size_t step = lane->half_bytes;
+  const size_t step = chunk_for(nbytes);
   lane->streams[0].copy_async(lane->half(0), local, std::min(step, nbytes));
   int half = 0;
   for (size_t done = 0; done < nbytes; half ^= 1) {
@@ -247,9 +256,10 @@ void GpuRemoteIo::put(Conduit& conduit, int pe, uint64_t offset, const void* loc
 void GpuRemoteIo::get(Conduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes) {
   auto lane = lanes_.take();
   uint8_t* dest = static_cast<uint8_t*>(local);
+  const size_t step = chunk_for(nbytes);
   int half = 0;
   for (size_t done = 0; done < nbytes; half ^= 1) {
-    const size_t chunk = std::min(lane->half_bytes, nbytes - done);
+    const size_t chunk = std::min(step, nbytes - done);
     lane->streams[half].synchronize();  // this half's copy out, two chunks ago, is done
     conduit.get(pe, offset + done, lane->half(half), chunk);
     lane->streams[half].copy_async(dest + done, lane->half(half), chunk);
@@ -272,10 +282,11 @@ void GpuRemoteIo::put_signal(Conduit& conduit, int pe, uint64_t offset, const vo
     put(conduit, pe, offset, local, last);
     conduit.quiet();
   }
-  send_staged(static_cast<const uint8_t*>(local) + last, nbytes - last,
-              [&](const uint8_t* staged, size_t, size_t chunk) {
-                conduit.put_signal(pe, offset + last, staged, chunk, signal_offset, signal, sig_op);
-              });
+  // The rest travels as one request (one stream, the signal applied after its bytes): staged whole.
+  auto lane = lanes_.take();
+  lane->streams[0].copy_async(lane->half(0), static_cast<const uint8_t*>(local) + last, nbytes - last);
+  lane->streams[0].synchronize();
+  conduit.put_signal(pe, offset + last, lane->half(0), nbytes - last, signal_offset, signal, sig_op);
 }
 
 }  // namespace mori::shmem::remote
