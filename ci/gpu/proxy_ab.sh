@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Same-run A/B of mori-shmem's device proxy on the GPU machine (docs/benchmarks/shmem.md):
-#   bash ci/gpu/proxy_ab.sh STAGE [BASE_SHMEM_DIR]
+#   bash ci/gpu/proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR]
 # builds mori-shmem from this tree, or from $NEW_SHMEM_DIR when set ("new"), and, when BASE_SHMEM_DIR is given (a copy of an older
 # packages/mori-shmem), that one too ("base"), each into its own directory, then runs STAGE:
 #   check: test_device_proxy.py on new (under MPS), then mori-shmem-bench --device-proxy on new,
 #          4 KiB .. 64 MiB (the sweep), with the proxy's debug tally;
 #   ab:    1 .. 16 MiB on new, on new with kernels polling the ring in host memory
 #          (-DMORI_SHMEM_PROXY_HOST_COMPLETION), and on base;
+#   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
+#          (2 x 2 PEs, $EP_TOKENS tokens, verified, beside a socket copy) and test_internode.py -k cuda;
 #   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
 #          without MPS (the sanitizer does not attach to MPS clients).
 # Output (logs, JSON) lands in $OUT (or ./proxy-ab). Needs .whl/ as ci/gpu/setup.sh does.
 set -uo pipefail
-stage=${1:?usage: proxy_ab.sh check|ab|sanitize [BASE_SHMEM_DIR]}
+stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in check, ab, ep, sanitize}
 base_dir=${2:-}
 out=${OUT:-proxy-ab}
 mkdir -p "$out"
-log="$out/proxy-$stage.log"
+log="$out/proxy-ab.log"
 step() { echo "== $* ($(date +%T))" | tee -a "$log"; }
 
 tools=/tmp/proxy-ab-tools
@@ -38,10 +40,11 @@ new_dir=${NEW_SHMEM_DIR:-packages/mori-shmem}
 build "$new_dir" new || exit 1
 [ -n "$base_dir" ] && { build "$base_dir" base || exit 1; }
 
-with() {  # with NAME CMD...: CMD with that build of mori-shmem first on the path
+with() {  # with NAME CMD...: CMD with that build of mori-shmem (and viz, ep once built) first on the path
   local site=/tmp/proxy-ab-$1
   shift
-  PYTHONPATH="$site:/tmp/proxy-ab-root:$tools" PATH="$site/bin:$PATH" "$@"
+  PYTHONPATH="$site:/tmp/proxy-ab-viz:/tmp/proxy-ab-ep:/tmp/proxy-ab-root:$tools" \
+    PATH="$site/bin:/tmp/proxy-ab-ep/bin:$PATH" "$@"
 }
 
 mps_on() {
@@ -62,6 +65,7 @@ bench() {  # bench NAME LABEL ARGS...
   grep -E "device proxy carried out" "$out/proxy-$label.out" | tee -a "$log"
 }
 
+for stage in ${stages//,/ }; do
 case $stage in
   check)
     mps_on
@@ -78,6 +82,23 @@ case $stage in
     [ -n "$base_dir" ] && bench base base --min-size 1M --max-size 16M
     mps_off
     ;;
+  ep)
+    # mori-ep compiles against the installed mori-shmem's SDK: built with the new one on the path.
+    with new build packages/mori-viz viz || exit 1
+    with new build packages/mori-ep ep || exit 1
+    mps_on
+    for type in ${EP_TYPES:-InterNodeV1 InterNodeV1LL InterNode AsyncLL}; do
+      step "mori-ep-bench $type 2x2"
+      with new timeout "${EP_BENCH_TIMEOUT:-100}" mori-ep-bench --world-size 4 --max-tokens ${EP_TOKENS:-128 4096} \
+        --iterations 10 --kernel-type "$type" --json "$out/ep-$type.json" >"$out/ep-$type.out" 2>&1
+      echo "exit $?" >>"$out/ep-$type.out"
+      grep -vE "^\[#" "$out/ep-$type.out" | tail -12 | tee -a "$log"
+    done
+    step "test_internode -k cuda"
+    with new timeout "${EP_TEST_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider packages/mori-ep/tests/test_internode.py \
+      -k cuda -x 2>&1 | tail -8 | tee -a "$log"
+    mps_off
+    ;;
   sanitize)
     mps_off
     for tool in memcheck racecheck; do
@@ -89,5 +110,7 @@ case $stage in
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/sanitize-$tool.out" | tail -8 | tee -a "$log"
     done
     ;;
+  *) echo "unknown stage $stage" | tee -a "$log" ;;
 esac
+done
 step done
