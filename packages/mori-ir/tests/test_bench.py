@@ -19,7 +19,7 @@ import pytest
 
 import mori.shmem
 from mori.ir import bench
-from mori.shmem import bench_gpu
+from mori.shmem.bench import gpu as bench_gpu
 
 MIB = 1 << 20
 

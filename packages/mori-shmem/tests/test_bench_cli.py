@@ -46,7 +46,7 @@ def test_geometry_covers_every_byte_once(scope, size):
     """Each scope's split of a message: slices cover it exactly (whole 16-byte vectors but the last),
     none empty or over the scope's largest slice; block scope has a block per slice, the smaller
     scopes a grid of at most BLOCKS_PER_SM blocks per SM that takes the rest grid-stride."""
-    from mori.shmem import bench_gpu
+    from mori.shmem.bench import gpu as bench_gpu
 
     sms = 132
     geo = bench_gpu.geometry(scope, size, sms)

@@ -436,8 +436,15 @@ def test_load_module_without_gpu_raises_cuda_unavailable(nvcc):
 
 
 def test_shmem_kernels_spec_points_at_the_installed_sources():
-    specs = {spec.name: spec for spec in registry.shmem_kernels()}
+    from mori.shmem.bench import gpu as bench_gpu
+
+    library = registry.shmem_kernels()
+    assert [spec.name for spec in library] == ["shmem_kernels"]  # the library alone: no benchmark
+    specs = {spec.name: spec for spec in [*library, *bench_gpu.jit_kernels()]}
     assert set(specs) == {"shmem_kernels", "bench_kernels_thread", "bench_kernels_warp", "bench_kernels_block"}
+    discovered, problems = registry.discover()
+    assert problems == []
+    assert set(specs) <= {kernel.spec.name for kernel in discovered}  # both entry points are registered
     assert specs["shmem_kernels"].source == jit.source_dir() / "shmem_kernels.cu"
     assert [specs[f"bench_kernels_{s}"].defines["MORI_BENCH_SCOPE"] for s in ("thread", "warp", "block")] == [0, 1, 2]
     assert all(spec.source.is_file() for spec in specs.values())

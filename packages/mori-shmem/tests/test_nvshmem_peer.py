@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mori.shmem.peers import nvshmem
+from mori.shmem.bench import nvshmem
 
 
 def _script(tmp_path: Path, name: str, body: str) -> Path:
@@ -36,7 +36,7 @@ def _alive(pid: int) -> bool:
 def test_module_imports_no_torch_or_cuda_bindings():
     # Whatever mori.shmem itself imports, importing the peer module adds no torch or CUDA bindings.
     code = (
-        "import sys; import mori.shmem; before = set(sys.modules); import mori.shmem.peers.nvshmem; "
+        "import sys; import mori.shmem; before = set(sys.modules); import mori.shmem.bench.nvshmem; "
         "new = set(sys.modules) - before; "
         "bad = sorted(m for m in new if m.split('.')[0] in ('torch', 'cuda', 'cupy', 'triton')); "
         "print(bad); sys.exit(1 if bad else 0)"

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from mori._provenance import provenance
-from mori.shmem import bench_gpu
+from mori.shmem.bench import gpu as bench_gpu
 
 logger = logging.getLogger("mori.ir.bench")
 

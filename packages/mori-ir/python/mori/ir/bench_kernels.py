@@ -7,7 +7,7 @@
   ``[w * slice_bytes, +slice_bytes)`` of ``src`` into PE ``pe``'s ``dest`` with
   ``putmem_nbi_block`` (every thread of the program takes part) and completes it with
   ``quiet_thread`` on every thread, ``reps`` times. Launch it with the grid and the 512 threads
-  (``num_warps=16``) of ``mori.shmem.bench_gpu.geometry("block", ...)``.
+  (``num_warps=16``) of ``mori.shmem.bench.gpu.geometry("block", ...)``.
 - :func:`pingpong_kernel` is ``mori_bench_pingpong``: thread 0 of one program on each of two PEs
   runs ``rounds`` round trips of an ``nbytes`` put-with-signal (``SIGNAL_SET`` of the round
   number); the initiator puts and then waits for the reply, the responder waits and then replies.

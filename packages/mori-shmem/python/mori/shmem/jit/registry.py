@@ -145,10 +145,9 @@ def precompile(
 
 def shmem_kernels() -> list[KernelSpec]:
     """mori-shmem's own kernels (entry point ``mori-shmem`` of ``mori.jit_kernels``): the library's
-    (barrier on a stream, host-launched atomics) and the benchmark's, one variant per scope."""
-    from mori.shmem import bench_gpu
-
-    return [library_kernels(), *(bench_gpu.kernel_spec(scope) for scope in bench_gpu.SCOPES)]
+    (barrier on a stream, host-launched atomics). The benchmark registers its own
+    (``mori-shmem-bench``, mori.shmem.bench.gpu.jit_kernels)."""
+    return [library_kernels()]
 
 
 def library_kernels() -> KernelSpec:

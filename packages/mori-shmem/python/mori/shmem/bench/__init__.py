@@ -6,9 +6,9 @@ all PEs, reported beside a memcpy ceiling measured in the same run (numpy copyin
 sizes within one process). Latency is half the round trip of an 8-byte put-with-signal ping-pong
 between PE 0 and PE 1.
 
-``--remote`` measures the remote transport instead (bench_remote.py): 2 PEs on the cpu backend
+``--remote`` measures the remote transport instead (bench/remote.py): 2 PEs on the cpu backend
 with ``MORI_DISABLE_P2P=1`` and the conduit ``--conduit`` names, beside a plain TCP socket copy.
-``--device-proxy`` (bench_proxy.py) measures kernels reaching a PE of another node through the
+``--device-proxy`` (bench/proxy.py) measures kernels reaching a PE of another node through the
 device proxy, on the GPU.
 Through nox, arguments go after ``--``::
 
@@ -188,11 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--pes={args.pes}: the benchmark needs at least 2 PEs")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.remote:
-        from mori.shmem.bench_remote import main_remote
+        from mori.shmem.bench.remote import main_remote
 
         return main_remote(args)
     if args.device_proxy:
-        from mori.shmem.bench_proxy import main_device_proxy
+        from mori.shmem.bench.proxy import main_device_proxy
 
         return main_device_proxy(args)
     if args.min_size is None:
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main_cuda(args: argparse.Namespace) -> int:
-    from mori.shmem import bench_gpu
+    from mori.shmem.bench import gpu as bench_gpu
     from mori.shmem.settings import setting
     from mori.shmem.testing import run_pes
 

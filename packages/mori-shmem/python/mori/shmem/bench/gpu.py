@@ -92,6 +92,12 @@ def kernel_spec(scope: str) -> Any:
     )
 
 
+def jit_kernels() -> list[Any]:
+    """The benchmark's kernels, one variant per scope (entry point ``mori-shmem-bench`` of
+    ``mori.jit_kernels``, for ``mori-jit precompile``)."""
+    return [kernel_spec(scope) for scope in SCOPES]
+
+
 def _load(scope: str) -> Any:
     return kernel_spec(scope).load()
 
@@ -257,7 +263,7 @@ def nvshmem_peer(nranks: int, sizes: list[int], scopes: list[str], pingpongs: in
     """The same measurements with NVSHMEM, split the same way; {"error": reason} when it cannot run."""
     from pathlib import Path
 
-    from mori.shmem.peers import nvshmem
+    from mori.shmem.bench import nvshmem
 
     install, reason = nvshmem.locate_nvshmem()
     if install is None:

@@ -22,7 +22,7 @@ import time
 
 from mori._provenance import provenance
 from mori.shmem.bench import DEFAULT_SCOPES, _sizes
-from mori.shmem.bench_remote import _remote_iterations, _socket_copy
+from mori.shmem.bench.remote import _remote_iterations, _socket_copy
 from mori.shmem.proxy_hazards import NEEDED_ENV
 
 STREAMS = 2
@@ -32,7 +32,7 @@ BYTES_PER_SIZE = 256 << 20
 
 
 def main_device_proxy(args: argparse.Namespace) -> int:
-    from mori.shmem import bench_gpu
+    from mori.shmem.bench import gpu as bench_gpu
     from mori.shmem.device import shmem_cuda_available
     from mori.shmem.testing import run_pes
 

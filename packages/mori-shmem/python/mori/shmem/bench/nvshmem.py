@@ -45,7 +45,7 @@ from typing import IO, Any
 
 from mori.shmem.errors import MoriShmemError
 
-_log = logging.getLogger("mori.shmem.peers.nvshmem")
+_log = logging.getLogger("mori.shmem.bench.nvshmem")
 
 # Wheels that carry NVSHMEM, most wanted first.
 DISTRIBUTIONS = ("nvidia-nvshmem-cu13", "nvidia-nvshmem-cu12")
