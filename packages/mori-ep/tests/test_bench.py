@@ -44,6 +44,12 @@ def test_every_kernel_type_is_verified(tmp_path: Path, kernel_type: str, world_s
         assert case["combine_tolerance"]["rtol"] == 0.0
     for pe in report["raw"]:
         assert all(entry["verification"]["ok"] for entry in pe["cases"])
+    if kernel_type in bench._INTER_NODE:  # network rows stand beside a socket copy of their bytes
+        for case in report["results"]:
+            for phase in ("dispatch", "combine"):
+                row = case[phase]
+                assert row["network_bytes_per_pe"] > 0 and row["socket_gbps"] > 0
+                assert row["network_over_socket"] == pytest.approx(row["network_gbps"] / row["socket_gbps"])
 
 
 def test_an_fp8_combine_format_is_verified(tmp_path: Path) -> None:

@@ -408,12 +408,39 @@ def summarize(w: Workload, per_rank: list[dict[str, Any]], ceiling_gbps: float |
             rows[phase]["network_gbps"] = statistics.fmean(
                 r["network_records"] * r[wire] / t / 1e9 for r, t in zip(per_rank, medians, strict=True)
             )
+            rows[phase]["network_bytes_per_pe"] = statistics.fmean(r["network_records"] * r[wire] for r in per_rank)
     rows["total_recv"] = [r["total_recv"] for r in per_rank]
     checks = [r["verification"] for r in per_rank]
     rows["verified"] = all(c is not None and c["ok"] for c in checks)
     rows["combine_tolerance"] = checks[0]["tolerance"] if checks[0] is not None else None
     rows["verify_s"] = max((c["seconds"] for c in checks if c is not None), default=0.0)
     return rows
+
+
+#: Loopback connections of the socket copy that the inter-node rows are set against: the tcp
+#: conduit's default streams per remote PE.
+SOCKET_STREAMS = 2
+
+
+def add_socket_ceiling(summaries: list[dict[str, Any]]) -> None:
+    """For each inter-node row: a plain loopback socket copy (SOCKET_STREAMS connections, one
+    direction, another process) of the bytes one PE puts on the network in that call, measured now;
+    ``socket_gbps`` and ``network_over_socket`` (the network GB/s per PE over it)."""
+    from mori.shmem.bench.remote import _remote_iterations, _socket_copy
+
+    sizes = sorted(
+        {max(1, round(s[phase]["network_bytes_per_pe"])) for s in summaries for phase in ("dispatch", "combine")}
+    )
+    copied = _socket_copy(sizes, SOCKET_STREAMS, pingpongs=1, repeats=3)
+    gbps = {
+        size: size * _remote_iterations(size) / seconds / 1e9
+        for size, seconds in zip(sizes, copied["seconds"], strict=True)
+    }
+    for s in summaries:
+        for phase in ("dispatch", "combine"):
+            row = s[phase]
+            row["socket_gbps"] = gbps[max(1, round(row["network_bytes_per_pe"]))]
+            row["network_over_socket"] = row["network_gbps"] / row["socket_gbps"]
 
 
 def _verification_line(summaries: list[dict[str, Any]], verify: bool, failures: list[str]) -> str:
@@ -436,7 +463,7 @@ def _table(summaries: list[dict[str, Any]], ceiling: float | None, verification:
         f"{'phys GB/s':>10} {'% ceiling':>10}"
     )
     if network:
-        header += f" {'RDMA algo GB/s':>15} {'net GB/s/PE':>12}"
+        header += f" {'RDMA algo GB/s':>15} {'net GB/s/PE':>12} {'socket GB/s':>12} {'net/socket':>11}"
     lines = [header, "-" * len(header)]
     for s in summaries:
         for phase in ("dispatch", "combine"):
@@ -449,6 +476,8 @@ def _table(summaries: list[dict[str, Any]], ceiling: float | None, verification:
             )
             if network:
                 line += f" {p['rdma_algo_bw_gbps']:>15.2f} {p['network_gbps']:>12.2f}"
+                if "socket_gbps" in p:
+                    line += f" {p['socket_gbps']:>12.2f} {p['network_over_socket']:>10.0%}"
             lines.append(line)
     if ceiling:
         lines.append(f"copy ceiling (one PE, torch copy_ of 1 GiB, read + written): {ceiling:.0f} GB/s")
@@ -681,6 +710,8 @@ def main(argv: list[str] | None = None) -> int:
         for entry in r["cases"]
         if entry["verification"] is not None and not entry["verification"]["ok"]
     ]  # fmt: skip
+    if inter_node:
+        add_socket_ceiling(summaries)
     sys.stdout.write(_table(summaries, ceiling, _verification_line(summaries, options["verify"], failures)) + "\n")
     verification = {
         "checked": list(bench_verify.CHECKED) if options["verify"] else [],
