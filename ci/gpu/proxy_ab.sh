@@ -54,9 +54,11 @@ mps_on() {
 }
 mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; unset CUDA_MPS_PIPE_DIRECTORY; }
 
-bench() {  # bench NAME LABEL ARGS...
+bench() {  # bench NAME LABEL ARGS...: under a fresh MPS daemon (a PE that died can leave one refusing clients)
   local name=$1 label=$2
   shift 2
+  mps_off
+  mps_on
   step "bench $label"
   with "$name" timeout 150 mori-shmem-bench --device-proxy --output "$out/proxy-$label.json" "$@" \
     >"$out/proxy-$label.out" 2>&1
@@ -68,15 +70,15 @@ bench() {  # bench NAME LABEL ARGS...
 for stage in ${stages//,/ }; do
 case $stage in
   check)
+    MORI_LOG_LEVEL=debug bench new new-sweep
+    mps_off
     mps_on
     step test_device_proxy
     with new timeout 180 python3 -m pytest -q -p no:cacheprovider "$new_dir"/tests/test_device_proxy.py 2>&1 |
       tail -15 | tee -a "$log"
-    MORI_LOG_LEVEL=debug bench new new-sweep
     mps_off
     ;;
   ab)
-    mps_on
     bench new new --min-size 1M --max-size 16M
     MORI_JIT_EXTRA_FLAGS=-DMORI_SHMEM_PROXY_HOST_COMPLETION bench new new-host-completion --min-size 1M --max-size 16M
     [ -n "$base_dir" ] && bench base base --min-size 1M --max-size 16M

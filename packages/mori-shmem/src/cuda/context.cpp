@@ -6,26 +6,6 @@
 
 namespace mori::shmem::cuda {
 
-namespace {
-
-// While any thread captures a CUDA graph in the default (global) mode, CUDA refuses "unsafe" calls
-// such as cuStreamSynchronize from every other thread in global mode, and the refusal invalidates
-// that capture. The work below runs on the PE's private stream, never part of a graph, and mostly
-// on mori's own threads (remote transport, device proxy) while the application may be capturing
-// (a CUDA graph of EP dispatch, for one), so it relaxes the calling thread for its duration.
-class RelaxedCapture {
- public:
-  RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
-  ~RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
-  RelaxedCapture(const RelaxedCapture&) = delete;
-  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
-
- private:
-  int previous_ = kStreamCaptureModeRelaxed;
-};
-
-}  // namespace
-
 DeviceContext::DeviceContext(int requested, int rank) {
   const Driver& d = driver();
   int count = 0;
@@ -95,6 +75,7 @@ void DeviceContext::launch_single(CUfunction f, void** params) const {
 
 CopyStream::CopyStream(const DeviceContext& context) : context_(context) {
   context_.bind();
+  const RelaxedCapture relaxed;
   check(driver().cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate", "creating a copy stream");
 }
 

@@ -8,6 +8,23 @@
 
 namespace mori::shmem::cuda {
 
+// While any thread captures a CUDA graph in the default (global) mode, CUDA refuses "unsafe" calls
+// (cuStreamSynchronize, cuMemHostAlloc, ...) from every other thread in global mode, and the
+// refusal invalidates that capture. mori's own work runs on its private streams, never part of a
+// graph, and mostly on its own threads (remote transport, device proxy) while the application may
+// be capturing (a CUDA graph of EP dispatch, for one), so it relaxes the calling thread for the
+// duration of each such call.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
+  ~RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  int previous_ = kStreamCaptureModeRelaxed;
+};
+
 class DeviceContext {
  public:
   // Picks the device: `requested` >= 0 (MORI_SHMEM_DEVICE), else the device of the context

@@ -71,6 +71,15 @@ DeviceProxy::~DeviceProxy() {
 }
 
 void DeviceProxy::run() {
+  try {
+    serve();
+  } catch (const std::exception& e) {
+    // Kernels waiting on this proxy end in the device timeout, which the host reports.
+    log::emit(log::Level::Error, "PE ", rank_, ": device proxy stopped: ", e.what());
+  }
+}
+
+void DeviceProxy::serve() {
   context_.bind();
   uint64_t head = 0;
   uint64_t idle = 0;

@@ -50,6 +50,7 @@ class DeviceProxy {
   };
 
   void run();
+  void serve();
   void take_batch(uint64_t first);
   void carry_out_batch();
   void flush_puts();

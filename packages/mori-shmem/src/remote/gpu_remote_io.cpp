@@ -22,8 +22,10 @@ size_t chunk_for(uint64_t nbytes) {
   const uint64_t quarter = (nbytes / 4 + 4095) & ~uint64_t(4095);
   return size_t(std::min<uint64_t>(kChunkBytes, std::max<uint64_t>(kMinChunkBytes, quarter)));
 }
-// Lanes in flight at once: a PE serving its peers' streams and putting on its own.
+// Lanes in flight at once: a PE serving its peers' streams and putting on its own. The first two
+// are made at init: a PE's own transfers and one peer's then never allocate.
 constexpr size_t kMaxLanes = 8;
+constexpr size_t kInitialLanes = 2;
 
 // mori_shmem_amo_b32 / _b64(addr, op, value, compare, out): *out = the old value of the word at
 // addr after applying op (0 load, 1 store, 2 add, 3 and, 4 or, 5 xor, 6 exchange, 7 compare-and-
@@ -83,6 +85,7 @@ int kernel_op(int amo, uint64_t* value) {
 PinnedBuffer::PinnedBuffer(const cuda::DeviceContext& context, size_t bytes) : size_(bytes) {
   const cuda::Driver& d = cuda::driver();
   context.bind();
+  const cuda::RelaxedCapture relaxed;  // lanes are made on first need, which may fall in a capture
   void* host = nullptr;
   cuda::check(d.cuMemHostAlloc(&host, bytes, cuda::kMemHostAllocPortable | cuda::kMemHostAllocDeviceMap),
               "cuMemHostAlloc", "allocating pinned staging memory for the remote transport");
@@ -105,8 +108,14 @@ StagingLane::StagingLane(const cuda::DeviceContext& context, size_t half)
       buffer(context, 2 * half),
       streams{cuda::CopyStream(context), cuda::CopyStream(context)} {}
 
-StagingLanes::StagingLanes(const cuda::DeviceContext& context, size_t half_bytes, size_t max_lanes)
-    : context_(context), half_bytes_(half_bytes), max_lanes_(max_lanes) {}
+StagingLanes::StagingLanes(const cuda::DeviceContext& context, size_t half_bytes, size_t max_lanes,
+                           size_t initial_lanes)
+    : context_(context), half_bytes_(half_bytes), max_lanes_(max_lanes) {
+  for (size_t i = 0; i < initial_lanes; ++i) {
+    all_.push_back(std::make_unique<StagingLane>(context_, half_bytes_));
+    idle_.push_back(all_.back().get());
+  }
+}
 
 StagingLanes::Lease StagingLanes::take() {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -137,7 +146,7 @@ GpuRemoteIo::GpuRemoteIo(const cuda::DeviceContext& context, uint8_t* heap_base,
     : context_(context),
       heap_(heap_base),
       heap_size_(heap_size),
-      lanes_(context, kChunkBytes, kMaxLanes),
+      lanes_(context, kChunkBytes, kMaxLanes, kInitialLanes),
       answer_(context, 64) {
   const std::string ptx = ".version 7.0\n.target sm_70\n.address_size 64\n" + amo_kernel(32) + amo_kernel(64);
   const cuda::Driver& d = cuda::driver();

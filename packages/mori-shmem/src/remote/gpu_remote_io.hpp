@@ -51,7 +51,7 @@ struct StagingLane {
 // Lanes made on first need, up to a bound, and lent one per transfer.
 class StagingLanes {
  public:
-  StagingLanes(const cuda::DeviceContext& context, size_t half_bytes, size_t max_lanes);
+  StagingLanes(const cuda::DeviceContext& context, size_t half_bytes, size_t max_lanes, size_t initial_lanes);
   class Lease {
    public:
     Lease(StagingLanes& owner, StagingLane* lane) : owner_(owner), lane_(lane) {}
