@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import sys
 from pathlib import Path
 
-from mori.umbp.bench import report, runner, trace
+from mori._provenance import provenance
+from mori.umbp.bench import ops, report, runner, trace
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import (
     UMBPConfig,
@@ -52,8 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", choices=("dram", "hbm"), default="dram", help="hbm: peers own HBM, the client CUDA")
     p.add_argument("--out", type=Path, default=Path("umbp-bench.json"))
     p.add_argument("--png", type=Path, default=None, help="also draw latency CDFs and hit rate here")
+    p.add_argument("--mode", choices=("trace", "ops"), default="trace", help="ops: put/get cost matrix (see ops.py)")
+    p.add_argument("--blocks", default="16384,262144,2097152", help="ops: block sizes in bytes, comma-separated")
+    p.add_argument("--apis", default="single,batch", help="ops: single and/or batch")
+    p.add_argument("--threads", default="1,4", help="ops: client thread counts, comma-separated")
+    p.add_argument("--batch", type=int, default=16, help="ops: keys per batch call")
+    p.add_argument("--bytes-per-case", type=int, default=32 << 20, help="ops: bytes put per case (then got)")
+    p.add_argument("--max-keys", type=int, default=2000, help="ops: at most this many keys per case")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.mode == "ops":
+        return _main_ops(args)
     reqs = (trace.load(args.trace) if args.trace else
             trace.synthetic(args.requests, args.sessions, args.blocks_per_turn, args.seed))  # fmt: skip
     page = min(args.block_bytes, 2 << 20)
@@ -83,6 +94,55 @@ def main(argv: list[str] | None = None) -> int:
         f"json={args.out}{f' png={png}' if png else ''}\n"
     )
     return 0 if out["corrupt_blocks"] == 0 else 1
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SystemExit(f"mori-umbp-bench: {name}={text!r} must be comma-separated integers") from None
+    if not values or min(values) <= 0:
+        raise SystemExit(f"mori-umbp-bench: {name}={text!r} must list positive integers")
+    return values
+
+
+def _main_ops(args: argparse.Namespace) -> int:
+    apis = [a for a in args.apis.split(",") if a]
+    if not apis or set(apis) - {"single", "batch"}:
+        raise SystemExit(f"mori-umbp-bench: --apis={args.apis!r} must list single and/or batch")
+    blocks, threads = _ints(args.blocks, "--blocks"), _ints(args.threads, "--threads")
+    staging = max(max(blocks), 4 << 20)
+    page = min(max(blocks), 2 << 20)
+    out = ops.run(
+        blocks,
+        apis,
+        threads,
+        args.batch,
+        args.bytes_per_case,
+        args.max_keys,
+        args.peers,
+        args.peer_capacity,
+        lambda master: _client(master, "bench-client", 0, page, staging),
+    )
+    out["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    out["provenance"] = provenance()
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    for c in out["cases"]:
+        sys.stdout.write(
+            f"{c['block_bytes']:>8} {c['api']:>6} t={c['threads']} {c['op']}: {c['ops_per_s']:9.0f} ops/s "
+            f"{c['GB_per_s']:6.3f} GB/s p50={c['p50_ms']:.3f} ms p99={c['p99_ms']:.3f} ms "
+            f"cpu={c['cpu_client_us_per_key']:.0f}+{c['cpu_pool_us_per_key']:.0f} us/key "
+            f"failed={c['failed']} corrupt={c['corrupt']}\n"
+        )
+    for c in out["ceiling"]:
+        w, r = c["write"], c["read"]
+        sys.stdout.write(
+            f"ceiling {c['block_bytes']:>8} x{c['blocks_per_call']}: write p50={w['p50_ms']:.3f} ms "
+            f"{w['GB_per_s']:.3f} GB/s, read p50={r['p50_ms']:.3f} ms {r['GB_per_s']:.3f} GB/s\n"
+        )
+    sys.stdout.write(f"floor: one RPC p50={out['floor']['p50_ms']:.3f} ms p99={out['floor']['p99_ms']:.3f} ms\n")
+    bad = sum(c["corrupt"] + c["failed"] for c in out["cases"])
+    return 0 if bad == 0 else 1
 
 
 if __name__ == "__main__":
