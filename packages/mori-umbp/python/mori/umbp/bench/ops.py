@@ -110,7 +110,11 @@ def run_case(
         for i in range(0, per, step):
             ks = names(t, i)
             t0 = time.perf_counter()
-            ok = client.batch_put_from_ptr(ks, p, [block] * step) if step > 1 else [client.put_from_ptr(ks[0], p[0], block)]
+            ok = (
+                client.batch_put_from_ptr(ks, p, [block] * step)
+                if step > 1
+                else [client.put_from_ptr(ks[0], p[0], block)]
+            )
             lat.append(time.perf_counter() - t0)
             failed += ok.count(False)
         with lock:
@@ -125,7 +129,11 @@ def run_case(
             ks = names(t, i)
             dst[t].fill(0)
             t0 = time.perf_counter()
-            ok = client.batch_get_into_ptr(ks, p, [block] * step) if step > 1 else [client.get_into_ptr(ks[0], p[0], block)]
+            ok = (
+                client.batch_get_into_ptr(ks, p, [block] * step)
+                if step > 1
+                else [client.get_into_ptr(ks[0], p[0], block)]
+            )
             lat.append(time.perf_counter() - t0)
             failed += ok.count(False)
             corrupt += sum(1 for j in range(step) if ok[j] and not np.array_equal(dst[t, j], src[t, j]))

@@ -222,7 +222,9 @@ class Master:
         seen: set[str] = set()
         todo: list[int | None] = []
         for key, size, locs in zip(keys, sizes, existing, strict=True):
-            dup = any(loc.node_id in alive for loc in locs) or key in seen
+            # A copy on an excluded node does not count: the writer found that node failing, so a
+            # copy there (a commit whose answer was lost) may be gone with it.
+            dup = any(loc.node_id in alive and loc.node_id not in exclude for loc in locs) or key in seen
             todo.append(None if dup else size)
             seen.add(key)
         picks = route_put_batch(todo, free, self.put_algo, self.put_affinity, requester, self._rng)
