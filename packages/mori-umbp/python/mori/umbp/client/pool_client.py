@@ -148,6 +148,9 @@ class DistributedClient(UMBPClient):
             settings.get_int("UMBP_PENDING_SLOT_TTL_MS") / 1000,
             settings.get_int("UMBP_DRAM_READ_LEASE_MS") / 1000,
             settings.get_int("UMBP_MAX_PENDING_SLOTS_PER_NODE"),
+            config.eviction.policy,
+            config.eviction.candidate_window,
+            settings.get_float("UMBP_DRAM_HIGH_WM"),
         )
         if ssd is not None:
             staging = SsdStaging(

@@ -22,7 +22,7 @@ from mori.umbp.master.external_kv import ExternalKvIndex
 from mori.umbp.master.metrics import MasterMetrics
 from mori.umbp.master.policy import pick_replica, route_put_batch
 from mori.umbp.master.store import Location, MetadataStore, NodeInfo
-from mori.umbp.types import UMBPTierType
+from mori.umbp.types import PAGE_TIERS, UMBPTierType
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +228,19 @@ class Master:
             todo.append(None if dup else size)
             seen.add(key)
         picks = route_put_batch(todo, free, self.put_algo, self.put_affinity, requester, self._rng)
+        unplaced = [None if pick is not None else want for want, pick in zip(todo, picks, strict=True)]
+        if any(want is not None for want in unplaced):
+            # No node has the room free: route by capacity instead, since the owner evicts on demand
+            # (NOTE [eviction on demand] in mori.umbp.peer.store) unless its every block is busy.
+            room = {
+                (n.node_id, tier): total
+                for n in alive.values()
+                if n.node_id not in exclude
+                for tier, (total, _) in n.capacities.items()
+                if tier in PAGE_TIERS
+            }
+            again = route_put_batch(unplaced, room, self.put_algo, self.put_affinity, requester, self._rng)
+            picks = [pick if pick is not None else alt for pick, alt in zip(picks, again, strict=True)]
         routes: list[PutRoute] = []
         for wanted, pick in zip(todo, picks, strict=True):
             if wanted is None:

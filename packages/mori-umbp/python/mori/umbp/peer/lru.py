@@ -44,6 +44,14 @@ class EvictionOrder:
         old = self._order.pop(key, -1)
         self._order[key] = max(old, depth)
 
+    def add_oldest(self, key: str, depth: int = -1) -> None:
+        """Inserts ``key`` as the least recently used (a block demoted from a faster tier)."""
+        self.add(key, depth)
+        self._order.move_to_end(key, last=False)
+
+    def clear(self) -> None:
+        self._order.clear()
+
     def depth(self, key: str) -> int:
         """The chain depth recorded for ``key`` (-1: unknown or absent)."""
         return self._order.get(key, -1)

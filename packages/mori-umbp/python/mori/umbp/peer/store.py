@@ -19,6 +19,16 @@ free the source), and drops it otherwise. The copy runs outside the lock with th
 moving (no second eviction, no spill race); the REMOVE(HBM) and ADD(DRAM) events are queued
 together, so the master's index moves the key in one bundle. A reader that resolved the HBM
 pages during the copy holds a read lease: those pages are freed only when it ends.
+
+NOTE [eviction on demand]: an allocation that finds its tier full does not fail while the tier
+holds evictable blocks: it evicts by the configured policy (``eviction.policy``: LRU by this
+peer's accesses, or prefix-aware) until the block fits and, past that, until the tier is back
+at its high watermark (UMBP_DRAM_HIGH_WM), so the master's timed pass seldom has work and the
+pool stays near the watermark rather than oscillating down to the low one. Victims skip what
+the timed eviction skips here (read leases, blocks being spilled or demoted) plus commits the
+master has not acknowledged yet; HBM victims are demoted to DRAM when it has room. Their
+REMOVE events reach the master with the commit's acknowledged heartbeat. Only when every block
+of the tier is busy does the allocation answer NO_SPACE.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import numpy as np
 from mori.io import IOEngine
 from mori.umbp import devmem
 from mori.umbp.peer.events import ADD, REMOVE, Event, EventLog
+from mori.umbp.peer.lru import EvictionOrder
 from mori.umbp.peer.pools import PagePool
 from mori.umbp.peer.store_ssd import SsdSide
 from mori.umbp.types import UMBPTierType
@@ -67,9 +78,19 @@ class Slot:
 
 class PeerStore(SsdSide):
     def __init__(
-        self, pools: Sequence[PagePool], pending_ttl_s: float, read_lease_s: float, max_pending_per_node: int = 64
+        self,
+        pools: Sequence[PagePool],
+        pending_ttl_s: float,
+        read_lease_s: float,
+        max_pending_per_node: int = 64,
+        policy: str = "lru",
+        window: int = 16,
+        high_watermark: float = 1.0,
     ) -> None:
         self.pools: dict[int, PagePool] = {p.tier: p for p in pools}
+        # NOTE [eviction on demand]: each page tier's blocks in eviction order.
+        self._orders = {t: EvictionOrder(policy, window) for t in self.pools}
+        self.high_watermark = high_watermark
         self.events = EventLog()
         self.pending_ttl_s = pending_ttl_s
         self.read_lease_s = read_lease_s
@@ -109,6 +130,7 @@ class PeerStore(SsdSide):
         if pool is None:
             return "NO_TIER", 0, []
         deadline = time.monotonic() + wait_s
+        made_room = False
         while True:
             self.expire_slots()
             with self._cond:
@@ -119,18 +141,47 @@ class PeerStore(SsdSide):
                     if sum(1 for s in self._slots.values() if s.owner == owner) >= self.max_pending_per_node:
                         return "LIMIT", 0, []
                     pages = pool.alloc.alloc(size)
-                    if pages is None:
+                    if pages is not None:
+                        slot_id = next(self._ids)
+                        self._slots[slot_id] = Slot(
+                            key, pages, size, tier, time.monotonic() + self.pending_ttl_s, depth, owner
+                        )
+                        return "ALLOCATED", slot_id, pages
+                    if made_room:
                         return "NO_SPACE", 0, []
-                    slot_id = next(self._ids)
-                    self._slots[slot_id] = Slot(
-                        key, pages, size, tier, time.monotonic() + self.pending_ttl_s, depth, owner
-                    )
-                    return "ALLOCATED", slot_id, pages
-                now = time.monotonic()
-                if now >= deadline:
-                    return "PENDING", 0, []
-                # Woken by a commit, publish, abort or eviction; or at the holder's TTL, to expire it.
-                self._cond.wait(max(0.001, min([deadline, *holders]) - now))
+                else:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        return "PENDING", 0, []
+                    # Woken by a commit, publish, abort or eviction; or at the holder's TTL, to expire it.
+                    self._cond.wait(max(0.001, min([deadline, *holders]) - now))
+                    continue
+            # The tier is full: evict (outside the lock, as the master's EvictKey does), then retry once.
+            made_room = True
+            if not self.make_room(tier, size):
+                return "NO_SPACE", 0, []
+
+    def make_room(self, tier: int, size: int) -> bool:
+        """NOTE [eviction on demand]: evicts victims of ``tier`` by the policy until ``size`` bytes
+        fit and the tier is at its high watermark with them; False when they still do not fit."""
+        pool = self.pools[tier]
+        order = self._orders[tier]
+        need = pool.alloc.pages_for(size) * pool.page_size
+        target = int(pool.capacity * self.high_watermark)
+        tried: set[str] = set()
+        while True:
+            now = time.monotonic()
+            with self._lock:
+                free = pool.alloc.available
+                if free >= need and pool.capacity - free + need <= target:
+                    return True
+                busy = {k for k, t in self._leases.items() if t > now}
+                busy |= self._pinned | self._moving | self._unpublished | tried
+                victim = order.victim(busy)
+            if victim is None:
+                return pool.alloc.available >= need
+            tried.add(victim)  # freed or busy now: either way not a candidate again in this call
+            self.evict([victim], [tier])
 
     def publish(self, keys: Sequence[str]) -> None:
         """The master acknowledged these commits: every client can see them now."""
@@ -152,6 +203,7 @@ class PeerStore(SsdSide):
                 return f"slot {slot_id} belongs to key {slot.key!r}, not {key!r}"
             del self._slots[slot_id]
             self._blocks[key] = Block(key, slot.pages, slot.size, slot.tier, slot.depth)
+            self._orders[slot.tier].add(key, slot.depth)
             self._unpublished.add(key)
             self.events.add(ADD, key, slot.tier, slot.size)
             spill = self._pin_for_spill(key, slot.size)
@@ -193,6 +245,7 @@ class PeerStore(SsdSide):
             block = self._blocks.get(key)
             if block is not None:
                 self._leases[key] = time.monotonic() + self.read_lease_s
+                self._orders[block.tier].touch(key)
             return block
 
     def read_local(self, key: str, dst: int, size: int, dst_device: int = devmem.HOST) -> bool:
@@ -201,6 +254,7 @@ class PeerStore(SsdSide):
             block = self._blocks.get(key)
             if block is not None:
                 self.pools[block.tier].copy_out(block.pages, dst, size, dst_device)
+                self._orders[block.tier].touch(key)
                 return True
         return self._read_ssd_local(key, dst, size, dst_device)
 
@@ -227,6 +281,7 @@ class PeerStore(SsdSide):
                     moves.append((block, target, pages))
                     continue
                 del self._blocks[key]
+                self._orders[block.tier].remove(key)
                 self._leases.pop(key, None)
                 self._unpublished.discard(key)
                 self.events.add(REMOVE, key, block.tier, block.size)
@@ -259,6 +314,8 @@ class PeerStore(SsdSide):
                 target.alloc.free(pages)
                 return False
             self._blocks[block.key] = Block(block.key, pages, block.size, target.tier, block.depth)
+            self._orders[block.tier].remove(block.key)
+            self._orders[target.tier].add_oldest(block.key, block.depth)  # it keeps its last access time
             self.events.add(REMOVE, block.key, block.tier, block.size)
             self.events.add(ADD, block.key, target.tier, block.size)
             lease = self._leases.get(block.key, 0.0)
@@ -276,6 +333,8 @@ class PeerStore(SsdSide):
         with self._lock:
             blocks = list(self._blocks.values())
             self._blocks.clear()
+            for order in self._orders.values():
+                order.clear()
             self._unpublished.clear()
             self._cond.notify_all()
             for b in blocks:

@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: MIT
+"""Eviction on demand (NOTE [eviction on demand] in mori.umbp.peer.store): a put that finds the
+pool full evicts by the configured policy on the owner and succeeds, unless every block there is
+busy; the master's timed pass is off (interval 3600 s) so only the put path evicts here."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import PAGE, make_client, master_config
+
+from mori.umbp import MasterServer
+
+OWNER_PAGES = 16
+#: UMBP_DRAM_HIGH_WM's default: an on-demand eviction leaves the tier at or under it.
+HIGH = 0.9
+
+
+def _blocks(n: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, PAGE, dtype=np.uint8) for _ in range(n)]
+
+
+def _used_pages(owner) -> int:
+    (pool,) = owner.store.pools.values()
+    return (pool.capacity - pool.alloc.available) // PAGE
+
+
+def test_a_full_pool_evicts_lru_on_demand_and_no_put_fails():
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "owner", OWNER_PAGES * PAGE) as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        data = dict(zip([f"k{i:03d}" for i in range(OWNER_PAGES)], _blocks(OWNER_PAGES, 1), strict=True))
+        for key, value in data.items():
+            assert w.put_from_ptr(key, value.ctypes.data, PAGE)
+        assert _used_pages(owner) == OWNER_PAGES
+        back = np.zeros(PAGE, np.uint8)
+        assert w.get_into_ptr("k000", back.ctypes.data, PAGE)  # the owner's most recent access now
+        (extra,) = _blocks(1, 2)
+        assert w.put_from_ptr("new", extra.ctypes.data, PAGE)  # full, but evictable: stored
+        # Evicted until the block fits with the tier at 0.9 x 16 = 14.4 pages: k001..k003, the
+        # least recently used (k000 was just read), and nothing else.
+        evicted = ["k001", "k002", "k003"]
+        assert sorted(owner.store.keys()) == sorted([k for k in data if k not in evicted] + ["new"])
+        assert not any(w.batch_exists(evicted))  # the REMOVEs came with the put's acknowledgement
+        assert all(w.batch_exists([k for k in data if k not in evicted]))
+        for key in ("new", "k000", "k015"):
+            assert w.get_into_ptr(key, back.ctypes.data, PAGE)
+            assert np.array_equal(back, extra if key == "new" else data[key])
+        # A stream of puts (single and batched) far larger than the pool: every one succeeds, the
+        # pool stays between the high watermark and full, every block still there reads back whole.
+        stream = dict(zip([f"s{i:03d}" for i in range(64)], _blocks(64, 3), strict=True))
+        keys = list(stream)
+        for i in range(0, 32):
+            assert w.put_from_ptr(keys[i], stream[keys[i]].ctypes.data, PAGE)
+            assert int(HIGH * OWNER_PAGES) <= _used_pages(owner) <= OWNER_PAGES
+        for i in range(32, 64, 8):
+            batch = keys[i : i + 8]
+            assert w.batch_put_from_ptr(batch, [stream[k].ctypes.data for k in batch], [PAGE] * 8) == [True] * 8
+        assert master.metrics.evicted._value.get() == 0  # all of it was the put path's doing
+        held = owner.store.keys()
+        assert keys[-8:] == [k for k in keys if k in held][-8:]  # the newest batch is all there
+        for key in held:
+            if key in stream:
+                assert w.get_into_ptr(key, back.ctypes.data, PAGE)
+                assert np.array_equal(back, stream[key])
+
+
+def test_busy_blocks_are_skipped_and_only_an_all_busy_pool_refuses(monkeypatch):
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "20000")  # leases outlive the test
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "owner", 4 * PAGE) as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(8, 4)
+        for i in range(4):
+            assert w.put_from_ptr(f"b{i}", data[i].ctypes.data, PAGE)
+        for key in ("b0", "b1", "b3"):  # a reader resolved these: they must not go
+            assert owner.store.resolve(key) is not None
+        assert w.put_from_ptr("b4", data[4].ctypes.data, PAGE)
+        assert sorted(owner.store.keys()) == ["b0", "b1", "b3", "b4"]  # b2, the only idle one, went
+        assert owner.store.resolve("b4") is not None
+        # Every block is leased now: the put is refused (not stored, not reported stored).
+        assert w.put_from_ptr("b5", data[5].ctypes.data, PAGE) is False
+        assert not w.exists("b5")
+        assert sorted(owner.store.keys()) == ["b0", "b1", "b3", "b4"]
+
+
+def test_prefix_aware_policy_evicts_the_deepest_block_of_the_window():
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "owner", 8 * PAGE, policy="prefix_aware_lru") as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(9, 5)
+        keys = [f"c{i}" for i in range(8)]
+        ptrs = [d.ctypes.data for d in data[:8]]
+        # Two chains of four: depths 0..3 each; all eight fill the owner.
+        assert w.batch_put_from_ptr_with_depth(keys, ptrs, [PAGE] * 8, [0, 1, 2, 3, 0, 1, 2, 3]) == [True] * 8
+        assert w.put_from_ptr("x", data[8].ctypes.data, PAGE)
+        # 8/8 full; room for one plus the 0.9 watermark (7.2 pages) means two victims: the deepest
+        # of the window (c3, then c7, depth 3 each, the older first), not the chains' heads.
+        assert sorted(owner.store.keys()) == ["c0", "c1", "c2", "c4", "c5", "c6", "x"]
