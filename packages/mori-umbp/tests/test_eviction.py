@@ -11,9 +11,11 @@ from conftest import PAGE, make_client, master_config, wait_for
 from mori.umbp import MasterServer
 
 
-def test_lru_eviction_frees_pages_down_to_the_low_watermark():
+def test_lru_eviction_frees_pages_down_to_the_low_watermark(monkeypatch):
+    config = master_config(eviction_check_interval_s=3600, high_watermark=0.9, low_watermark=0.7)
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # the owner fills up before evicting on demand
     with (
-        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        MasterServer(config) as master,
         make_client(master.address, "owner", 16 * PAGE) as owner,
         make_client(master.address, "writer") as w,
     ):

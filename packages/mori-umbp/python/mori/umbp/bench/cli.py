@@ -85,10 +85,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     out = report.summary(res, config)
+    # The same trace against a pool that never evicts: the hit rate no policy can beat.
+    out["hit_rate_unlimited_pool"] = sum(trace.expected_hits(reqs)) / res.blocks if res.blocks else 0.0
     png = report.write(out, res, args.out, args.png)
     lat = out["latency_ms"]["request"]
     sys.stdout.write(
         f"profile={args.profile} requests={out['requests']} blocks={out['blocks']} hit_rate={out['hit_rate']:.3f} "
+        f"(unlimited pool {out['hit_rate_unlimited_pool']:.3f}) put_failed={out['put_failed']} "
         f"req_per_s={out['requests_per_s']:.1f} MiB_per_s={out['MiB_per_s']:.1f} "
         f"request_ms p50={lat.get('p50', 0):.2f} p99={lat.get('p99', 0):.2f} corrupt={out['corrupt_blocks']} "
         f"json={args.out}{f' png={png}' if png else ''}\n"

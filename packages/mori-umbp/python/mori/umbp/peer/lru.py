@@ -11,7 +11,7 @@ and ranks below every known depth, so such blocks go in plain LRU order after tr
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Set as AbstractSet
+from collections.abc import Container
 
 from mori.umbp.errors import ConfigError
 
@@ -63,7 +63,7 @@ class EvictionOrder:
     def remove(self, key: str) -> None:
         self._order.pop(key, None)
 
-    def victim(self, skip: AbstractSet[str] = frozenset()) -> str | None:
+    def victim(self, skip: Container[str] = frozenset()) -> str | None:
         """The next key to evict, ignoring ``skip``; None when nothing is evictable."""
         best: str | None = None
         best_depth = -2

@@ -20,11 +20,11 @@ moving (no second eviction, no spill race); the REMOVE(HBM) and ADD(DRAM) events
 together, so the master's index moves the key in one bundle. A reader that resolved the HBM
 pages during the copy holds a read lease: those pages are freed only when it ends.
 
-NOTE [eviction on demand]: an allocation that finds its tier full does not fail while the tier
-holds evictable blocks: it evicts by the configured policy (``eviction.policy``: LRU by this
-peer's accesses, or prefix-aware) until the block fits and, past that, until the tier is back
-at its high watermark (UMBP_DRAM_HIGH_WM), so the master's timed pass seldom has work and the
-pool stays near the watermark rather than oscillating down to the low one. Victims skip what
+NOTE [eviction on demand]: an allocation that would take its tier past the high watermark
+(UMBP_DRAM_HIGH_WM), or finds it full, does not fail while the tier holds evictable blocks: it
+evicts by the configured policy (``eviction.policy``: LRU by this peer's accesses, or
+prefix-aware) until the block fits with the tier at the watermark, so the pool stays there
+rather than filling up and the master's timed pass (which starts above it) has no work. Victims skip what
 the timed eviction skips here (read leases, blocks being spilled or demoted) plus commits the
 master has not acknowledged yet; HBM victims are demoted to DRAM when it has room. Their
 REMOVE events reach the master with the commit's acknowledged heartbeat. Only when every block
@@ -74,6 +74,23 @@ class Slot:
     deadline: float
     depth: int = -1
     owner: str = ""  # the node id that allocated it (its pending slots are capped)
+
+
+class _Busy:
+    """The blocks on-demand eviction must skip, asked key by key (no set of every lease is built)."""
+
+    def __init__(self, store: PeerStore, tried: set[str]) -> None:
+        self.store, self.tried, self.now = store, tried, 0.0
+
+    def __contains__(self, key: object) -> bool:
+        s = self.store
+        return (
+            key in self.tried
+            or s._leases.get(key, 0.0) > self.now  # type: ignore[call-overload]
+            or key in s._pinned
+            or key in s._moving
+            or key in s._unpublished
+        )
 
 
 class PeerStore(SsdSide):
@@ -140,7 +157,7 @@ class PeerStore(SsdSide):
                 if not holders and key not in self._blocks:
                     if sum(1 for s in self._slots.values() if s.owner == owner) >= self.max_pending_per_node:
                         return "LIMIT", 0, []
-                    pages = pool.alloc.alloc(size)
+                    pages = None if not made_room and self._over_watermark(pool, size) else pool.alloc.alloc(size)
                     if pages is not None:
                         slot_id = next(self._ids)
                         self._slots[slot_id] = Slot(
@@ -156,10 +173,14 @@ class PeerStore(SsdSide):
                     # Woken by a commit, publish, abort or eviction; or at the holder's TTL, to expire it.
                     self._cond.wait(max(0.001, min([deadline, *holders]) - now))
                     continue
-            # The tier is full: evict (outside the lock, as the master's EvictKey does), then retry once.
+            # Full, or past the watermark: evict (outside the lock, as EvictKey does), then retry once.
             made_room = True
             if not self.make_room(tier, size):
                 return "NO_SPACE", 0, []
+
+    def _over_watermark(self, pool: PagePool, size: int) -> bool:
+        need = pool.alloc.pages_for(size) * pool.page_size
+        return pool.capacity - pool.alloc.available + need > pool.capacity * self.high_watermark
 
     def make_room(self, tier: int, size: int) -> bool:
         """NOTE [eviction on demand]: evicts victims of ``tier`` by the policy until ``size`` bytes
@@ -167,16 +188,15 @@ class PeerStore(SsdSide):
         pool = self.pools[tier]
         order = self._orders[tier]
         need = pool.alloc.pages_for(size) * pool.page_size
-        target = int(pool.capacity * self.high_watermark)
+        target = pool.capacity * self.high_watermark
         tried: set[str] = set()
+        busy = _Busy(self, tried)
         while True:
-            now = time.monotonic()
             with self._lock:
                 free = pool.alloc.available
                 if free >= need and pool.capacity - free + need <= target:
                     return True
-                busy = {k for k, t in self._leases.items() if t > now}
-                busy |= self._pinned | self._moving | self._unpublished | tried
+                busy.now = time.monotonic()
                 victim = order.victim(busy)
             if victim is None:
                 return pool.alloc.available >= need
