@@ -6,12 +6,13 @@ reported stored that is missing when an owner dies in the middle of a batch."""
 from __future__ import annotations
 
 import collections
+import time
 
 import numpy as np
 import pytest
 from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, master_config
 
-from mori.umbp import MasterServer
+from mori.umbp import InvalidArgumentError, MasterServer
 from mori.umbp.peer.service import PeerServicer
 
 pytestmark = pytest.mark.timeout(90)
@@ -108,3 +109,46 @@ def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when):
         for p in peers:
             p.kill()
         master.kill()
+
+
+def test_remembered_owners_skip_the_master_and_fall_back_when_wrong(counted, monkeypatch):
+    """NOTE [owner cache]: a key this client put is read from its owner without BatchRouteGet; a
+    key the owner no longer holds, or whose owner is gone, is found through the master."""
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "50")  # the reads' leases end before the eviction below
+    with (
+        MasterServer(master_config()) as master,
+        make_client(master.address, "owner-a", 16 * PAGE) as a,
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(4, 6)
+        keys = [f"o{i}" for i in range(4)]
+        assert w.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [PAGE] * 4) == [True] * 4
+        routes = master.metrics.rpcs.labels("BatchRouteGet")._value.get()
+        counted.clear()
+        back = [np.zeros(PAGE, np.uint8) for _ in keys]
+        assert w.batch_get_into_ptr(keys, [b.ctypes.data for b in back], [PAGE] * 4) == [True] * 4
+        assert all(np.array_equal(b, d) for b, d in zip(back, data, strict=True))
+        assert master.metrics.rpcs.labels("BatchRouteGet")._value.get() == routes  # no master round trip
+        assert counted == {"BatchResolveKeys": 1}
+        # The owner reports the reads to the master with its heartbeat (for the timed LRU pass).
+        before = {c.key: c.last_access for c in master.master.store.candidates("owner-a", 2)}
+        assert a.flush()
+        after = {c.key: c.last_access for c in master.master.store.candidates("owner-a", 2)}
+        assert all(after[k] > before[k] for k in keys)
+        # A wrong size is refused before any byte moves, as on the routed path.
+        with pytest.raises(InvalidArgumentError, match="holds 65536 bytes"):
+            w.get_into_ptr("o0", back[0].ctypes.data, PAGE // 2)
+        # The owner drops o1 and a second node stores it again: the remembered owner answers
+        # not found, the master routes to the new one.
+        time.sleep(0.1)
+        assert a.store.evict(["o1"]) == [("o1", PAGE)]
+        assert a.flush()
+        with make_client(master.address, "owner-b", 16 * PAGE) as b:
+            (other,) = _blocks(1, 7)
+            assert b.put_from_ptr("o1", other.ctypes.data, PAGE)  # b's own copy (a local put)
+            assert w.get_into_ptr("o1", back[1].ctypes.data, PAGE)
+            assert np.array_equal(back[1], other)
+            # The first owner goes away: its remembered keys are read through the master (a miss
+            # here, since nothing else holds them), never an error after the owner is gone.
+            a.close()
+            assert w.get_into_ptr("o2", back[2].ctypes.data, PAGE) is False

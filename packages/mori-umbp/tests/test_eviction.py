@@ -26,6 +26,9 @@ def test_lru_eviction_frees_pages_down_to_the_low_watermark(monkeypatch):
         back = np.zeros(PAGE, np.uint8)
         assert w.get_into_ptr("e00", back.ctypes.data, PAGE)  # e00 is now the most recent (and leased)
         assert np.array_equal(back, data["e00"])
+        # The writer remembered e00's owner and read it without the master (NOTE [owner cache]):
+        # the owner reports the access with its next heartbeat.
+        assert owner.flush()
         # 15/16 pages used > 0.9: evict down to 0.7 x 16 = 11.2 pages, i.e. 4 blocks, oldest first.
         assert master.evictor.run_once() == 4 * PAGE
         evicted = ["e01", "e02", "e03", "e04"]

@@ -29,6 +29,7 @@ from mori.umbp.client.heartbeat import HeartbeatLoop
 from mori.umbp.client.inert import check_compat
 from mori.umbp.client.io_engine import engine_config
 from mori.umbp.client.master_client import UMBPMasterClient
+from mori.umbp.client.owners import Owner, OwnerCache
 from mori.umbp.client.transfer import Mover, RemotePages
 from mori.umbp.errors import (
     ClosedError,
@@ -179,6 +180,7 @@ class DistributedClient(UMBPClient):
         self._tags = list(mc.tags)
         self._peers: dict[str, Any] = {}
         self._peers_lock = threading.Lock()
+        self._owners = OwnerCache()  # NOTE [owner cache]
         try:
             interval_ms = self._register_node()
         except Exception:
@@ -470,9 +472,12 @@ class DistributedClient(UMBPClient):
                 except PeerUnavailableError as exc:
                     retry.extend((i, node, exc) for i, _ in slots)
                     continue
+                route = routes[slots[0][0]]
+                owner = self._owners.owner(node, route.peer_address, route.engine_desc)
                 for (i, _), ok, why in zip(slots, done.success, done.message, strict=True):
                     if ok:
                         out[i] = True
+                        self._owners.remember(keys[i], owner)
                     else:
                         retry.append((i, node, PeerUnavailableError(f"CommitSlot on peer {node!r} refused: {why}")))
 
@@ -567,68 +572,83 @@ class DistributedClient(UMBPClient):
 
     # -- get ------------------------------------------------------------------------------------
     def _get_batch(self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], devs: list[int]) -> list[bool]:
-        """One BatchRouteGet, then per owning peer one BatchResolveKeys and one mori-io batch read
-        (NOTE [batched data path]); keys a peer no longer holds or failed on try another replica."""
-        res = self._master.batch_route_get(keys)
+        """Owners from NOTE [owner cache], the rest from one BatchRouteGet; then per owning peer one
+        BatchResolveKeys and one mori-io batch read (NOTE [batched data path]); keys an owner no
+        longer holds, or whose owner failed, try another replica through the master."""
         out = [False] * len(keys)
-        local: list[int] = []
-        groups: dict[int, list[int]] = {}
-        for i, key in enumerate(keys):
-            ref = int(res.node_ref[i])
-            if not ref:
-                continue
-            if int(res.size[i]) != sizes[i]:
-                raise InvalidArgumentError(f"size={sizes[i]} but block {key!r} holds {int(res.size[i])} bytes")
-            if res.nodes[ref - 1].node_id == self.node_id:
-                local.append(i)
-            else:
-                groups.setdefault(ref, []).append(i)
+        owners: list[Owner | None] = [self._owners.get(k) for k in keys]
+        cached = [o is not None for o in owners]
+        ask = [i for i, o in enumerate(owners) if o is None]
+        if ask:
+            res = self._master.batch_route_get([keys[i] for i in ask])
+            for j, i in enumerate(ask):
+                ref = int(res.node_ref[j])
+                if not ref:
+                    continue
+                if int(res.size[j]) != sizes[i]:
+                    raise InvalidArgumentError(f"size={sizes[i]} but block {keys[i]!r} holds {int(res.size[j])} bytes")
+                node = res.nodes[ref - 1]
+                owners[i] = self._owners.owner(node.node_id, node.peer_address, node.engine_desc)
+        groups: dict[Owner, list[int]] = {}
+        for i, owner in enumerate(owners):
+            if owner is not None:
+                groups.setdefault(owner, []).append(i)
         retry: list[tuple[int, str, PeerUnavailableError | None]] = []
-        for i in local:
+        mine = [i for owner in [o for o in groups if o.node_id == self.node_id] for i in groups.pop(owner)]
+        for i in mine:
             out[i] = self.store.read_local(keys[i], ptrs[i], sizes[i], devs[i])
             if not out[i]:
                 retry.append((i, self.node_id, None))
-        pending = {}
+        pending = []
         overlap = len(groups) > 1 or any(len(idx) > PEER_CHUNK for idx in groups.values())
-        for ref, idx in groups.items():
-            node = res.nodes[ref - 1]
+        for owner, idx in groups.items():
             for k in range(0, len(idx), PEER_CHUNK):
                 chunk = idx[k : k + PEER_CHUNK]
                 req = rpc.peer_pb.BatchResolveKeysRequest(keys=[keys[i] for i in chunk])
-                what = f"BatchResolveKeys on peer {node.node_id!r} at {node.peer_address}"
-                stub = self._peer(node.peer_address)
-                pending[(ref, k)] = (
-                    node,
-                    chunk,
-                    rpc.start(what, stub.BatchResolveKeys, req, PeerUnavailableError, overlap=overlap),
-                )
-        for node, chunk, call in pending.values():
+                what = f"BatchResolveKeys on peer {owner.node_id!r} at {owner.peer_address}"
+                stub = self._peer(owner.peer_address)
+                call = rpc.start(what, stub.BatchResolveKeys, req, PeerUnavailableError, overlap=overlap)
+                pending.append((owner, chunk, call))
+        for owner, chunk, call in pending:
+            who = f"peer {owner.node_id!r} at {owner.peer_address}"
             try:
                 found = call.result().entries
             except PeerUnavailableError as exc:
-                retry.extend((i, node.node_id, exc) for i in chunk)
+                self._owners.forget_node(owner.node_id)
+                # A remembered owner that fails is stale knowledge: the master decides (NOTE [owner cache]).
+                retry.extend((i, owner.node_id, None if cached[i] else exc) for i in chunk)
+                if any(cached[i] for i in chunk):
+                    log.info("remembered owner failed, asking the master: %s", exc)
                 continue
             items, done, leases = [], [], []
             for i, e in zip(chunk, found, strict=True):
-                if not e.found:  # evicted since the master routed us: try another replica
-                    retry.append((i, node.node_id, None))
+                if e.found and e.ssd_lease_id:
+                    leases.append(int(e.ssd_lease_id))
+                if not e.found:  # evicted since it was routed or remembered: try another replica
+                    self._owners.forget(keys[i])
+                    retry.append((i, owner.node_id, None))
                     continue
+                if int(e.size) != sizes[i]:  # a remembered owner: the size is checked here
+                    for lease in leases:
+                        self._release_ssd(owner.peer_address, lease)
+                    raise InvalidArgumentError(f"size={sizes[i]} but block {keys[i]!r} holds {int(e.size)} bytes")
                 pages = [p.page_index for p in e.pages]
                 items.append(
-                    (ptrs[i], sizes[i], RemotePages(node.engine_desc, e.descs[0], pages, e.page_size), devs[i])
+                    (ptrs[i], sizes[i], RemotePages(owner.engine_desc, e.descs[0], pages, e.page_size), devs[i])
                 )
                 done.append(i)
-                if e.ssd_lease_id:
-                    leases.append(int(e.ssd_lease_id))
             try:
-                self._mover.move_many(True, items, f"peer {node.node_id!r} at {node.peer_address}")
+                self._mover.move_many(True, items, who)
                 for i in done:
                     out[i] = True
+                    if not cached[i]:
+                        self._owners.remember(keys[i], owner)
             except PeerUnavailableError as exc:
-                retry.extend((i, node.node_id, exc) for i in done)
+                self._owners.forget_node(owner.node_id)
+                retry.extend((i, owner.node_id, None if cached[i] else exc) for i in done)
             finally:
                 for lease in leases:  # free the staging slots now rather than at lease expiry
-                    self._release_ssd(node.peer_address, lease)
+                    self._release_ssd(owner.peer_address, lease)
         for i, excluded, failure in retry:
             out[i] = self._get_again(keys[i], ptrs[i], sizes[i], devs[i], [excluded], failure)
         return out

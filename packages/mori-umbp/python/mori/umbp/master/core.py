@@ -208,6 +208,13 @@ class Master:
             self.metrics.route_get.labels("hit").inc()
         return out
 
+    def record_accesses(self, keys: list[str]) -> None:
+        """Reads an owner served without a route (NOTE [owner cache] in mori.umbp.client.owners):
+        accesses for the eviction order, without a routing lease."""
+        now = time.time()
+        for key in keys:
+            self.store.record_access(key, now, 0.0)
+
     def route_put(self, keys: list[str], sizes: list[int], exclude: set[str], requester: str = "") -> list[PutRoute]:
         """Master-side dedup (also within the batch), then tier-first placement by the configured
         algorithm and affinity (see ``policy.route_put_batch``)."""

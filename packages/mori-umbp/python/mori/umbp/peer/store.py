@@ -52,6 +52,9 @@ from mori.umbp.types import UMBPTierType
 
 log = logging.getLogger(__name__)
 
+#: Accessed keys kept for the next heartbeat (the master reads at most 4096 of them).
+ACCESSED_CAP = 4096
+
 #: Where an evicted block of a tier moves to on the same peer (MORI's offload_to), if it fits.
 DEMOTE_TO = {int(UMBPTierType.HBM): int(UMBPTierType.DRAM)}
 
@@ -116,6 +119,7 @@ class PeerStore(SsdSide):
         # Wakes writers waiting on a key another writer holds (NOTE [one key, many writers]).
         self._cond = threading.Condition(self._lock)
         self._unpublished: set[str] = set()  # committed here, not yet acknowledged by the master
+        self._accessed: set[str] = set()  # resolved since the last heartbeat (NOTE [owner cache])
         self._slots: dict[int, Slot] = {}
         self._blocks: dict[str, Block] = {}
         self._leases: dict[str, float] = {}
@@ -266,7 +270,15 @@ class PeerStore(SsdSide):
             if block is not None:
                 self._leases[key] = time.monotonic() + self.read_lease_s
                 self._orders[block.tier].touch(key)
+                if len(self._accessed) < ACCESSED_CAP:
+                    self._accessed.add(key)
             return block
+
+    def take_accessed(self) -> list[str]:
+        """The keys resolved since the last call, for the master's eviction order."""
+        with self._lock:
+            keys, self._accessed = list(self._accessed), set()
+            return keys
 
     def read_local(self, key: str, dst: int, size: int, dst_device: int = devmem.HOST) -> bool:
         """Self-target get: from a page tier if the block is there, else straight from its SSD file."""
