@@ -34,10 +34,14 @@ from mori.umbp.errors import TierUnavailableError
 from mori.umbp.master.server import MasterServer, MasterServerConfig
 
 
-def _client(master: str, node_id: str, capacity: int, page: int, staging: int, hbm: int = 0) -> UMBPClient:
+def _client(
+    master: str, node_id: str, capacity: int, page: int, staging: int, hbm: int = 0, policy: str = "lru"
+) -> UMBPClient:
     mc = UMBPMasterClientConfig(master, node_id, "127.0.0.1")
     dist = UMBPDistributedConfig(mc, staging_buffer_size=staging)
-    return UMBPClient(UMBPConfig(UMBPDramConfig(capacity, page), dist, hbm=UMBPHbmConfig(hbm, page)))
+    config = UMBPConfig(UMBPDramConfig(capacity, page), dist, hbm=UMBPHbmConfig(hbm, page))
+    config.eviction.policy = policy
+    return UMBPClient(config)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers", type=int, default=2, help="peers of the pool this command starts")
     p.add_argument("--peer-capacity", type=int, default=256 << 20, help="DRAM (and HBM) bytes per peer")
     p.add_argument("--profile", choices=("dram", "hbm"), default="dram", help="hbm: peers own HBM, the client CUDA")
+    p.add_argument("--policy", choices=("lru", "prefix_aware_lru"), default="lru", help="the peers' eviction.policy")
     p.add_argument("--out", type=Path, default=Path("umbp-bench.json"))
     p.add_argument("--png", type=Path, default=None, help="also draw latency CDFs and hit rate here")
     p.add_argument("--mode", choices=("trace", "ops"), default="trace", help="ops: put/get cost matrix (see ops.py)")
@@ -77,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                 server = stack.enter_context(MasterServer(MasterServerConfig(listen_address="127.0.0.1:0")))
                 master = server.address
                 for i in range(args.peers):
-                    stack.enter_context(_client(master, f"bench-peer-{i}", args.peer_capacity, page, staging, hbm))
+                    peer = _client(master, f"bench-peer-{i}", args.peer_capacity, page, staging, hbm, args.policy)
+                    stack.enter_context(peer)
             client = stack.enter_context(_client(master, "bench-client", 0, page, staging))
             res = runner.replay(client, reqs, args.block_bytes, device=0 if hbm else -1)
         except TierUnavailableError as exc:

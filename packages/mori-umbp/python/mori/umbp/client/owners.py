@@ -6,8 +6,9 @@ NOTE [owner cache]: a get of a key this client put or read before goes straight 
 the authority: its resolve either finds the block and takes the read lease in one step, or
 answers not found (evicted, cleared), and then the get asks the master, excluding that owner,
 exactly as when a routed owner no longer holds a key; a failing owner is forgotten wholesale,
-and the get goes to the master as if it had never been remembered (a miss if the master knows no
-other replica: the failure was only this client's stale knowledge).
+and the get goes to the master as if it had never been remembered: a miss if the master knows no
+replica any more (the owner left), the routed path's error if it routes to that same owner (its
+failure counts as that attempt, so a silent owner costs one deadline, not two).
 The block's size comes from the owner's answer and is checked before any byte moves. What the
 master no longer sees for these gets is the access (its timed LRU pass; the owner's on-demand
 eviction sees it) and the routing lease (which only guards the gap between a route and the

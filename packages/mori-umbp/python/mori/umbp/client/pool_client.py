@@ -594,6 +594,7 @@ class DistributedClient(UMBPClient):
             if owner is not None:
                 groups.setdefault(owner, []).append(i)
         retry: list[tuple[int, str, PeerUnavailableError | None]] = []
+        address = {o.node_id: o.peer_address for o in groups}
         mine = [i for owner in [o for o in groups if o.node_id == self.node_id] for i in groups.pop(owner)]
         for i in mine:
             out[i] = self.store.read_local(keys[i], ptrs[i], sizes[i], devs[i])
@@ -615,10 +616,7 @@ class DistributedClient(UMBPClient):
                 found = call.result().entries
             except PeerUnavailableError as exc:
                 self._owners.forget_node(owner.node_id)
-                # A remembered owner that fails is stale knowledge: the master decides (NOTE [owner cache]).
-                retry.extend((i, owner.node_id, None if cached[i] else exc) for i in chunk)
-                if any(cached[i] for i in chunk):
-                    log.info("remembered owner failed, asking the master: %s", exc)
+                retry.extend((i, owner.node_id, exc) for i in chunk)
                 continue
             items, done, leases = [], [], []
             for i, e in zip(chunk, found, strict=True):
@@ -645,24 +643,42 @@ class DistributedClient(UMBPClient):
                         self._owners.remember(keys[i], owner)
             except PeerUnavailableError as exc:
                 self._owners.forget_node(owner.node_id)
-                retry.extend((i, owner.node_id, None if cached[i] else exc) for i in done)
+                retry.extend((i, owner.node_id, exc) for i in done)
             finally:
                 for lease in leases:  # free the staging slots now rather than at lease expiry
                     self._release_ssd(owner.peer_address, lease)
         for i, excluded, failure in retry:
-            out[i] = self._get_again(keys[i], ptrs[i], sizes[i], devs[i], [excluded], failure)
+            if cached[i] and failure is not None:  # the master decides, as if never remembered
+                failed_on = (excluded, address[excluded], failure)
+                out[i] = self._get_again(keys[i], ptrs[i], sizes[i], devs[i], [], None, failed_on)
+            else:
+                out[i] = self._get_again(keys[i], ptrs[i], sizes[i], devs[i], [excluded], failure)
         return out
 
     def _get_again(
-        self, key: str, ptr: int, size: int, dev: int, exclude: list[str], failure: PeerUnavailableError | None
+        self,
+        key: str,
+        ptr: int,
+        size: int,
+        dev: int,
+        exclude: list[str],
+        failure: PeerUnavailableError | None,
+        failed_on: tuple[str, str, PeerUnavailableError] | None = None,
     ) -> bool:
-        """Another replica of ``key``, past the nodes in ``exclude``."""
+        """Another replica of ``key``, past the nodes in ``exclude``. ``failed_on`` (a remembered
+        owner that failed, and its address): if the master routes to it there too, that failure
+        counts as this attempt's (a node restarted on another address is tried)."""
         if failure is not None:
             log.warning("get %r: %s; trying another replica", key, failure)
         for _ in range(MAX_ATTEMPTS - 1):
             hit = self._master.route_get(key, exclude)
             if not hit.found:
                 break
+            if failed_on is not None and (hit.node_id, hit.peer_address) == failed_on[:2]:
+                log.warning("get %r: %s; trying another replica", key, failed_on[2])
+                failure = failed_on[2]
+                exclude.append(hit.node_id)
+                continue
             if int(hit.size) != size:
                 raise InvalidArgumentError(f"size={size} but block {key!r} holds {int(hit.size)} bytes")
             try:
