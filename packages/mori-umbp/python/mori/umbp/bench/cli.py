@@ -121,7 +121,6 @@ def _main_ops(args: argparse.Namespace) -> int:
         raise SystemExit(f"mori-umbp-bench: --apis={args.apis!r} must list single and/or batch")
     blocks, threads = _ints(args.blocks, "--blocks"), _ints(args.threads, "--threads")
     staging = max(max(blocks), 4 << 20)
-    page = min(max(blocks), 2 << 20)
     out = ops.run(
         blocks,
         apis,
@@ -131,7 +130,7 @@ def _main_ops(args: argparse.Namespace) -> int:
         args.max_keys,
         args.peers,
         args.peer_capacity,
-        lambda master: _client(master, "bench-client", 0, page, staging),
+        lambda master, page: _client(master, "bench-client", 0, page, staging),
     )
     out["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     out["provenance"] = provenance()
@@ -149,7 +148,8 @@ def _main_ops(args: argparse.Namespace) -> int:
             f"ceiling {c['block_bytes']:>8} x{c['blocks_per_call']}: write p50={w['p50_ms']:.3f} ms "
             f"{w['GB_per_s']:.3f} GB/s, read p50={r['p50_ms']:.3f} ms {r['GB_per_s']:.3f} GB/s\n"
         )
-    sys.stdout.write(f"floor: one RPC p50={out['floor']['p50_ms']:.3f} ms p99={out['floor']['p99_ms']:.3f} ms\n")
+    for f in out["floor"]:
+        sys.stdout.write(f"floor {f['block_bytes']:>8}: one RPC p50={f['p50_ms']:.3f} ms p99={f['p99_ms']:.3f} ms\n")
     bad = sum(c["corrupt"] + c["failed"] for c in out["cases"])
     return 0 if bad == 0 else 1
 

@@ -217,24 +217,24 @@ def run(
     max_keys: int,
     peers: int,
     peer_capacity: int,
-    client_factory: Callable[[str], UMBPClient],
+    client_factory: Callable[[str, int], UMBPClient],
 ) -> dict[str, Any]:
-    """The whole matrix against one pool process; returns the JSON body (without provenance)."""
-    biggest = max(blocks)
-    out: dict[str, Any] = {"cases": [], "ceiling": [], "floor": {}}
-    with PoolProcess(peers, peer_capacity, min(biggest, 2 << 20), biggest * batch) as pool:
-        out["floor"] = floor(pool.info.master, 500)
-        ceiling = Ceiling(pool, biggest * batch)
-        try:
-            for block in blocks:
+    """The whole matrix; returns the JSON body (without provenance). Each block size gets a pool
+    of its own whose page is the block (at most 2 MiB), as a deployment sizes pages to its blocks."""
+    out: dict[str, Any] = {"cases": [], "ceiling": [], "floor": []}
+    for block in blocks:
+        page = min(block, 2 << 20)
+        with PoolProcess(peers, peer_capacity, page, block * batch) as pool:
+            out["floor"].append({"block_bytes": block, **floor(pool.info.master, 500)})
+            ceiling = Ceiling(pool, block * batch)
+            try:
                 calls = max(8, min(500, bytes_per_case // (block * batch)))
                 out["ceiling"].append(ceiling.measure(block, 1, calls * 4))
                 out["ceiling"].append(ceiling.measure(block, batch, calls))
-        finally:
-            ceiling.close()
-        with client_factory(pool.info.master) as client:
-            for block in blocks:
-                keys = max(batch, min(max_keys, bytes_per_case // block))
+            finally:
+                ceiling.close()
+            keys = max(batch, min(max_keys, bytes_per_case // block))
+            with client_factory(pool.info.master, page) as client:
                 for api in apis:
                     for n in threads:
                         for case in run_case(client, pool, f"r{time.time_ns()}", block, api, n, keys, batch):
