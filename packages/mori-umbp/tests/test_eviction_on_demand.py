@@ -65,7 +65,9 @@ def test_a_pool_at_its_high_watermark_evicts_lru_on_demand_and_no_put_fails(monk
             assert _used_pages(owner) == 14
         assert master.evictor.run_once() == 0  # at the watermark: the timed pass has nothing to do
         held = owner.store.keys()
-        assert sorted(held) == sorted(keys[-14:])  # least recently used first: the newest survive
+        # Least recently used first: the last batch and the six heads of the one before survive
+        # (a batch commits last to first, NOTE [chain order]).
+        assert sorted(held) == sorted(keys[48:54] + keys[56:])
         for key in held:
             assert w.get_into_ptr(key, back.ctypes.data, PAGE)
             assert np.array_equal(back, stream[key])
@@ -106,8 +108,32 @@ def test_prefix_aware_policy_evicts_the_deepest_block_of_the_window(monkeypatch)
         # Two chains of four: depths 0..3 each; all eight fill the owner.
         assert w.batch_put_from_ptr_with_depth(keys, ptrs, [PAGE] * 8, [0, 1, 2, 3, 0, 1, 2, 3]) == [True] * 8
         assert w.put_from_ptr("x", data[8].ctypes.data, PAGE)
-        # 8/8 full: one victim, the deepest of the window (c3 and c7 have depth 3; the older goes),
-        # not the least recently used chain head c0 that plain LRU would drop.
-        assert sorted(owner.store.keys()) == ["c0", "c1", "c2", "c4", "c5", "c6", "c7", "x"]
+        # 8/8 full: one victim, the deepest of the window: c7 and c3 have depth 3, and c7 is the
+        # older (a batch commits last to first, NOTE [chain order]).
+        assert sorted(owner.store.keys()) == ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "x"]
         assert w.put_from_ptr("y", data[8].ctypes.data, PAGE)
         assert sorted(owner.store.keys()) == ["c0", "c1", "c2", "c4", "c5", "c6", "x", "y"]
+
+
+def test_lru_evicts_a_chain_from_its_tail(monkeypatch):
+    """NOTE [chain order]: a batch's keys are resolved and committed last to first, so the head of
+    a chain is its most recently used block and on-demand LRU eviction takes the tail first."""
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "50")
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "owner", 8 * PAGE) as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(9, 8)
+        a, b = [f"a{i}" for i in range(4)], [f"b{i}" for i in range(4)]
+        assert w.batch_put_from_ptr(a, [d.ctypes.data for d in data[:4]], [PAGE] * 4) == [True] * 4
+        assert w.batch_put_from_ptr(b, [d.ctypes.data for d in data[4:8]], [PAGE] * 4) == [True] * 4
+        back = [np.zeros(PAGE, np.uint8) for _ in range(4)]
+        assert w.batch_get_into_ptr(a, [x.ctypes.data for x in back], [PAGE] * 4) == [True] * 4
+        time.sleep(0.1)  # the reads' leases are over
+        for i in range(3):  # three more blocks: b loses b3, b2, b1, never its head first
+            assert w.put_from_ptr(f"x{i}", data[8].ctypes.data, PAGE)
+            assert w.batch_exists_consecutive(b) == 3 - i
+        assert w.batch_exists_consecutive(a) == 4
+        assert sorted(owner.store.keys()) == sorted([*a, "b0", "x0", "x1", "x2"])

@@ -334,7 +334,7 @@ class DistributedClient(UMBPClient):
     ) -> None:
         """Self-target puts: local copies, no RPC but the one acknowledgement of all their ADDs."""
         committed: list[int] = []
-        for i in idx:
+        for i in reversed(idx):  # NOTE [chain order] in mori.umbp.peer.store
             try:
                 done = self._put_self(keys[i], ptrs[i], sizes[i], int(routes[i].tier), depths[i], devs[i])
                 if done == "COMMITTED":
@@ -596,7 +596,7 @@ class DistributedClient(UMBPClient):
         retry: list[tuple[int, str, PeerUnavailableError | None]] = []
         address = {o.node_id: o.peer_address for o in groups}
         mine = [i for owner in [o for o in groups if o.node_id == self.node_id] for i in groups.pop(owner)]
-        for i in mine:
+        for i in reversed(mine):  # NOTE [chain order] in mori.umbp.peer.store
             out[i] = self.store.read_local(keys[i], ptrs[i], sizes[i], devs[i])
             if not out[i]:
                 retry.append((i, self.node_id, None))

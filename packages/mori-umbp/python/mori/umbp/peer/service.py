@@ -159,7 +159,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
 
     def _commit_all(self, entries: list[tuple[int, str]]) -> list[tuple[bool, str]]:
         """Commits each slot, then ships all their ADDs to the master in one acknowledgement."""
-        whys = [self.s.commit(slot_id, key) for slot_id, key in entries]
+        whys = [self.s.commit(slot_id, key) for slot_id, key in reversed(entries)][::-1]  # NOTE [chain order]
         committed = [key for (_, key), why in zip(entries, whys, strict=True) if not why]
         if committed and not self.on_commit(committed):  # stored here, but no client can be sure to see it yet
             late = "committed, but the master did not acknowledge it in time"
@@ -181,7 +181,10 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
     def BatchResolveKeys(self, req: Any, ctx: Any) -> Any:
         if len(req.keys) > MAX_BATCH:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"keys={len(req.keys)} exceeds the limit {MAX_BATCH}")
-        return peer_pb.BatchResolveKeysResponse(entries=[self._resolve(key, ctx) for key in req.keys])
+        # NOTE [chain order]: resolved last to first, so the head of a prompt's chain (the first
+        # keys) is the most recently used and the tail goes first under LRU.
+        entries = [self._resolve(key, ctx) for key in reversed(req.keys)]
+        return peer_pb.BatchResolveKeysResponse(entries=entries[::-1])
 
     def _resolve(self, key: str, ctx: Any) -> Any:
         block = self.s.resolve(key)

@@ -29,6 +29,11 @@ the timed eviction skips here (read leases, blocks being spilled or demoted) plu
 master has not acknowledged yet; HBM victims are demoted to DRAM when it has room. Their
 REMOVE events reach the master with the commit's acknowledged heartbeat. Only when every block
 of the tier is busy does the allocation answer NO_SPACE.
+
+NOTE [chain order]: a batch's keys are a prompt's chain, head first, and a lookup stops at the
+first missing block, so a chain is worth keeping from its head. The peer service resolves and
+commits a batch's keys last to first: the head becomes the most recently used, plain LRU then
+evicts a chain from its tail, and ``prefix_aware_lru`` (deepest of the window first) agrees.
 """
 
 from __future__ import annotations
