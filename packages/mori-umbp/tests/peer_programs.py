@@ -5,17 +5,29 @@
 heartbeat now, ("drain",) waits for its spills, ("inbound",
 engine key, uid) the inbound status code of a transfer (None: none, as after P2P), ("putget", key,
 seed, size) (put ok, get ok, the bytes read), ("exit",). ``hold_slot`` allocates a pending slot and
-then waits to be killed (a writer dying mid-put)."""
+then waits to be killed (a writer dying mid-put). ``die_in_commit`` "before" makes the node's first
+commit RPC end the process before committing; "after" once the commits are made and the master
+has acknowledged them, before the answer leaves (a node dying mid-batch)."""
 
 from __future__ import annotations
 
 
 def serve_peer(
-    conn, master_address: str, node_id: str, capacity: int, ssd_dir: str = "", hbm_bytes: int = 0, hbm_page: int = 0
+    conn,
+    master_address: str,
+    node_id: str,
+    capacity: int,
+    ssd_dir: str = "",
+    hbm_bytes: int = 0,
+    hbm_page: int = 0,
+    die_in_commit: str = "",
 ) -> None:
     from conftest import PAGE, make_client
 
     from mori.umbp import UMBPHbmConfig, UMBPSsdConfig
+
+    if die_in_commit:
+        _die_in_commit(die_in_commit)
 
     ssd = UMBPSsdConfig(True, ssd_dir, 64 * PAGE) if ssd_dir else None
     hbm = UMBPHbmConfig(hbm_bytes, hbm_page or PAGE) if hbm_bytes else None
@@ -42,6 +54,21 @@ def serve_peer(
             client.close()
             conn.send("bye")
             return
+
+
+def _die_in_commit(when: str) -> None:
+    import os
+
+    from mori.umbp.peer.service import PeerServicer
+
+    commit_all = PeerServicer._commit_all
+
+    def dying(self, entries):
+        if when == "after":
+            commit_all(self, entries)
+        os._exit(17)
+
+    PeerServicer._commit_all = dying
 
 
 def _put_then_get(client, key: str, seed: int, size: int) -> tuple[bool, bool, bytes]:

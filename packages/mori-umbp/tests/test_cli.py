@@ -53,11 +53,14 @@ def test_metrics_endpoint_counts_routes_and_capacity():
         MasterServer(master_config(metrics_port=port)) as master,
         make_client(master.address, "m-peer", 4 * PAGE),
         make_client(master.address, "m-client") as c,
+        make_client(master.address, "m-reader") as r,
     ):
         data = np.ones(PAGE, np.uint8)
         assert c.put_from_ptr("m1", data.ctypes.data, PAGE)
-        assert c.get_into_ptr("m1", data.ctypes.data, PAGE)
-        c.get_into_ptr("m2", data.ctypes.data, PAGE)
+        # A reader that did not put m1 asks the master (the writer would read from the owner it
+        # remembers, NOTE [owner cache]).
+        assert r.get_into_ptr("m1", data.ctypes.data, PAGE)
+        r.get_into_ptr("m2", data.ctypes.data, PAGE)
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'mori_umbp_route_get_total{result="hit"} 1.0' in text
     assert 'mori_umbp_route_get_total{result="miss"} 1.0' in text

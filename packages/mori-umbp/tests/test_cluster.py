@@ -91,7 +91,7 @@ def test_peer_dying_mid_put_leaves_no_visible_block(cluster, caplog):
     # finds it dead, routes again without it and lands whole on a live one.
     with caplog.at_level(logging.WARNING, logger="mori.umbp.client.pool_client"):
         assert client.put_from_ptr("half", data.ctypes.data, data.nbytes)
-    assert f"AllocateSlot on peer {victim.node_id!r}" in caplog.text and "routing again" in caplog.text
+    assert f"BatchAllocateSlots on peer {victim.node_id!r}" in caplog.text and "routing again" in caplog.text
     assert sorted(k for p in peers if p is not victim for k in p.ask("keys")) == ["half"]
     back = np.zeros_like(data)
     assert client.get_into_ptr("half", back.ctypes.data, back.nbytes)

@@ -145,8 +145,12 @@ class EvictionModel:
 @pytest.mark.timeout(180)
 def test_hbm_eviction_demotes_to_dram_like_the_model(monkeypatch):
     monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "1")  # the owner's read leases end at once
+    # The owner fills its tiers before evicting on demand, so only the master's timed pass (at
+    # its own 0.9 / 0.7 watermarks, which the model follows) evicts here.
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")
     timing = MasterTiming(heartbeat_ttl_s=1.0, lease_s=0.0)  # and so do the master's
-    with MasterServer(master_config(timing=timing, eviction_check_interval_s=3600)) as master:
+    config = master_config(timing=timing, eviction_check_interval_s=3600, high_watermark=0.9, low_watermark=0.7)
+    with MasterServer(config) as master:
         owner = PeerProcess(master.address, "hbm-owner", 4 * PAGE, hbm_bytes=8 * PAGE)
         try:
             with make_client(master.address, "hbm-writer") as w:

@@ -83,7 +83,10 @@ def _ssd_chain_survivors(tmp_path, policy: str) -> list[str]:
         values = np.random.default_rng(2).integers(0, 256, (7, PAGE), dtype=np.uint8)
         ptrs = [int(values[i].ctypes.data) for i in range(7)]
         # Two prompts: a0..a3 (depths 0..3), then b0..b2; the remote owner gets the depths over gRPC.
-        assert w.batch_put_from_ptr_with_depth(["a0", "a1", "a2", "a3"], ptrs[:4], [PAGE] * 4, [0, 1, 2, 3])
+        # a is put a block per call, head first, so a0 is the oldest (within one batch the head
+        # would be the newest, NOTE [chain order], and plain LRU would drop a3 as well).
+        for i in range(4):
+            assert w.batch_put_from_ptr_with_depth([f"a{i}"], ptrs[i : i + 1], [PAGE], [i]) == [True]
         assert owner.store.drain_spills(10)
         assert w.batch_put_from_ptr_with_depth(["b0", "b1", "b2"], ptrs[4:], [PAGE] * 3, [0, 1, 2])
         assert owner.store.drain_spills(10)

@@ -49,18 +49,48 @@ def call(what: str, fn: Callable[..., T], request: Any, error: type[UMBPError], 
     try:
         return fn(request, timeout=deadline)
     except grpc.RpcError as exc:
-        code = exc.code() if hasattr(exc, "code") else None
-        detail = exc.details() if hasattr(exc, "details") else str(exc)
-        if code == grpc.StatusCode.INVALID_ARGUMENT:  # the request was wrong, not the connection
-            raise InvalidArgumentError(f"{what} rejected: {detail}") from None
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            raise AuthenticationError(
-                f"{what} refused: {detail} (this process must hold the pool secret: UMBP_POOL_SECRET, "
-                "the config's pool_secret, or the master's secret file on its host)"
-            ) from None
-        if code == grpc.StatusCode.RESOURCE_EXHAUSTED and PENDING_LIMIT_TAG in (detail or ""):
-            raise PendingLimitError(f"{what} refused: {detail}") from None
-        raise error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}") from None
+        raise _mapped(what, exc, error, deadline) from None
+
+
+class Pending:
+    """A call in flight (``start``); ``result()`` waits for it as ``call`` would."""
+
+    def __init__(self, what: str, fn: Any, request: Any, error: type[UMBPError], deadline: float, now: bool) -> None:
+        self.what, self._error, self._deadline = what, error, deadline
+        self._fn, self._request = fn, request
+        self._future = fn.future(request, timeout=deadline) if now else None
+
+    def result(self) -> Any:
+        if self._future is None:  # a lone call: blocking is cheaper than a future in grpcio
+            return call(self.what, self._fn, self._request, self._error, self._deadline)
+        try:
+            return self._future.result()
+        except grpc.RpcError as exc:
+            raise _mapped(self.what, exc, self._error, self._deadline) from None
+
+
+def start(
+    what: str, fn: Any, request: Any, error: type[UMBPError], timeout: float | None = None, overlap: bool = True
+) -> Pending:
+    """Sends ``fn(request)`` without waiting, so calls to several peers overlap; with ``overlap``
+    False (the only call of its round) it is sent, blocking, by ``result()``."""
+    deadline = timeout_s() if timeout is None else timeout
+    return Pending(what, fn, request, error, deadline, overlap)
+
+
+def _mapped(what: str, exc: Any, error: type[UMBPError], deadline: float) -> UMBPError:
+    code = exc.code() if hasattr(exc, "code") else None
+    detail = exc.details() if hasattr(exc, "details") else str(exc)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:  # the request was wrong, not the connection
+        return InvalidArgumentError(f"{what} rejected: {detail}")
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationError(
+            f"{what} refused: {detail} (this process must hold the pool secret: UMBP_POOL_SECRET, "
+            "the config's pool_secret, or the master's secret file on its host)"
+        )
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and PENDING_LIMIT_TAG in (detail or ""):
+        return PendingLimitError(f"{what} refused: {detail}")
+    return error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}")
 
 
 def server(auth: ServerAuth, workers: int = 16) -> Any:

@@ -147,7 +147,8 @@ REGISTRY: tuple[Setting, ...] = (
         "float",
         "0.9",
         "DRAM and HBM usage fraction above which the master evicts LRU blocks (HBM blocks are demoted to "
-        "the owner's DRAM); also the local mode's DRAM watermark.",
+        "the owner's DRAM); also the level a peer's on-demand eviction keeps a tier at, and the local "
+        "mode's DRAM watermark.",
         _parse_float,
     ),
     Setting(

@@ -73,6 +73,26 @@ class UMBPPeerStub:
                 request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseRequest.SerializeToString,
                 response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseResponse.FromString,
                 _registered_method=True)
+        self.BatchAllocateSlots = channel.unary_unary(
+                '/umbp.UMBPPeer/BatchAllocateSlots',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAllocateSlotsRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAllocateSlotsResponse.FromString,
+                _registered_method=True)
+        self.BatchCommitSlots = channel.unary_unary(
+                '/umbp.UMBPPeer/BatchCommitSlots',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchCommitSlotsRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchCommitSlotsResponse.FromString,
+                _registered_method=True)
+        self.BatchAbortSlots = channel.unary_unary(
+                '/umbp.UMBPPeer/BatchAbortSlots',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAbortSlotsRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAbortSlotsResponse.FromString,
+                _registered_method=True)
+        self.BatchResolveKeys = channel.unary_unary(
+                '/umbp.UMBPPeer/BatchResolveKeys',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysResponse.FromString,
+                _registered_method=True)
 
 
 class UMBPPeerServicer:
@@ -120,6 +140,30 @@ class UMBPPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchAllocateSlots(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchCommitSlots(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchAbortSlots(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchResolveKeys(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_UMBPPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -157,6 +201,26 @@ def add_UMBPPeerServicer_to_server(servicer, server):
                     servicer.ReleaseSsdLease,
                     request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseRequest.FromString,
                     response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseResponse.SerializeToString,
+            ),
+            'BatchAllocateSlots': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchAllocateSlots,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAllocateSlotsRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAllocateSlotsResponse.SerializeToString,
+            ),
+            'BatchCommitSlots': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchCommitSlots,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchCommitSlotsRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchCommitSlotsResponse.SerializeToString,
+            ),
+            'BatchAbortSlots': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchAbortSlots,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAbortSlotsRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAbortSlotsResponse.SerializeToString,
+            ),
+            'BatchResolveKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchResolveKeys,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -348,6 +412,114 @@ class UMBPPeer:
             '/umbp.UMBPPeer/ReleaseSsdLease',
             mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseRequest.SerializeToString,
             mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.ReleaseSsdLeaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchAllocateSlots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPPeer/BatchAllocateSlots',
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAllocateSlotsRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAllocateSlotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchCommitSlots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPPeer/BatchCommitSlots',
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchCommitSlotsRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchCommitSlotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchAbortSlots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPPeer/BatchAbortSlots',
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAbortSlotsRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchAbortSlotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchResolveKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPPeer/BatchResolveKeys',
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysResponse.FromString,
             options,
             channel_credentials,
             insecure,

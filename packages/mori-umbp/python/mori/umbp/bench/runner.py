@@ -92,7 +92,9 @@ def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int, devi
             if mirror is not None:
                 mirror.upload(hits * block_bytes, len(keys) * block_bytes)
             t = time.perf_counter()
-            ok = client.batch_put_from_ptr(misses, ptrs[hits:], [block_bytes] * len(misses))
+            # Each block's depth is its place in the chain, for the prefix-aware eviction policy.
+            depths = list(range(hits, len(keys)))
+            ok = client.batch_put_from_ptr_with_depth(misses, ptrs[hits:], [block_bytes] * len(misses), depths)
             res.put_s.append(time.perf_counter() - t)
             res.put_failed += ok.count(False)
         res.request_s.append(time.perf_counter() - t0)

@@ -59,7 +59,8 @@ class UMBPMasterClientConfig:
 @dataclass(slots=True)
 class UMBPDramConfig:
     """The host-memory tier. The watermarks drive the local mode's own eviction; in distributed mode
-    the master evicts DRAM by UMBP_DRAM_HIGH_WM / UMBP_DRAM_LOW_WM."""
+    a peer evicts on demand down to UMBP_DRAM_HIGH_WM and the master's timed pass evicts by
+    UMBP_DRAM_HIGH_WM / UMBP_DRAM_LOW_WM."""
 
     capacity_bytes: int = 4 << 30
     #: The distributed tier's page (a block takes whole pages; ``distributed.dram_page_size``
@@ -141,9 +142,9 @@ class UMBPSsdConfig:
 
 @dataclass(slots=True)
 class UMBPEvictionConfig:
-    """Local eviction (the local mode's DRAM and SSD tiers, a distributed peer's SSD tier): ``lru``
-    or ``prefix_aware_lru``. ``auto_promote_on_read``: the local mode copies an SSD hit back into
-    DRAM."""
+    """Local eviction (the local mode's DRAM and SSD tiers, a distributed peer's SSD tier and its
+    on-demand eviction of HBM and DRAM): ``lru`` or ``prefix_aware_lru``.
+    ``auto_promote_on_read``: the local mode copies an SSD hit back into DRAM."""
 
     policy: str = "lru"
     candidate_window: int = 16

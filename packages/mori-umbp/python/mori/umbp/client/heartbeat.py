@@ -66,7 +66,7 @@ class HeartbeatLoop:
                 baseline, snapshot = self.store.full_sync()
                 res = self.master.heartbeat([(baseline, snapshot)], caps, is_full_sync=True, baseline=baseline)
             else:
-                res = self.master.heartbeat(self.store.events.bundles(), caps)
+                res = self.master.heartbeat(self.store.events.bundles(), caps, accessed=self.store.take_accessed())
             if res.status != 0:  # EXPIRED: the master does not know this node
                 log.warning(
                     "master %s does not know node %r: registering again",

@@ -81,6 +81,7 @@ class UMBPMasterClient:
         capacities: dict[int, tuple[int, int]],
         is_full_sync: bool = False,
         baseline: int = 0,
+        accessed: Sequence[str] = (),
     ) -> Any:
         pb = rpc.pb
         req = pb.HeartbeatRequest(
@@ -88,6 +89,7 @@ class UMBPMasterClient:
             is_full_sync=is_full_sync,
             delta_seq_baseline=baseline,
             tier_capacities=_caps(capacities),
+            accessed_keys=list(accessed),
             bundles=[
                 pb.KvEventBundle(seq=seq, events=[pb.KvEvent(kind=k, key=key, tier=t, size=s) for k, key, t, s in evs])
                 for seq, evs in bundles

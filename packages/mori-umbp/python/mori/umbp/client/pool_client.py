@@ -29,6 +29,7 @@ from mori.umbp.client.heartbeat import HeartbeatLoop
 from mori.umbp.client.inert import check_compat
 from mori.umbp.client.io_engine import engine_config
 from mori.umbp.client.master_client import UMBPMasterClient
+from mori.umbp.client.owners import Owner, OwnerCache
 from mori.umbp.client.transfer import Mover, RemotePages
 from mori.umbp.errors import (
     ClosedError,
@@ -49,6 +50,10 @@ log = logging.getLogger(__name__)
 
 #: Route attempts per key: the first choice plus retries after a full or dead peer.
 MAX_ATTEMPTS = 4
+
+#: Keys of one batch RPC to one peer: half the default UMBP_MAX_PENDING_SLOTS_PER_NODE, so two
+#: threads of one node putting batches to one peer stay under the cap.
+PEER_CHUNK = 32
 
 
 def _weakly(method: Callable[..., Any], dropped: Callable[[], Any]) -> Callable[..., Any]:
@@ -144,6 +149,9 @@ class DistributedClient(UMBPClient):
             settings.get_int("UMBP_PENDING_SLOT_TTL_MS") / 1000,
             settings.get_int("UMBP_DRAM_READ_LEASE_MS") / 1000,
             settings.get_int("UMBP_MAX_PENDING_SLOTS_PER_NODE"),
+            config.eviction.policy,
+            config.eviction.candidate_window,
+            settings.get_float("UMBP_DRAM_HIGH_WM"),
         )
         if ssd is not None:
             staging = SsdStaging(
@@ -172,6 +180,7 @@ class DistributedClient(UMBPClient):
         self._tags = list(mc.tags)
         self._peers: dict[str, Any] = {}
         self._peers_lock = threading.Lock()
+        self._owners = OwnerCache()  # NOTE [owner cache]
         try:
             interval_ms = self._register_node()
         except Exception:
@@ -234,12 +243,13 @@ class DistributedClient(UMBPClient):
         caps = {UMBPTierType(t): c for t, c in self.store.capacities().items()}
         return self._master.register_self(caps, self.peer_address, self._desc, self._tags)
 
-    def _after_commit(self, key: str) -> bool:
-        """True once ``key``'s commit is visible to every client (the master acknowledged its ADD).
-        Without UMBP_COMMIT_SYNC_FLUSH it is published at once, as MORI's looser contract."""
+    def _after_commit(self, keys: list[str]) -> bool:
+        """True once the commits of ``keys`` are visible to every client (the master acknowledged
+        their ADDs, in one heartbeat). Without UMBP_COMMIT_SYNC_FLUSH they are published at once,
+        as MORI's looser contract."""
         if self._sync_flush:
             return self._hb.flush(rpc.timeout_s())
-        self.store.publish([key])
+        self.store.publish(keys)
         self._hb.kick()
         return True
 
@@ -270,20 +280,223 @@ class DistributedClient(UMBPClient):
         return self._master.batch_lookup(keys)
 
     # -- put ------------------------------------------------------------------------------------
+    # NOTE [batched data path]: a batch costs one BatchRoutePut to the master, then per owning
+    # peer (peers in parallel, each in chunks of at most PEER_CHUNK keys so a node stays under
+    # its pending-slot cap) one BatchAllocateSlots, one mori-io batch transfer and one
+    # BatchCommitSlots, whose ADDs reach the master in one acknowledged heartbeat before it
+    # answers. A single put is a batch of one. Keys a peer could not take (full, dead, refused)
+    # are routed again one by one, excluding that peer, as before.
     def _put_batch(
         self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int], devs: list[int]
     ) -> list[bool]:
-        routes = self._master.batch_route_put(keys, sizes)
-        return [
-            self._put_one(k, p, s, r, d, dev)
-            for k, p, s, r, d, dev in zip(keys, ptrs, sizes, routes, depths, devs, strict=True)
-        ]
-
-    def _put_one(self, key: str, ptr: int, size: int, route: Any, depth: int, dev: int) -> bool:
         pb = rpc.pb
-        exclude: list[str] = []
-        failure: PeerUnavailableError | None = None
-        for _ in range(MAX_ATTEMPTS):
+        routes = self._master.batch_route_put(keys, sizes)
+        out: list[bool] = [False] * len(keys)
+        first: dict[str, int] = {}
+        dups: list[tuple[int, int]] = []
+        local: list[int] = []
+        remote: dict[str, list[int]] = {}
+        retry: list[tuple[int, str, PeerUnavailableError | None]] = []
+        for i, (key, route) in enumerate(zip(keys, routes, strict=True)):
+            if key in first:  # a key twice in one batch: the later copy shares the first one's fate
+                dups.append((i, first[key]))
+                continue
+            first[key] = i
+            if route.outcome == pb.ALREADY_EXISTS:
+                out[i] = True
+            elif route.outcome != pb.ROUTED:
+                out[i] = False
+            elif route.node_id == self.node_id:
+                local.append(i)
+            else:
+                remote.setdefault(route.node_id, []).append(i)
+        if local:
+            self._put_local(local, keys, ptrs, sizes, routes, depths, devs, out, retry)
+        if remote:
+            self._put_remote(remote, keys, ptrs, sizes, routes, depths, devs, out, retry)
+        for i, node, failure in retry:
+            out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [node], failure)
+        for i, j in dups:
+            out[i] = out[j]
+        return out
+
+    def _put_local(
+        self,
+        idx: list[int],
+        keys: Sequence[str],
+        ptrs: Sequence[int],
+        sizes: Sequence[int],
+        routes: Any,
+        depths: Sequence[int],
+        devs: list[int],
+        out: list[bool],
+        retry: list[tuple[int, str, PeerUnavailableError | None]],
+    ) -> None:
+        """Self-target puts: local copies, no RPC but the one acknowledgement of all their ADDs."""
+        committed: list[int] = []
+        for i in reversed(idx):  # NOTE [chain order] in mori.umbp.peer.store
+            try:
+                done = self._put_self(keys[i], ptrs[i], sizes[i], int(routes[i].tier), depths[i], devs[i])
+                if done == "COMMITTED":
+                    committed.append(i)
+                else:
+                    out[i] = done == "EXISTS"
+            except _NoSpace:
+                retry.append((i, self.node_id, None))
+        if committed and not self._after_commit([keys[i] for i in committed]):
+            failure = PeerUnavailableError("local commit: the master did not acknowledge it in time")
+            retry.extend((i, self.node_id, failure) for i in committed)
+            return
+        for i in committed:
+            out[i] = True
+
+    def _put_self(self, key: str, ptr: int, size: int, tier: int, depth: int, dev: int) -> str:
+        """ "COMMITTED" here by this call (not yet acknowledged by the master), "EXISTS" (committed
+        and acknowledged before) or "PENDING" (another writer still holds it: not stored)."""
+        outcome, slot_id, pages = self.store.allocate(key, size, tier, depth, self.node_id, rpc.timeout_s())
+        if outcome in ("NO_SPACE", "NO_TIER"):
+            raise _NoSpace()
+        if outcome == "LIMIT":
+            raise PendingLimitError(
+                f"node {self.node_id!r} holds UMBP_MAX_PENDING_SLOTS_PER_NODE={self.store.max_pending_per_node} "
+                "pending slots on itself"
+            )
+        if outcome == "PENDING":
+            log.warning("put %r: another writer still holds it uncommitted; not stored", key)
+            return "PENDING"
+        if outcome != "ALLOCATED":
+            return "EXISTS"
+        try:
+            self.store.copy_in(tier, pages, ptr, size, dev)
+        except Exception:
+            self.store.abort(slot_id)
+            raise
+        why = self.store.commit(slot_id, key)
+        if why:
+            raise PeerUnavailableError(f"local commit of {key!r} failed: {why}")
+        return "COMMITTED"
+
+    def _put_remote(
+        self,
+        groups: dict[str, list[int]],
+        keys: Sequence[str],
+        ptrs: Sequence[int],
+        sizes: Sequence[int],
+        routes: Any,
+        depths: Sequence[int],
+        devs: list[int],
+        out: list[bool],
+        retry: list[tuple[int, str, PeerUnavailableError | None]],
+    ) -> None:
+        """See NOTE [batched data path]."""
+        ppb = rpc.peer_pb
+        res_t = ppb.AllocateSlotResponse
+        chunks = {
+            node: [idx[k : k + PEER_CHUNK] for k in range(0, len(idx), PEER_CHUNK)] for node, idx in groups.items()
+        }
+        for r in range(max(len(c) for c in chunks.values())):
+            round_ = {node: c[r] for node, c in chunks.items() if r < len(c)}
+            allocs = {}
+            for node, idx in round_.items():
+                route = routes[idx[0]]
+                req = ppb.BatchAllocateSlotsRequest(
+                    entries=[
+                        ppb.AllocateSlotRequest(size=sizes[i], tier=int(routes[i].tier), key=keys[i], depth=depths[i])
+                        for i in idx
+                    ]
+                )
+                allocs[node] = rpc.start(
+                    f"BatchAllocateSlots on peer {node!r} at {route.peer_address}",
+                    self._peer(route.peer_address).BatchAllocateSlots,
+                    req,
+                    PeerUnavailableError,
+                    overlap=len(round_) > 1,
+                )
+            commits = {}
+            for node, pending in allocs.items():
+                idx = round_[node]
+                route = routes[idx[0]]
+                who = f"peer {node!r} at {route.peer_address}"
+                try:
+                    res = pending.result()
+                except PeerUnavailableError as exc:
+                    retry.extend((i, node, exc) for i in idx)
+                    continue
+                slots: list[tuple[int, Any]] = []
+                for i, e in zip(idx, res.entries, strict=True):
+                    if e.outcome == res_t.SUCCESS_ALLOCATED:
+                        slots.append((i, e))
+                    elif e.outcome == res_t.SUCCESS_ALREADY_EXISTS:
+                        out[i] = True
+                    elif e.outcome == res_t.FAILED_PENDING:
+                        log.warning("put %r: %s; not stored", keys[i], e.message)
+                    elif e.outcome == res_t.FAILED_NO_SPACE:
+                        log.info("peer %r was full for %r: routing again", node, keys[i])
+                        retry.append((i, node, None))
+                    else:
+                        retry.append((i, node, PeerUnavailableError(f"AllocateSlot on {who} failed: {e.message}")))
+                if not slots:
+                    continue
+                items = [
+                    (
+                        ptrs[i],
+                        sizes[i],
+                        RemotePages(route.engine_desc, e.descs[0], [p.page_index for p in e.pages], e.page_size),
+                        devs[i],
+                    )
+                    for i, e in slots
+                ]
+                stub = self._peer(route.peer_address)
+                try:
+                    self._mover.move_many(False, items, who)
+                except PeerUnavailableError as exc:
+                    self._abort_all(stub, [int(e.slot_id) for _, e in slots])
+                    retry.extend((i, node, exc) for i, _ in slots)
+                    continue
+                req = ppb.BatchCommitSlotsRequest(
+                    entries=[ppb.BatchCommitSlotEntry(slot_id=e.slot_id, key=keys[i]) for i, e in slots]
+                )
+                commits[node] = (
+                    slots,
+                    rpc.start(
+                        f"BatchCommitSlots on {who}",
+                        stub.BatchCommitSlots,
+                        req,
+                        PeerUnavailableError,
+                        overlap=len(round_) > 1,
+                    ),
+                )
+            for node, (slots, pending) in commits.items():
+                try:
+                    done = pending.result()
+                except PeerUnavailableError as exc:
+                    retry.extend((i, node, exc) for i, _ in slots)
+                    continue
+                route = routes[slots[0][0]]
+                owner = self._owners.owner(node, route.peer_address, route.engine_desc)
+                for (i, _), ok, why in zip(slots, done.success, done.message, strict=True):
+                    if ok:
+                        out[i] = True
+                        self._owners.remember(keys[i], owner)
+                    else:
+                        retry.append((i, node, PeerUnavailableError(f"CommitSlot on peer {node!r} refused: {why}")))
+
+    def _put_again(
+        self,
+        key: str,
+        ptr: int,
+        size: int,
+        depth: int,
+        dev: int,
+        exclude: list[str],
+        failure: PeerUnavailableError | None,
+    ) -> bool:
+        """Routes ``key`` again past the peers in ``exclude`` (they were full or failed)."""
+        pb = rpc.pb
+        if failure is not None:
+            log.warning("put %r: %s; routing again", key, failure)
+        for _ in range(MAX_ATTEMPTS - 1):
+            (route,) = self._master.batch_route_put([key], [size], exclude)
             if route.outcome == pb.ALREADY_EXISTS:
                 return True
             if route.outcome != pb.ROUTED:
@@ -296,7 +509,6 @@ class DistributedClient(UMBPClient):
                 log.warning("put %r: %s; routing again", key, exc)
                 failure = exc
             exclude.append(route.node_id)
-            (route,) = self._master.batch_route_put([key], [size], exclude)
         if failure is not None:
             raise PeerUnavailableError(f"put {key!r}: no live peer took it (last error: {failure})")
         return False
@@ -306,28 +518,11 @@ class DistributedClient(UMBPClient):
         another writer still held the key after our wait (NOTE [one key, many writers])."""
         tier = int(route.tier)
         if route.node_id == self.node_id:  # self-target fast path: a local copy, no RPC
-            outcome, slot_id, pages = self.store.allocate(key, size, tier, depth, self.node_id, rpc.timeout_s())
-            if outcome in ("NO_SPACE", "NO_TIER"):
-                raise _NoSpace()
-            if outcome == "LIMIT":
-                raise PendingLimitError(
-                    f"node {self.node_id!r} holds UMBP_MAX_PENDING_SLOTS_PER_NODE={self.store.max_pending_per_node} "
-                    "pending slots on itself"
-                )
-            if outcome == "PENDING":
-                log.warning("put %r: another writer still holds it uncommitted; not stored", key)
-                return False
-            if outcome == "ALLOCATED":
-                try:
-                    self.store.copy_in(tier, pages, ptr, size, dev)
-                except Exception:
-                    self.store.abort(slot_id)
-                    raise
-                why = self.store.commit(slot_id, key)
-                if why:
-                    raise PeerUnavailableError(f"local commit of {key!r} failed: {why}")
-                if not self._after_commit(key):
-                    raise PeerUnavailableError(f"local commit of {key!r}: the master did not acknowledge it in time")
+            done = self._put_self(key, ptr, size, tier, depth, dev)
+            if done != "COMMITTED":
+                return done == "EXISTS"
+            if not self._after_commit([key]):
+                raise PeerUnavailableError(f"local commit of {key!r}: the master did not acknowledge it in time")
             return True
         stub = self._peer(route.peer_address)
         who = f"peer {route.node_id!r} at {route.peer_address}"
@@ -353,7 +548,7 @@ class DistributedClient(UMBPClient):
         try:
             self._mover.write(ptr, size, remote, who, dev)
         except PeerUnavailableError:
-            self._abort(stub, int(res.slot_id))
+            self._abort_all(stub, [int(res.slot_id)])
             raise
         done = rpc.call(
             f"CommitSlot on {who}",
@@ -365,38 +560,134 @@ class DistributedClient(UMBPClient):
             raise PeerUnavailableError(f"CommitSlot on {who} refused: {done.message}")
         return True
 
-    def _abort(self, stub: Any, slot_id: int) -> None:
-        # Best effort: the pending TTL frees the slot anyway.
+    def _abort_all(self, stub: Any, slot_ids: list[int]) -> None:
+        # Best effort: the pending TTL frees the slots anyway.
         with contextlib.suppress(PeerUnavailableError):
-            rpc.call("AbortSlot", stub.AbortSlot, rpc.peer_pb.AbortSlotRequest(slot_id=slot_id), PeerUnavailableError)
+            rpc.call(
+                "BatchAbortSlots",
+                stub.BatchAbortSlots,
+                rpc.peer_pb.BatchAbortSlotsRequest(slot_ids=slot_ids),
+                PeerUnavailableError,
+            )
 
     # -- get ------------------------------------------------------------------------------------
     def _get_batch(self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], devs: list[int]) -> list[bool]:
-        res = self._master.batch_route_get(keys)
-        out = []
-        for i, key in enumerate(keys):
-            ref = int(res.node_ref[i])
-            node = res.nodes[ref - 1] if ref else None
-            out.append(self._get_one(key, ptrs[i], sizes[i], node, int(res.size[i]), devs[i]))
+        """Owners from NOTE [owner cache], the rest from one BatchRouteGet; then per owning peer one
+        BatchResolveKeys and one mori-io batch read (NOTE [batched data path]); keys an owner no
+        longer holds, or whose owner failed, try another replica through the master."""
+        out = [False] * len(keys)
+        owners: list[Owner | None] = [self._owners.get(k) for k in keys]
+        cached = [o is not None for o in owners]
+        ask = [i for i, o in enumerate(owners) if o is None]
+        if ask:
+            res = self._master.batch_route_get([keys[i] for i in ask])
+            for j, i in enumerate(ask):
+                ref = int(res.node_ref[j])
+                if not ref:
+                    continue
+                if int(res.size[j]) != sizes[i]:
+                    raise InvalidArgumentError(f"size={sizes[i]} but block {keys[i]!r} holds {int(res.size[j])} bytes")
+                node = res.nodes[ref - 1]
+                owners[i] = self._owners.owner(node.node_id, node.peer_address, node.engine_desc)
+        groups: dict[Owner, list[int]] = {}
+        for i, owner in enumerate(owners):
+            if owner is not None:
+                groups.setdefault(owner, []).append(i)
+        retry: list[tuple[int, str, PeerUnavailableError | None]] = []
+        address = {o.node_id: o.peer_address for o in groups}
+        mine = [i for owner in [o for o in groups if o.node_id == self.node_id] for i in groups.pop(owner)]
+        for i in reversed(mine):  # NOTE [chain order] in mori.umbp.peer.store
+            out[i] = self.store.read_local(keys[i], ptrs[i], sizes[i], devs[i])
+            if not out[i]:
+                retry.append((i, self.node_id, None))
+        pending = []
+        overlap = len(groups) > 1 or any(len(idx) > PEER_CHUNK for idx in groups.values())
+        for owner, idx in groups.items():
+            for k in range(0, len(idx), PEER_CHUNK):
+                chunk = idx[k : k + PEER_CHUNK]
+                req = rpc.peer_pb.BatchResolveKeysRequest(keys=[keys[i] for i in chunk])
+                what = f"BatchResolveKeys on peer {owner.node_id!r} at {owner.peer_address}"
+                stub = self._peer(owner.peer_address)
+                call = rpc.start(what, stub.BatchResolveKeys, req, PeerUnavailableError, overlap=overlap)
+                pending.append((owner, chunk, call))
+        for owner, chunk, call in pending:
+            who = f"peer {owner.node_id!r} at {owner.peer_address}"
+            try:
+                found = call.result().entries
+            except PeerUnavailableError as exc:
+                self._owners.forget_node(owner.node_id)
+                retry.extend((i, owner.node_id, exc) for i in chunk)
+                continue
+            items, done, leases = [], [], []
+            for i, e in zip(chunk, found, strict=True):
+                if e.found and e.ssd_lease_id:
+                    leases.append(int(e.ssd_lease_id))
+                if not e.found:  # evicted since it was routed or remembered: try another replica
+                    self._owners.forget(keys[i])
+                    retry.append((i, owner.node_id, None))
+                    continue
+                if int(e.size) != sizes[i]:  # a remembered owner: the size is checked here
+                    for lease in leases:
+                        self._release_ssd(owner.peer_address, lease)
+                    raise InvalidArgumentError(f"size={sizes[i]} but block {keys[i]!r} holds {int(e.size)} bytes")
+                pages = [p.page_index for p in e.pages]
+                items.append(
+                    (ptrs[i], sizes[i], RemotePages(owner.engine_desc, e.descs[0], pages, e.page_size), devs[i])
+                )
+                done.append(i)
+            try:
+                self._mover.move_many(True, items, who)
+                for i in done:
+                    out[i] = True
+                    if not cached[i]:
+                        self._owners.remember(keys[i], owner)
+            except PeerUnavailableError as exc:
+                self._owners.forget_node(owner.node_id)
+                retry.extend((i, owner.node_id, exc) for i in done)
+            finally:
+                for lease in leases:  # free the staging slots now rather than at lease expiry
+                    self._release_ssd(owner.peer_address, lease)
+        for i, excluded, failure in retry:
+            if cached[i] and failure is not None:  # the master decides, as if never remembered
+                failed_on = (excluded, address[excluded], failure)
+                out[i] = self._get_again(keys[i], ptrs[i], sizes[i], devs[i], [], None, failed_on)
+            else:
+                out[i] = self._get_again(keys[i], ptrs[i], sizes[i], devs[i], [excluded], failure)
         return out
 
-    def _get_one(self, key: str, ptr: int, size: int, node: Any, stored: int, dev: int) -> bool:
-        exclude: list[str] = []
-        failure: PeerUnavailableError | None = None
-        for _ in range(MAX_ATTEMPTS):
-            if node is None:
+    def _get_again(
+        self,
+        key: str,
+        ptr: int,
+        size: int,
+        dev: int,
+        exclude: list[str],
+        failure: PeerUnavailableError | None,
+        failed_on: tuple[str, str, PeerUnavailableError] | None = None,
+    ) -> bool:
+        """Another replica of ``key``, past the nodes in ``exclude``. ``failed_on`` (a remembered
+        owner that failed, and its address): if the master routes to it there too, that failure
+        counts as this attempt's (a node restarted on another address is tried)."""
+        if failure is not None:
+            log.warning("get %r: %s; trying another replica", key, failure)
+        for _ in range(MAX_ATTEMPTS - 1):
+            hit = self._master.route_get(key, exclude)
+            if not hit.found:
                 break
-            if stored != size:
-                raise InvalidArgumentError(f"size={size} but block {key!r} holds {stored} bytes")
+            if failed_on is not None and (hit.node_id, hit.peer_address) == failed_on[:2]:
+                log.warning("get %r: %s; trying another replica", key, failed_on[2])
+                failure = failed_on[2]
+                exclude.append(hit.node_id)
+                continue
+            if int(hit.size) != size:
+                raise InvalidArgumentError(f"size={size} but block {key!r} holds {int(hit.size)} bytes")
             try:
-                if self._get_from(key, ptr, size, node, dev):
+                if self._get_from(key, ptr, size, hit, dev):
                     return True
             except PeerUnavailableError as exc:
                 log.warning("get %r: %s; trying another replica", key, exc)
                 failure = exc
-            exclude.append(node.node_id)
-            hit = self._master.route_get(key, exclude)
-            node, stored = (hit, int(hit.size)) if hit.found else (None, 0)
+            exclude.append(hit.node_id)
         if failure is not None:
             raise PeerUnavailableError(f"get {key!r}: every replica's peer failed (last error: {failure})")
         return False

@@ -11,6 +11,7 @@ adjacent ones.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,10 @@ class RemotePages:
     page_size: int
 
 
+#: One block of a batch transfer: local pointer, bytes, where it goes (or comes from), local device.
+Item = tuple[int, int, RemotePages, int]
+
+
 class Mover:
     def __init__(self, engine: IOEngine, staging_size: int, timeout_ms: int) -> None:
         self.engine = engine
@@ -47,6 +52,8 @@ class Mover:
         self._lock = threading.Lock()
         self._regions: list[Region] = []
         self._engines: dict[str, tuple[EngineDesc, bytes]] = {}  # key -> (desc, its packed bytes)
+        self._known: set[bytes] = set()  # the packed engine descriptors registered now
+        self._mems: dict[bytes, MemoryDesc] = {}  # packed remote memory descriptor -> unpacked
         self.last_uid = -1
 
     # -- registered memory ----------------------------------------------------------------------
@@ -82,22 +89,70 @@ class Mover:
     # -- transfers ------------------------------------------------------------------------------
     def _remote(self, remote: RemotePages) -> MemoryDesc:
         # A restarted peer keeps its engine key but listens on a new port with a new secret (and
-        # new GPU allocations): a descriptor that changed replaces the one mori-io knows.
+        # new GPU allocations): a descriptor that changed replaces the one mori-io knows. Known
+        # descriptors are looked up by their bytes, not unpacked again (this runs per transfer).
         with self._lock:
-            engine = EngineDesc.unpack(remote.engine_desc)
-            old = self._engines.get(engine.key)
-            if old is None or old[1] != remote.engine_desc:
+            if remote.engine_desc not in self._known:
+                engine = EngineDesc.unpack(remote.engine_desc)
+                old = self._engines.get(engine.key)
                 if old is not None:
                     self.engine.deregister_remote_engine(old[0])
+                    self._known.discard(old[1])
                 self.engine.register_remote_engine(engine)
                 self._engines[engine.key] = (engine, remote.engine_desc)
-        return MemoryDesc.unpack(remote.mem_desc)
+                self._known.add(remote.engine_desc)
+            mem = self._mems.get(remote.mem_desc)
+            if mem is None:
+                if len(self._mems) >= 256:  # peers come and go: keep the cache bounded
+                    self._mems.clear()
+                mem = self._mems[remote.mem_desc] = MemoryDesc.unpack(remote.mem_desc)
+        return mem
 
     def write(self, ptr: int, size: int, remote: RemotePages, who: str, device: int = devmem.HOST) -> None:
         self._move(False, ptr, size, remote, who, device)
 
     def read(self, ptr: int, size: int, remote: RemotePages, who: str, device: int = devmem.HOST) -> None:
         self._move(True, ptr, size, remote, who, device)
+
+    def move_many(self, is_read: bool, items: Sequence[Item], who: str) -> None:
+        """Moves every (ptr, size, remote pages, device) of one peer: blocks in registered memory
+        go in one mori-io batch call (one transfer per local region and remote buffer, adjacent
+        pages merged by mori-io), the rest one by one through staging. Raises on any failure."""
+        groups: dict[tuple[int, bytes], tuple[MemoryDesc, MemoryDesc, list[int], list[int], list[int]]] = {}
+        rest: list[Item] = []
+        for ptr, size, remote, device in items:
+            region = self._region(ptr, size)
+            if region is None:
+                rest.append((ptr, size, remote, device))
+                continue
+            gkey = (region.ptr, remote.mem_desc)
+            group = groups.get(gkey)
+            if group is None:
+                group = groups[gkey] = (region.desc, self._remote(remote), [], [], [])
+            _, _, loffs, roffs, sizes = group
+            ps, off = remote.page_size, ptr - region.ptr
+            for i, page in enumerate(remote.pages):
+                n = min(ps, size - i * ps)
+                loffs.append(off + i * ps)
+                roffs.append(page * ps)
+                sizes.append(n)
+        if groups:
+            uids = [self.engine.allocate_transfer_uid() for _ in groups]
+            self.last_uid = uids[-1]
+            op = self.engine.batch_read if is_read else self.engine.batch_write
+            g = list(groups.values())
+            statuses = op(
+                [x[0] for x in g], [x[2] for x in g], [x[1] for x in g], [x[3] for x in g], [x[4] for x in g], uids
+            )
+            failed = ""
+            for status in statuses:  # wait for all, so no late byte lands in reused memory
+                status.WaitFor(self.timeout_ms * 2 + 5000)
+                if status.Code() != StatusCode.SUCCESS and not failed:
+                    failed = f"{status.Code().name}: {status.Message()}"
+            if failed:
+                raise PeerUnavailableError(f"{'read from' if is_read else 'write to'} {who} failed: {failed}")
+        for ptr, size, remote, device in rest:
+            self._move(is_read, ptr, size, remote, who, device)
 
     def _move(self, is_read: bool, ptr: int, size: int, remote: RemotePages, who: str, device: int) -> None:
         rdesc = self._remote(remote)

@@ -22,7 +22,7 @@ from mori.umbp.master.external_kv import ExternalKvIndex
 from mori.umbp.master.metrics import MasterMetrics
 from mori.umbp.master.policy import pick_replica, route_put_batch
 from mori.umbp.master.store import Location, MetadataStore, NodeInfo
-from mori.umbp.types import UMBPTierType
+from mori.umbp.types import PAGE_TIERS, UMBPTierType
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +208,13 @@ class Master:
             self.metrics.route_get.labels("hit").inc()
         return out
 
+    def record_accesses(self, keys: list[str]) -> None:
+        """Reads an owner served without a route (NOTE [owner cache] in mori.umbp.client.owners):
+        accesses for the eviction order, without a routing lease."""
+        now = time.time()
+        for key in keys:
+            self.store.record_access(key, now, 0.0)
+
     def route_put(self, keys: list[str], sizes: list[int], exclude: set[str], requester: str = "") -> list[PutRoute]:
         """Master-side dedup (also within the batch), then tier-first placement by the configured
         algorithm and affinity (see ``policy.route_put_batch``)."""
@@ -222,10 +229,25 @@ class Master:
         seen: set[str] = set()
         todo: list[int | None] = []
         for key, size, locs in zip(keys, sizes, existing, strict=True):
-            dup = any(loc.node_id in alive for loc in locs) or key in seen
+            # A copy on an excluded node does not count: the writer found that node failing, so a
+            # copy there (a commit whose answer was lost) may be gone with it.
+            dup = any(loc.node_id in alive and loc.node_id not in exclude for loc in locs) or key in seen
             todo.append(None if dup else size)
             seen.add(key)
         picks = route_put_batch(todo, free, self.put_algo, self.put_affinity, requester, self._rng)
+        unplaced = [None if pick is not None else want for want, pick in zip(todo, picks, strict=True)]
+        if any(want is not None for want in unplaced):
+            # No node has the room free: route by capacity instead, since the owner evicts on demand
+            # (NOTE [eviction on demand] in mori.umbp.peer.store) unless its every block is busy.
+            room = {
+                (n.node_id, tier): total
+                for n in alive.values()
+                if n.node_id not in exclude
+                for tier, (total, _) in n.capacities.items()
+                if tier in PAGE_TIERS
+            }
+            again = route_put_batch(unplaced, room, self.put_algo, self.put_affinity, requester, self._rng)
+            picks = [pick if pick is not None else alt for pick, alt in zip(picks, again, strict=True)]
         routes: list[PutRoute] = []
         for wanted, pick in zip(todo, picks, strict=True):
             if wanted is None:

@@ -20,6 +20,10 @@ def _caps(items: Any) -> dict[int, tuple[int, int]]:
     return {int(c.tier): (int(c.total), int(c.available)) for c in items}
 
 
+#: Accessed keys one heartbeat may report; the rest are ignored (an access is a hint).
+MAX_ACCESSED = 4096
+
+
 class MasterServicer(pb_grpc.UMBPMasterServicer):
     def __init__(self, master: Master, hit_query_max_batch: int = 4096) -> None:
         self.m = master
@@ -150,6 +154,8 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         res = self.m.heartbeat(
             req.node_id, bundles, req.is_full_sync, int(req.delta_seq_baseline), _caps(req.tier_capacities)
         )
+        if res.known and req.accessed_keys:
+            self.m.record_accesses(list(req.accessed_keys[:MAX_ACCESSED]))
         status = pb.HeartbeatResponse.ALIVE if res.known else pb.HeartbeatResponse.EXPIRED
         return pb.HeartbeatResponse(status=status, acked_seq=res.acked_seq, request_full_sync=res.request_full_sync)
 

@@ -11,7 +11,7 @@ and ranks below every known depth, so such blocks go in plain LRU order after tr
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Set as AbstractSet
+from collections.abc import Container
 
 from mori.umbp.errors import ConfigError
 
@@ -44,6 +44,14 @@ class EvictionOrder:
         old = self._order.pop(key, -1)
         self._order[key] = max(old, depth)
 
+    def add_oldest(self, key: str, depth: int = -1) -> None:
+        """Inserts ``key`` as the least recently used (a block demoted from a faster tier)."""
+        self.add(key, depth)
+        self._order.move_to_end(key, last=False)
+
+    def clear(self) -> None:
+        self._order.clear()
+
     def depth(self, key: str) -> int:
         """The chain depth recorded for ``key`` (-1: unknown or absent)."""
         return self._order.get(key, -1)
@@ -55,7 +63,7 @@ class EvictionOrder:
     def remove(self, key: str) -> None:
         self._order.pop(key, None)
 
-    def victim(self, skip: AbstractSet[str] = frozenset()) -> str | None:
+    def victim(self, skip: Container[str] = frozenset()) -> str | None:
         """The next key to evict, ignoring ``skip``; None when nothing is evictable."""
         best: str | None = None
         best_depth = -2

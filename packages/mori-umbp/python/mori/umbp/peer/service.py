@@ -8,6 +8,7 @@ staging buffer, 2 HBM), and ``descs[0]`` is that buffer's packed mori-io MemoryD
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,9 @@ from mori.umbp.peer.store import PeerStore
 from mori.umbp.peer.store_ssd import PeerBusy
 from mori.umbp.rpc import PENDING_LIMIT_TAG, peer_grpc, peer_pb
 from mori.umbp.types import PAGE_TIERS, UMBPTierType, check_key, tier_name
+
+#: Entries of one batch RPC a peer serves (a client sends at most its pending-slot cap per call).
+MAX_BATCH = 1024
 
 
 def _wait_budget(ctx: Any) -> float:
@@ -36,7 +40,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         self,
         store: PeerStore,
         engine_desc: bytes,
-        on_commit: Callable[[str], bool],
+        on_commit: Callable[[list[str]], bool],
         on_evict: Callable[[], None],
         max_waiters: int = 4,
     ) -> None:
@@ -46,7 +50,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         # find a free worker.
         self._waiters = threading.BoundedSemaphore(max_waiters)
         self.engine_desc = engine_desc
-        self.on_commit = on_commit  # ships the ADD to the master before answering; True once visible
+        self.on_commit = on_commit  # ships the ADDs to the master before answering; True once visible
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
 
     @staticmethod
@@ -71,6 +75,40 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         )
 
     def AllocateSlot(self, req: Any, ctx: Any) -> Any:
+        (res,) = self._allocate_all([req], ctx)
+        return res
+
+    def BatchAllocateSlots(self, req: Any, ctx: Any) -> Any:
+        if len(req.entries) > MAX_BATCH:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"entries={len(req.entries)} exceeds the limit {MAX_BATCH}")
+        return peer_pb.BatchAllocateSlotsResponse(entries=self._allocate_all(list(req.entries), ctx))
+
+    def _allocate_all(self, reqs: list[Any], ctx: Any) -> list[Any]:
+        """One answer per request; the writers' wait on held keys shares one budget (the call's)."""
+        owner = caller_node.get()
+        may_wait = self._waiters.acquire(blocking=False)
+        deadline = time.monotonic() + (_wait_budget(ctx) if may_wait else 0.0)
+        out: list[Any] = []
+        try:
+            for req in reqs:
+                res = self._allocate(req, owner, max(0.0, deadline - time.monotonic()))
+                if res is None:  # this node is at its pending cap: undo the batch's own slots
+                    for done in out:
+                        if done.outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED:
+                            self.s.abort(int(done.slot_id))
+                    ctx.abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"node {owner!r} holds {self.s.max_pending_per_node} pending slots on this peer "
+                        f"(the limit, {PENDING_LIMIT_TAG}={self.s.max_pending_per_node}); commit or abort first",
+                    )
+                out.append(res)
+        finally:
+            if may_wait:
+                self._waiters.release()
+        return out
+
+    def _allocate(self, req: Any, owner: str, wait_s: float) -> Any:
+        """The AllocateSlotResponse for ``req``; None when ``owner`` is at its pending cap."""
         out = peer_pb.AllocateSlotResponse
         try:  # the client checked already; a peer still refuses what it must never store
             check_key(req.key)
@@ -88,14 +126,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             return out(
                 outcome=out.FAILED_NO_SPACE, message=f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
             )
-        owner = caller_node.get()
-        may_wait = self._waiters.acquire(blocking=False)
-        wait_s = _wait_budget(ctx) if may_wait else 0.0
-        try:
-            outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), tier, int(req.depth), owner, wait_s)
-        finally:
-            if may_wait:
-                self._waiters.release()
+        outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), tier, int(req.depth), owner, wait_s)
         if outcome == "EXISTS":
             return out(outcome=out.SUCCESS_ALREADY_EXISTS)
         if outcome == "PENDING":
@@ -104,11 +135,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
                 message=f"key {req.key!r} is held by another writer, still uncommitted after {wait_s:.2f}s",
             )
         if outcome == "LIMIT":
-            ctx.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"node {owner!r} holds {self.s.max_pending_per_node} pending slots on this peer "
-                f"(the limit, {PENDING_LIMIT_TAG}={self.s.max_pending_per_node}); commit or abort first",
-            )
+            return None
         if outcome != "ALLOCATED":
             return out(outcome=out.FAILED_NO_SPACE, message=f"{pool.alloc.available} bytes free in {tier_name(tier)}")
         return out(
@@ -121,23 +148,48 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         )
 
     def CommitSlot(self, req: Any, ctx: Any) -> Any:
-        why = self.s.commit(int(req.slot_id), req.key)
-        if why:
-            return peer_pb.CommitSlotResponse(success=False, message=why)
-        if not self.on_commit(req.key):  # stored here, but no client can be sure to see it yet
-            return peer_pb.CommitSlotResponse(
-                success=False, message=f"committed {req.key!r}, but the master did not acknowledge it in time"
-            )
-        return peer_pb.CommitSlotResponse(success=True)
+        ((ok, why),) = self._commit_all([(int(req.slot_id), req.key)])
+        return peer_pb.CommitSlotResponse(success=ok, message=why)
+
+    def BatchCommitSlots(self, req: Any, ctx: Any) -> Any:
+        if len(req.entries) > MAX_BATCH:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"entries={len(req.entries)} exceeds the limit {MAX_BATCH}")
+        done = self._commit_all([(int(e.slot_id), e.key) for e in req.entries])
+        return peer_pb.BatchCommitSlotsResponse(success=[ok for ok, _ in done], message=[why for _, why in done])
+
+    def _commit_all(self, entries: list[tuple[int, str]]) -> list[tuple[bool, str]]:
+        """Commits each slot, then ships all their ADDs to the master in one acknowledgement."""
+        whys = [self.s.commit(slot_id, key) for slot_id, key in reversed(entries)][::-1]  # NOTE [chain order]
+        committed = [key for (_, key), why in zip(entries, whys, strict=True) if not why]
+        if committed and not self.on_commit(committed):  # stored here, but no client can be sure to see it yet
+            late = "committed, but the master did not acknowledge it in time"
+            whys = [why or late for why in whys]
+        return [(not why, why) for why in whys]
 
     def AbortSlot(self, req: Any, ctx: Any) -> Any:
         self.s.abort(int(req.slot_id))
         return peer_pb.AbortSlotResponse()
 
+    def BatchAbortSlots(self, req: Any, ctx: Any) -> Any:
+        for slot_id in req.slot_ids[:MAX_BATCH]:
+            self.s.abort(int(slot_id))
+        return peer_pb.BatchAbortSlotsResponse(success=[True] * min(len(req.slot_ids), MAX_BATCH))
+
     def ResolveKey(self, req: Any, ctx: Any) -> Any:
-        block = self.s.resolve(req.key)
+        return self._resolve(req.key, ctx)
+
+    def BatchResolveKeys(self, req: Any, ctx: Any) -> Any:
+        if len(req.keys) > MAX_BATCH:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"keys={len(req.keys)} exceeds the limit {MAX_BATCH}")
+        # NOTE [chain order]: resolved last to first, so the head of a prompt's chain (the first
+        # keys) is the most recently used and the tail goes first under LRU.
+        entries = [self._resolve(key, ctx) for key in reversed(req.keys)]
+        return peer_pb.BatchResolveKeysResponse(entries=entries[::-1])
+
+    def _resolve(self, key: str, ctx: Any) -> Any:
+        block = self.s.resolve(key)
         if block is None:
-            return self._resolve_ssd(req.key, ctx)
+            return self._resolve_ssd(key, ctx)
         pool = self.s.pools[block.tier]
         return peer_pb.ResolveKeyResponse(
             found=True,

@@ -19,6 +19,21 @@ free the source), and drops it otherwise. The copy runs outside the lock with th
 moving (no second eviction, no spill race); the REMOVE(HBM) and ADD(DRAM) events are queued
 together, so the master's index moves the key in one bundle. A reader that resolved the HBM
 pages during the copy holds a read lease: those pages are freed only when it ends.
+
+NOTE [eviction on demand]: an allocation that would take its tier past the high watermark
+(UMBP_DRAM_HIGH_WM), or finds it full, does not fail while the tier holds evictable blocks: it
+evicts by the configured policy (``eviction.policy``: LRU by this peer's accesses, or
+prefix-aware) until the block fits with the tier at the watermark, so the pool stays there
+rather than filling up and the master's timed pass (which starts above it) has no work. Victims skip what
+the timed eviction skips here (read leases, blocks being spilled or demoted) plus commits the
+master has not acknowledged yet; HBM victims are demoted to DRAM when it has room. Their
+REMOVE events reach the master with the commit's acknowledged heartbeat. Only when every block
+of the tier is busy does the allocation answer NO_SPACE.
+
+NOTE [chain order]: a batch's keys are a prompt's chain, head first, and a lookup stops at the
+first missing block, so a chain is worth keeping from its head. The peer service resolves and
+commits a batch's keys last to first: the head becomes the most recently used, plain LRU then
+evicts a chain from its tail, and ``prefix_aware_lru`` (deepest of the window first) agrees.
 """
 
 from __future__ import annotations
@@ -35,11 +50,15 @@ import numpy as np
 from mori.io import IOEngine
 from mori.umbp import devmem
 from mori.umbp.peer.events import ADD, REMOVE, Event, EventLog
+from mori.umbp.peer.lru import EvictionOrder
 from mori.umbp.peer.pools import PagePool
 from mori.umbp.peer.store_ssd import SsdSide
 from mori.umbp.types import UMBPTierType
 
 log = logging.getLogger(__name__)
+
+#: Accessed keys kept for the next heartbeat (the master reads at most 4096 of them).
+ACCESSED_CAP = 4096
 
 #: Where an evicted block of a tier moves to on the same peer (MORI's offload_to), if it fits.
 DEMOTE_TO = {int(UMBPTierType.HBM): int(UMBPTierType.DRAM)}
@@ -65,11 +84,38 @@ class Slot:
     owner: str = ""  # the node id that allocated it (its pending slots are capped)
 
 
+class _Busy:
+    """The blocks on-demand eviction must skip, asked key by key (no set of every lease is built)."""
+
+    def __init__(self, store: PeerStore, tried: set[str]) -> None:
+        self.store, self.tried, self.now = store, tried, 0.0
+
+    def __contains__(self, key: object) -> bool:
+        s = self.store
+        return (
+            key in self.tried
+            or s._leases.get(key, 0.0) > self.now  # type: ignore[call-overload]
+            or key in s._pinned
+            or key in s._moving
+            or key in s._unpublished
+        )
+
+
 class PeerStore(SsdSide):
     def __init__(
-        self, pools: Sequence[PagePool], pending_ttl_s: float, read_lease_s: float, max_pending_per_node: int = 64
+        self,
+        pools: Sequence[PagePool],
+        pending_ttl_s: float,
+        read_lease_s: float,
+        max_pending_per_node: int = 64,
+        policy: str = "lru",
+        window: int = 16,
+        high_watermark: float = 1.0,
     ) -> None:
         self.pools: dict[int, PagePool] = {p.tier: p for p in pools}
+        # NOTE [eviction on demand]: each page tier's blocks in eviction order.
+        self._orders = {t: EvictionOrder(policy, window) for t in self.pools}
+        self.high_watermark = high_watermark
         self.events = EventLog()
         self.pending_ttl_s = pending_ttl_s
         self.read_lease_s = read_lease_s
@@ -78,6 +124,7 @@ class PeerStore(SsdSide):
         # Wakes writers waiting on a key another writer holds (NOTE [one key, many writers]).
         self._cond = threading.Condition(self._lock)
         self._unpublished: set[str] = set()  # committed here, not yet acknowledged by the master
+        self._accessed: set[str] = set()  # resolved since the last heartbeat (NOTE [owner cache])
         self._slots: dict[int, Slot] = {}
         self._blocks: dict[str, Block] = {}
         self._leases: dict[str, float] = {}
@@ -109,6 +156,7 @@ class PeerStore(SsdSide):
         if pool is None:
             return "NO_TIER", 0, []
         deadline = time.monotonic() + wait_s
+        made_room = False
         while True:
             self.expire_slots()
             with self._cond:
@@ -118,19 +166,51 @@ class PeerStore(SsdSide):
                 if not holders and key not in self._blocks:
                     if sum(1 for s in self._slots.values() if s.owner == owner) >= self.max_pending_per_node:
                         return "LIMIT", 0, []
-                    pages = pool.alloc.alloc(size)
-                    if pages is None:
+                    pages = None if not made_room and self._over_watermark(pool, size) else pool.alloc.alloc(size)
+                    if pages is not None:
+                        slot_id = next(self._ids)
+                        self._slots[slot_id] = Slot(
+                            key, pages, size, tier, time.monotonic() + self.pending_ttl_s, depth, owner
+                        )
+                        return "ALLOCATED", slot_id, pages
+                    if made_room:
                         return "NO_SPACE", 0, []
-                    slot_id = next(self._ids)
-                    self._slots[slot_id] = Slot(
-                        key, pages, size, tier, time.monotonic() + self.pending_ttl_s, depth, owner
-                    )
-                    return "ALLOCATED", slot_id, pages
-                now = time.monotonic()
-                if now >= deadline:
-                    return "PENDING", 0, []
-                # Woken by a commit, publish, abort or eviction; or at the holder's TTL, to expire it.
-                self._cond.wait(max(0.001, min([deadline, *holders]) - now))
+                else:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        return "PENDING", 0, []
+                    # Woken by a commit, publish, abort or eviction; or at the holder's TTL, to expire it.
+                    self._cond.wait(max(0.001, min([deadline, *holders]) - now))
+                    continue
+            # Full, or past the watermark: evict (outside the lock, as EvictKey does), then retry once.
+            made_room = True
+            if not self.make_room(tier, size):
+                return "NO_SPACE", 0, []
+
+    def _over_watermark(self, pool: PagePool, size: int) -> bool:
+        need = pool.alloc.pages_for(size) * pool.page_size
+        return pool.capacity - pool.alloc.available + need > pool.capacity * self.high_watermark
+
+    def make_room(self, tier: int, size: int) -> bool:
+        """NOTE [eviction on demand]: evicts victims of ``tier`` by the policy until ``size`` bytes
+        fit and the tier is at its high watermark with them; False when they still do not fit."""
+        pool = self.pools[tier]
+        order = self._orders[tier]
+        need = pool.alloc.pages_for(size) * pool.page_size
+        target = pool.capacity * self.high_watermark
+        tried: set[str] = set()
+        busy = _Busy(self, tried)
+        while True:
+            with self._lock:
+                free = pool.alloc.available
+                if free >= need and pool.capacity - free + need <= target:
+                    return True
+                busy.now = time.monotonic()
+                victim = order.victim(busy)
+            if victim is None:
+                return pool.alloc.available >= need
+            tried.add(victim)  # freed or busy now: either way not a candidate again in this call
+            self.evict([victim], [tier])
 
     def publish(self, keys: Sequence[str]) -> None:
         """The master acknowledged these commits: every client can see them now."""
@@ -152,6 +232,7 @@ class PeerStore(SsdSide):
                 return f"slot {slot_id} belongs to key {slot.key!r}, not {key!r}"
             del self._slots[slot_id]
             self._blocks[key] = Block(key, slot.pages, slot.size, slot.tier, slot.depth)
+            self._orders[slot.tier].add(key, slot.depth)
             self._unpublished.add(key)
             self.events.add(ADD, key, slot.tier, slot.size)
             spill = self._pin_for_spill(key, slot.size)
@@ -193,7 +274,16 @@ class PeerStore(SsdSide):
             block = self._blocks.get(key)
             if block is not None:
                 self._leases[key] = time.monotonic() + self.read_lease_s
+                self._orders[block.tier].touch(key)
+                if len(self._accessed) < ACCESSED_CAP:
+                    self._accessed.add(key)
             return block
+
+    def take_accessed(self) -> list[str]:
+        """The keys resolved since the last call, for the master's eviction order."""
+        with self._lock:
+            keys, self._accessed = list(self._accessed), set()
+            return keys
 
     def read_local(self, key: str, dst: int, size: int, dst_device: int = devmem.HOST) -> bool:
         """Self-target get: from a page tier if the block is there, else straight from its SSD file."""
@@ -201,6 +291,7 @@ class PeerStore(SsdSide):
             block = self._blocks.get(key)
             if block is not None:
                 self.pools[block.tier].copy_out(block.pages, dst, size, dst_device)
+                self._orders[block.tier].touch(key)
                 return True
         return self._read_ssd_local(key, dst, size, dst_device)
 
@@ -227,6 +318,7 @@ class PeerStore(SsdSide):
                     moves.append((block, target, pages))
                     continue
                 del self._blocks[key]
+                self._orders[block.tier].remove(key)
                 self._leases.pop(key, None)
                 self._unpublished.discard(key)
                 self.events.add(REMOVE, key, block.tier, block.size)
@@ -259,6 +351,8 @@ class PeerStore(SsdSide):
                 target.alloc.free(pages)
                 return False
             self._blocks[block.key] = Block(block.key, pages, block.size, target.tier, block.depth)
+            self._orders[block.tier].remove(block.key)
+            self._orders[target.tier].add_oldest(block.key, block.depth)  # it keeps its last access time
             self.events.add(REMOVE, block.key, block.tier, block.size)
             self.events.add(ADD, block.key, target.tier, block.size)
             lease = self._leases.get(block.key, 0.0)
@@ -276,6 +370,8 @@ class PeerStore(SsdSide):
         with self._lock:
             blocks = list(self._blocks.values())
             self._blocks.clear()
+            for order in self._orders.values():
+                order.clear()
             self._unpublished.clear()
             self._cond.notify_all()
             for b in blocks:

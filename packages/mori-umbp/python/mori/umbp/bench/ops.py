@@ -1,0 +1,242 @@
+# SPDX-License-Identifier: MIT
+"""``mori-umbp-bench --mode ops``: put/get cost per block size, API and thread count, beside the
+data-plane ceiling (a bare mori-io transfer of the same bytes between the same two processes)
+and the control-plane floor (one authenticated gRPC round trip to the master), all in one run.
+
+Every get is checked byte for byte against what was put (outside the timed call).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mori.io import (
+    BackendType,
+    EngineDesc,
+    IOEngine,
+    IOEngineConfig,
+    MemoryDesc,
+    MemoryLocationType,
+    StatusCode,
+    TcpBackendConfig,
+)
+from mori.umbp.bench.pool import PoolProcess
+from mori.umbp.client.base import UMBPClient
+from mori.umbp.client.master_client import UMBPMasterClient
+
+
+@dataclass
+class Case:
+    block_bytes: int
+    api: str  # "single" or "batch"
+    threads: int
+    op: str  # "put" or "get"
+    keys: int = 0
+    failed: int = 0
+    corrupt: int = 0
+    wall_s: float = 0.0
+    cpu_client_s: float = 0.0
+    cpu_pool_s: float = 0.0
+    call_s: list[float] = field(default_factory=list)
+
+
+def pct(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples) * 1000, q)) if samples else 0.0
+
+
+def summary(c: Case) -> dict[str, Any]:
+    moved = (c.keys - c.failed) * c.block_bytes
+    return {
+        "block_bytes": c.block_bytes,
+        "api": c.api,
+        "threads": c.threads,
+        "op": c.op,
+        "keys": c.keys,
+        "calls": len(c.call_s),
+        "failed": c.failed,
+        "corrupt": c.corrupt,
+        "ops_per_s": c.keys / c.wall_s if c.wall_s else 0.0,
+        "GB_per_s": moved / c.wall_s / 1e9 if c.wall_s else 0.0,
+        "p50_ms": pct(c.call_s, 50),
+        "p99_ms": pct(c.call_s, 99),
+        "cpu_client_us_per_key": c.cpu_client_s / c.keys * 1e6 if c.keys else 0.0,
+        "cpu_pool_us_per_key": c.cpu_pool_s / c.keys * 1e6 if c.keys else 0.0,
+    }
+
+
+def _timed(pool: PoolProcess, case: Case, threads: int, work: Callable[[int], None]) -> None:
+    cpu0, pcpu0 = time.process_time(), pool.cpu_s()
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    case.wall_s = time.perf_counter() - t0
+    case.cpu_client_s = time.process_time() - cpu0
+    case.cpu_pool_s = pool.cpu_s() - pcpu0
+
+
+def run_case(
+    client: UMBPClient, pool: PoolProcess, tag: str, block: int, api: str, threads: int, keys: int, batch: int
+) -> tuple[Case, Case]:
+    """Puts ``keys`` fresh blocks (split over ``threads``), then gets them back and checks them."""
+    per = max(1, keys // threads)
+    step = batch if api == "batch" else 1
+    per = max(step, per - per % step)
+    slots = step
+    src = np.random.default_rng(block).integers(0, 256, (threads, slots, block), dtype=np.uint8)
+    dst = np.zeros_like(src)
+    client.register_memory(src.ctypes.data, src.nbytes)
+    client.register_memory(dst.ctypes.data, dst.nbytes)
+    put, get = Case(block, api, threads, "put"), Case(block, api, threads, "get")
+    lock = threading.Lock()
+
+    def names(t: int, i: int) -> list[str]:
+        return [f"{tag}-{block}-{api}-{threads}-{t}-{i + j}" for j in range(step)]
+
+    def ptrs(arr: np.ndarray, t: int) -> list[int]:
+        return [int(arr[t, j].ctypes.data) for j in range(step)]
+
+    def do_put(t: int) -> None:
+        lat, failed = [], 0
+        p = ptrs(src, t)
+        for i in range(0, per, step):
+            ks = names(t, i)
+            t0 = time.perf_counter()
+            ok = (
+                client.batch_put_from_ptr(ks, p, [block] * step)
+                if step > 1
+                else [client.put_from_ptr(ks[0], p[0], block)]
+            )
+            lat.append(time.perf_counter() - t0)
+            failed += ok.count(False)
+        with lock:
+            put.call_s += lat
+            put.failed += failed
+            put.keys += per
+
+    def do_get(t: int) -> None:
+        lat, failed, corrupt = [], 0, 0
+        p = ptrs(dst, t)
+        for i in range(0, per, step):
+            ks = names(t, i)
+            dst[t].fill(0)
+            t0 = time.perf_counter()
+            ok = (
+                client.batch_get_into_ptr(ks, p, [block] * step)
+                if step > 1
+                else [client.get_into_ptr(ks[0], p[0], block)]
+            )
+            lat.append(time.perf_counter() - t0)
+            failed += ok.count(False)
+            corrupt += sum(1 for j in range(step) if ok[j] and not np.array_equal(dst[t, j], src[t, j]))
+        with lock:
+            get.call_s += lat
+            get.failed += failed
+            get.corrupt += corrupt
+            get.keys += per
+
+    try:
+        _timed(pool, put, threads, do_put)
+        _timed(pool, get, threads, do_get)
+    finally:
+        client.deregister_memory(src.ctypes.data)
+        client.deregister_memory(dst.ctypes.data)
+    return put, get
+
+
+class Ceiling:
+    """Bare mori-io transfers from this process to the pool process's registered buffer."""
+
+    def __init__(self, pool: PoolProcess, max_bytes: int) -> None:
+        self.engine = IOEngine("bench-ceiling-initiator", IOEngineConfig(host="127.0.0.1", port=0))
+        self.engine.create_backend(BackendType.TCP, TcpBackendConfig(num_data_conns=2))
+        self.buf = np.random.default_rng(1).integers(0, 256, max_bytes, dtype=np.uint8)
+        self.local = self.engine.register_memory(self.buf.ctypes.data, max_bytes, -1, MemoryLocationType.CPU)
+        self.engine.register_remote_engine(EngineDesc.unpack(pool.info.target_engine))
+        self.remote = MemoryDesc.unpack(pool.info.target_mem)
+        self.max_bytes = min(max_bytes, pool.info.target_bytes)
+
+    def measure(self, block: int, count: int, calls: int) -> dict[str, Any]:
+        """``calls`` writes then reads of ``count`` blocks each (one batch transfer per call)."""
+        offs = [i * block for i in range(count)]
+        out: dict[str, Any] = {"block_bytes": block, "blocks_per_call": count}
+        for name, op in (("write", self.engine.batch_write), ("read", self.engine.batch_read)):
+            lat = []
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                t = time.perf_counter()
+                uid = self.engine.allocate_transfer_uid()
+                (st,) = op([self.local], [offs], [self.remote], [offs], [[block] * count], [uid])
+                st.WaitFor(30000)
+                if st.Code() != StatusCode.SUCCESS:
+                    raise RuntimeError(f"ceiling {name} failed: {st.Code().name}: {st.Message()}")
+                lat.append(time.perf_counter() - t)
+            wall = time.perf_counter() - t0
+            out[name] = {
+                "p50_ms": pct(lat, 50),
+                "p99_ms": pct(lat, 99),
+                "GB_per_s": calls * count * block / wall / 1e9,
+                "ops_per_s": calls * count / wall,
+            }
+        return out
+
+    def close(self) -> None:
+        self.engine.deregister_memory(self.local)
+        self.engine.shutdown()
+
+
+def floor(master: str, calls: int) -> dict[str, float]:
+    """One authenticated unary RPC to the master (BatchLookup of one key): the control-plane floor."""
+    mc = UMBPMasterClient(master, "bench-floor")
+    try:
+        mc.batch_lookup(["bench-floor-probe"])
+        lat = []
+        for _ in range(calls):
+            t = time.perf_counter()
+            mc.batch_lookup(["bench-floor-probe"])
+            lat.append(time.perf_counter() - t)
+    finally:
+        mc.close()
+    return {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "calls": calls}
+
+
+def run(
+    blocks: list[int],
+    apis: list[str],
+    threads: list[int],
+    batch: int,
+    bytes_per_case: int,
+    max_keys: int,
+    peers: int,
+    peer_capacity: int,
+    client_factory: Callable[[str, int], UMBPClient],
+) -> dict[str, Any]:
+    """The whole matrix; returns the JSON body (without provenance). Each block size gets a pool
+    of its own whose page is the block (at most 2 MiB), as a deployment sizes pages to its blocks."""
+    out: dict[str, Any] = {"cases": [], "ceiling": [], "floor": []}
+    for block in blocks:
+        page = min(block, 2 << 20)
+        with PoolProcess(peers, peer_capacity, page, block * batch) as pool:
+            out["floor"].append({"block_bytes": block, **floor(pool.info.master, 500)})
+            ceiling = Ceiling(pool, block * batch)
+            try:
+                calls = max(8, min(500, bytes_per_case // (block * batch)))
+                out["ceiling"].append(ceiling.measure(block, 1, calls * 4))
+                out["ceiling"].append(ceiling.measure(block, batch, calls))
+            finally:
+                ceiling.close()
+            keys = max(batch, min(max_keys, bytes_per_case // block))
+            with client_factory(pool.info.master, page) as client:
+                for api in apis:
+                    for n in threads:
+                        for case in run_case(client, pool, f"r{time.time_ns()}", block, api, n, keys, batch):
+                            out["cases"].append(summary(case))
+    return out

@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: MIT
+"""The batched data path (NOTE [batched data path] in mori.umbp.client.pool_client): one master
+round trip and one allocate, one commit and one resolve RPC per owning peer per batch, and no key
+reported stored that is missing when an owner dies in the middle of a batch."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import numpy as np
+import pytest
+from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, master_config
+
+from mori.umbp import InvalidArgumentError, MasterServer
+from mori.umbp.peer.service import PeerServicer
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _blocks(n: int, seed: int, size: int = PAGE) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(n)]
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts the peer RPCs served in this process, per method name."""
+    calls: collections.Counter[str] = collections.Counter()
+    for name in (
+        "AllocateSlot",
+        "CommitSlot",
+        "ResolveKey",
+        "BatchAllocateSlots",
+        "BatchCommitSlots",
+        "BatchResolveKeys",
+    ):
+        method = getattr(PeerServicer, name)
+
+        def counting(self, req, ctx, _method=method, _name=name):
+            calls[_name] += 1
+            return _method(self, req, ctx)
+
+        monkeypatch.setattr(PeerServicer, name, counting)
+    return calls
+
+
+def test_a_batch_costs_one_rpc_of_each_kind_per_owner(counted):
+    with (
+        MasterServer(master_config()) as master,
+        make_client(master.address, "owner-a", 64 * PAGE),
+        make_client(master.address, "owner-b", 64 * PAGE),
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(16, 1, 2 * PAGE + 100)  # three pages each, the last one partly used
+        keys = [f"b{i}" for i in range(16)]
+        size = data[0].nbytes
+        routes_before = master.metrics.rpcs.labels("BatchRoutePut")._value.get()
+        assert w.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [size] * 16) == [True] * 16
+        assert master.metrics.rpcs.labels("BatchRoutePut")._value.get() == routes_before + 1
+        owners = 2  # most_available spreads the batch over both owners
+        assert counted == {"BatchAllocateSlots": owners, "BatchCommitSlots": owners}
+        counted.clear()
+        back = [np.zeros_like(d) for d in data]
+        assert w.batch_get_into_ptr(keys, [b.ctypes.data for b in back], [size] * 16) == [True] * 16
+        assert counted == {"BatchResolveKeys": owners}
+        assert all(np.array_equal(b, d) for b, d in zip(back, data, strict=True))
+        # A key twice in one batch: stored once, both entries report it.
+        (dup,) = _blocks(1, 2)
+        assert w.batch_put_from_ptr(["d", "d"], [dup.ctypes.data] * 2, [PAGE] * 2) == [True, True]
+        # More keys for one owner than a peer RPC carries: chunks of 32, still all stored.
+        many = _blocks(40, 3)
+        mkeys = [f"m{i}" for i in range(40)]
+        assert w.batch_put_from_ptr(mkeys, [d.ctypes.data for d in many], [PAGE] * 40) == [True] * 40
+        out = np.zeros(PAGE, np.uint8)
+        for key, value in zip(mkeys, many, strict=True):
+            assert w.get_into_ptr(key, out.ctypes.data, PAGE)
+            assert np.array_equal(out, value)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when):
+    """The doomed owner has the most room, so the master routes the whole batch to it; it dies in
+    its commit RPC: before committing, or after committing with the master's acknowledgement (the
+    index then names it for every key until the reaper expires it). Every key must be reported
+    stored only where a get finds it, with its bytes."""
+    master = MasterProcess(free_port())
+    peers = []
+    client = None
+    try:
+        doomed = PeerProcess(master.address, "doomed", 128 * PAGE, die_in_commit=when)
+        peers = [doomed, *(PeerProcess(master.address, f"live-{i}", 64 * PAGE) for i in range(2))]
+        client = make_client(master.address, "writer", 0)
+        data = _blocks(16, 4)
+        keys = [f"k{i}" for i in range(16)]
+        ok = client.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [PAGE] * 16)
+        doomed.proc.join(10)
+        assert doomed.proc.exitcode == 17  # it did die in the commit
+        assert ok == [True] * 16  # routed again, past the dead owner
+        live = sorted(k for p in peers[1:] for k in p.ask("keys"))
+        assert live == sorted(keys)
+        back = np.zeros(PAGE, np.uint8)
+        for key, value in zip(keys, data, strict=True):
+            assert client.get_into_ptr(key, back.ctypes.data, PAGE)
+            assert np.array_equal(back, value)
+    finally:
+        if client is not None:
+            client.close()
+        for p in peers:
+            p.kill()
+        master.kill()
+
+
+def test_remembered_owners_skip_the_master_and_fall_back_when_wrong(counted, monkeypatch):
+    """NOTE [owner cache]: a key this client put is read from its owner without BatchRouteGet; a
+    key the owner no longer holds, or whose owner is gone, is found through the master."""
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "50")  # the reads' leases end before the eviction below
+    with (
+        MasterServer(master_config()) as master,
+        make_client(master.address, "owner-a", 16 * PAGE) as a,
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(4, 6)
+        keys = [f"o{i}" for i in range(4)]
+        assert w.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [PAGE] * 4) == [True] * 4
+        routes = master.metrics.rpcs.labels("BatchRouteGet")._value.get()
+        counted.clear()
+        back = [np.zeros(PAGE, np.uint8) for _ in keys]
+        assert w.batch_get_into_ptr(keys, [b.ctypes.data for b in back], [PAGE] * 4) == [True] * 4
+        assert all(np.array_equal(b, d) for b, d in zip(back, data, strict=True))
+        assert master.metrics.rpcs.labels("BatchRouteGet")._value.get() == routes  # no master round trip
+        assert counted == {"BatchResolveKeys": 1}
+        # The owner reports the reads to the master with its heartbeat (for the timed LRU pass).
+        before = {c.key: c.last_access for c in master.master.store.candidates("owner-a", 2)}
+        assert a.flush()
+        after = {c.key: c.last_access for c in master.master.store.candidates("owner-a", 2)}
+        assert all(after[k] > before[k] for k in keys)
+        # A wrong size is refused before any byte moves, as on the routed path.
+        with pytest.raises(InvalidArgumentError, match="holds 65536 bytes"):
+            w.get_into_ptr("o0", back[0].ctypes.data, PAGE // 2)
+        # The owner drops o1 and a second node stores it again: the remembered owner answers
+        # not found, the master routes to the new one.
+        time.sleep(0.1)
+        assert a.store.evict(["o1"]) == [("o1", PAGE)]
+        assert a.flush()
+        with make_client(master.address, "owner-b", 16 * PAGE) as b:
+            (other,) = _blocks(1, 7)
+            assert b.put_from_ptr("o1", other.ctypes.data, PAGE)  # b's own copy (a local put)
+            assert w.get_into_ptr("o1", back[1].ctypes.data, PAGE)
+            assert np.array_equal(back[1], other)
+            # The first owner goes away: its remembered keys are read through the master (a miss
+            # here, since nothing else holds them), never an error after the owner is gone.
+            a.close()
+            assert w.get_into_ptr("o2", back[2].ctypes.data, PAGE) is False

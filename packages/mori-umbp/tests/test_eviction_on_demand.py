@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: MIT
+"""Eviction on demand (NOTE [eviction on demand] in mori.umbp.peer.store): a put that finds the
+pool full evicts by the configured policy on the owner and succeeds, unless every block there is
+busy; the master's timed pass is off (interval 3600 s) so only the put path evicts here."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from conftest import PAGE, make_client, master_config
+
+from mori.umbp import MasterServer
+
+OWNER_PAGES = 16
+#: UMBP_DRAM_HIGH_WM's default: an on-demand eviction leaves the tier at or under it.
+HIGH = 0.9
+
+
+def _blocks(n: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, PAGE, dtype=np.uint8) for _ in range(n)]
+
+
+def _used_pages(owner) -> int:
+    (pool,) = owner.store.pools.values()
+    return (pool.capacity - pool.alloc.available) // PAGE
+
+
+def test_a_pool_at_its_high_watermark_evicts_lru_on_demand_and_no_put_fails(monkeypatch):
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "100")  # a read lease keeps its block; let them end soon
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "owner", OWNER_PAGES * PAGE) as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        # 0.9 x 16 = 14.4 pages: fourteen blocks fit under the watermark.
+        data = dict(zip([f"k{i:03d}" for i in range(14)], _blocks(14, 1), strict=True))
+        for key, value in data.items():
+            assert w.put_from_ptr(key, value.ctypes.data, PAGE)
+        assert _used_pages(owner) == 14
+        back = np.zeros(PAGE, np.uint8)
+        assert w.get_into_ptr("k000", back.ctypes.data, PAGE)  # the owner's most recent access now
+        (extra,) = _blocks(1, 2)
+        assert w.put_from_ptr("new", extra.ctypes.data, PAGE)  # past the watermark, but evictable: stored
+        # One victim makes room at the watermark: k001, the least recently used (k000 was just read).
+        assert sorted(owner.store.keys()) == sorted([k for k in data if k != "k001"] + ["new"])
+        assert _used_pages(owner) == 14
+        assert not w.exists("k001")  # the REMOVE came with the put's acknowledgement
+        assert all(w.batch_exists([k for k in data if k != "k001"]))
+        for key in ("new", "k000", "k013"):
+            assert w.get_into_ptr(key, back.ctypes.data, PAGE)
+            assert np.array_equal(back, extra if key == "new" else data[key])
+        # A stream of puts (single and batched) four times the pool: every one succeeds, the pool
+        # stays at the watermark, every block still there reads back whole.
+        time.sleep(0.3)  # the reads' leases are over: every block is a candidate again
+        stream = dict(zip([f"s{i:03d}" for i in range(64)], _blocks(64, 3), strict=True))
+        keys = list(stream)
+        for key in keys[:32]:
+            assert w.put_from_ptr(key, stream[key].ctypes.data, PAGE)
+            assert _used_pages(owner) == 14
+        for i in range(32, 64, 8):
+            batch = keys[i : i + 8]
+            assert w.batch_put_from_ptr(batch, [stream[k].ctypes.data for k in batch], [PAGE] * 8) == [True] * 8
+            assert _used_pages(owner) == 14
+        assert master.evictor.run_once() == 0  # at the watermark: the timed pass has nothing to do
+        held = owner.store.keys()
+        # Least recently used first: the last batch and the six heads of the one before survive
+        # (a batch commits last to first, NOTE [chain order]).
+        assert sorted(held) == sorted(keys[48:54] + keys[56:])
+        for key in held:
+            assert w.get_into_ptr(key, back.ctypes.data, PAGE)
+            assert np.array_equal(back, stream[key])
+
+
+def test_busy_blocks_are_skipped_and_only_an_all_busy_pool_refuses(monkeypatch):
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "20000")  # leases outlive the test
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "owner", 4 * PAGE) as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(8, 4)
+        for i in range(4):
+            assert w.put_from_ptr(f"b{i}", data[i].ctypes.data, PAGE)
+        for key in ("b0", "b1", "b3"):  # a reader resolved these: they must not go
+            assert owner.store.resolve(key) is not None
+        assert w.put_from_ptr("b4", data[4].ctypes.data, PAGE)
+        assert sorted(owner.store.keys()) == ["b0", "b1", "b3", "b4"]  # b2, the only idle one, went
+        assert owner.store.resolve("b4") is not None
+        # Every block is leased now: the put is refused (not stored, not reported stored).
+        assert w.put_from_ptr("b5", data[5].ctypes.data, PAGE) is False
+        assert not w.exists("b5")
+        assert sorted(owner.store.keys()) == ["b0", "b1", "b3", "b4"]
+
+
+def test_prefix_aware_policy_evicts_the_deepest_block_of_the_window(monkeypatch):
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "owner", 8 * PAGE, policy="prefix_aware_lru") as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(9, 5)
+        keys = [f"c{i}" for i in range(8)]
+        ptrs = [d.ctypes.data for d in data[:8]]
+        # Two chains of four: depths 0..3 each; all eight fill the owner.
+        assert w.batch_put_from_ptr_with_depth(keys, ptrs, [PAGE] * 8, [0, 1, 2, 3, 0, 1, 2, 3]) == [True] * 8
+        assert w.put_from_ptr("x", data[8].ctypes.data, PAGE)
+        # 8/8 full: one victim, the deepest of the window: c7 and c3 have depth 3, and c7 is the
+        # older (a batch commits last to first, NOTE [chain order]).
+        assert sorted(owner.store.keys()) == ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "x"]
+        assert w.put_from_ptr("y", data[8].ctypes.data, PAGE)
+        assert sorted(owner.store.keys()) == ["c0", "c1", "c2", "c4", "c5", "c6", "x", "y"]
+
+
+def test_lru_evicts_a_chain_from_its_tail(monkeypatch):
+    """NOTE [chain order]: a batch's keys are resolved and committed last to first, so the head of
+    a chain is its most recently used block and on-demand LRU eviction takes the tail first."""
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "50")
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "owner", 8 * PAGE) as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        data = _blocks(9, 8)
+        a, b = [f"a{i}" for i in range(4)], [f"b{i}" for i in range(4)]
+        assert w.batch_put_from_ptr(a, [d.ctypes.data for d in data[:4]], [PAGE] * 4) == [True] * 4
+        assert w.batch_put_from_ptr(b, [d.ctypes.data for d in data[4:8]], [PAGE] * 4) == [True] * 4
+        back = [np.zeros(PAGE, np.uint8) for _ in range(4)]
+        assert w.batch_get_into_ptr(a, [x.ctypes.data for x in back], [PAGE] * 4) == [True] * 4
+        time.sleep(0.1)  # the reads' leases are over
+        for i in range(3):  # three more blocks: b loses b3, b2, b1, never its head first
+            assert w.put_from_ptr(f"x{i}", data[8].ctypes.data, PAGE)
+            assert w.batch_exists_consecutive(b) == 3 - i
+        assert w.batch_exists_consecutive(a) == 4
+        assert sorted(owner.store.keys()) == sorted([*a, "b0", "x0", "x1", "x2"])
