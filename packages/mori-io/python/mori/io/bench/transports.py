@@ -12,6 +12,7 @@ import logging
 import multiprocessing as mp
 import socket
 import struct
+import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -56,6 +57,10 @@ class _Peer:
     def ask(self, *cmd: Any) -> Any:
         self.conn.send(cmd)
         return self.conn.recv()
+
+    def cpu(self) -> float:
+        """The target process's CPU seconds so far (all its threads)."""
+        return float(self.ask("cpu"))
 
     def close(self) -> None:
         if self.proc.is_alive():
@@ -173,6 +178,9 @@ class MoriTransport:
     def describe(self) -> str:
         return self._describe
 
+    def target_cpu(self) -> float:
+        return self.peer.cpu()
+
     def close(self) -> None:
         self.engine.shutdown()
         self.peer.close()
@@ -189,18 +197,23 @@ class SocketCeiling:
         self.buf = Buffer(size)
         self.socks: dict[int, socket.socket] = {}
 
-    def _sock(self, thread: int) -> socket.socket:
-        if thread not in self.socks:
-            sock = socket.create_connection(("127.0.0.1", self.peer.hello), timeout=60)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.socks[thread] = sock
-        return self.socks[thread]
+    @staticmethod
+    def connect(port: int) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
 
     def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
-        sock = self._sock(thread)
+        if thread not in self.socks:
+            self.socks[thread] = self.connect(self.peer.hello)
         n = layout.block * layout.batch
         base = thread * layout.span()
-        view = self.buf.view[base : base + n]
+        return self.step(self.socks[thread], op, self.buf.view[base : base + n])
+
+    @staticmethod
+    def step(sock: socket.socket, op: str, view: memoryview) -> Iteration:
+        """One round trip on ``sock`` moving ``view``'s bytes to (WRITE) or from (READ) the target."""
+        n = len(view)
         ack = bytearray(1)
         if op == "READ":
             header = struct.pack("<Q", n | peers.READ_FLAG)
@@ -225,10 +238,91 @@ class SocketCeiling:
 
         return write_step
 
+    def target_cpu(self) -> float:
+        return self.peer.cpu()
+
     def close(self) -> None:
         for sock in self.socks.values():
             sock.close()
         self.peer.close()
+
+
+class SocketStreams:
+    """The bandwidth ceiling for striping: ``streams`` plain TCP connections per initiator thread,
+    each with its own sending thread, moving an iteration's bytes cut into ``streams`` contiguous
+    parts at once (one request and acknowledgement per part, as SocketCeiling's). With as many
+    streams as mori-io has lanes it is what the kernel gives the same number of connections."""
+
+    def __init__(self, size: int, streams: int) -> None:
+        self.name = f"socket-{streams}-streams"
+        self.streams = streams
+        self.peer = _Peer(peers.socket_target, size)
+        self.buf = Buffer(size)
+        self.pools: dict[int, _StreamPool] = {}
+
+    def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
+        if thread not in self.pools:
+            self.pools[thread] = _StreamPool(self.peer.hello, self.streams)
+        pool = self.pools[thread]
+        n = layout.block * layout.batch
+        base = thread * layout.span()
+        part = -(-n // self.streams)
+        views = [self.buf.view[base + o : base + min(n, o + part)] for o in range(0, n, part)]
+        steps = [SocketCeiling.step(sock, op, view) for sock, view in zip(pool.socks, views, strict=False)]
+        return lambda: pool.run(steps)
+
+    def target_cpu(self) -> float:
+        return self.peer.cpu()
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+        self.peer.close()
+
+
+class _StreamPool:
+    """Connections with one thread each that run a step on every connection at once."""
+
+    def __init__(self, port: int, streams: int) -> None:
+        self.socks = [SocketCeiling.connect(port) for _ in range(streams)]
+        self._go = [threading.Semaphore(0) for _ in range(streams)]
+        self._done = threading.Semaphore(0)
+        self._steps: list[Iteration] = []
+        self._errors: list[BaseException] = []
+        self._closing = False
+        self._threads = [threading.Thread(target=self._loop, args=(i,), daemon=True) for i in range(streams)]
+        for t in self._threads:
+            t.start()
+
+    def _loop(self, index: int) -> None:
+        while True:
+            self._go[index].acquire()
+            if self._closing:
+                return
+            if index < len(self._steps):
+                try:
+                    self._steps[index]()
+                except BaseException as exc:  # re-raised by run() on the caller's thread
+                    self._errors.append(exc)
+            self._done.release()
+
+    def run(self, steps: list[Iteration]) -> None:
+        self._steps = steps
+        for go in self._go:
+            go.release()
+        for _ in self._go:
+            self._done.acquire()
+        if self._errors:
+            raise self._errors[0]
+
+    def close(self) -> None:
+        self._closing = True
+        for go in self._go:
+            go.release()
+        for t in self._threads:
+            t.join(10)
+        for sock in self.socks:
+            sock.close()
 
 
 class MooncakeTransport:
@@ -265,6 +359,9 @@ class MooncakeTransport:
                 raise RuntimeError("Mooncake batch transfer failed")
 
         return step
+
+    def target_cpu(self) -> float:
+        return self.peer.cpu()
 
     def close(self) -> None:
         self.peer.close()
