@@ -1,7 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "engine/peer_link.hpp"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "engine/error.hpp"
 #include "engine/log.hpp"
@@ -31,7 +38,56 @@ StatusCode checked_code(uint32_t raw) {
   return code;
 }
 
+// How long a response to a transfer sent by its posting thread may wait for a thread that waits
+// for (or polls) that transfer before the lane's receiver thread reads it: only transfers that
+// nobody looks at for this long pay the receiver thread's wake-up.
+constexpr auto kUnclaimedGrace = std::chrono::milliseconds(1);
+
+// Blocks until fd is readable or `deadline` passes (false); a deadline in the past polls once.
+bool wait_readable(int fd, net::Deadline deadline) {
+  for (;;) {
+    int timeout = -1;
+    if (deadline != net::never()) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - net::Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
+    }
+    pollfd p{fd, POLLIN, 0};
+    int n = ::poll(&p, 1, timeout);
+    if (n > 0) return true;  // readable, or hung up / failed: the read that follows says which
+    if (n == 0) return false;
+    if (errno != EINTR) throw Error(Code::System, std::string("poll failed: ") + std::strerror(errno));
+  }
+}
+
+void drain_counter(int fd) {
+  uint64_t value;
+  while (::read(fd, &value, sizeof(value)) < 0 && errno == EINTR) {
+  }
+}
+
 }  // namespace
+
+PeerLink::Lane::Lane()
+    : wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      claim_timer(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
+  if (wake_fd < 0 || claim_timer < 0) {
+    int err = errno;
+    if (wake_fd >= 0) ::close(wake_fd);
+    if (claim_timer >= 0) ::close(claim_timer);
+    throw Error(Code::System, std::string("cannot create a lane's wake-up descriptors: ") + std::strerror(err));
+  }
+}
+
+PeerLink::Lane::~Lane() {
+  ::close(wake_fd);
+  ::close(claim_timer);
+}
+
+void PeerLink::Lane::notify_receiver() const {
+  uint64_t one = 1;
+  while (::write(wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
 
 PeerLink::PeerLink(const LinkConfig& config) : config_(config) {
   description_ = "engine '" + config.remote_key + "' at " + config.host + ":" + std::to_string(config.port);
@@ -82,6 +138,7 @@ void PeerLink::fail(const std::string& reason) {
       lane->closed = true;
     }
     lane->wake.notify_all();
+    lane->notify_receiver();
     lane->socket.shutdown_both();
   }
   control_.shutdown_both();
@@ -98,11 +155,13 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
   size_t start = next_lane_.fetch_add(1, std::memory_order_relaxed);
   thread_local std::vector<iovec> iov;
   for (size_t i = 0; i < frames.size(); ++i) {
-    Lane& lane = *lanes_[(start + i) % n];
+    const uint32_t index = static_cast<uint32_t>((start + i) % n);
+    Lane& lane = *lanes_[index];
     const std::shared_ptr<Frame>& frame = frames[i];
     const uint64_t outgoing = frame->wire.size() + (frame->is_read() ? 0 : frame->header.payload);
     bool queued = false;
     bool inline_send = false;
+    bool arm_timer = false;
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
       if (!lane.closed) {
@@ -112,11 +171,24 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
           lane.sending = true;
           lane.inflight.push_back(frame);
           inline_send = true;
+          if (!lane.receiving) {
+            // Left for its waiter to read (drive); the receiver thread takes it only if nobody
+            // comes for it within the grace.
+            lane.claim_after = std::min(lane.claim_after, net::Clock::now() + kUnclaimedGrace);
+            arm_timer = !lane.timer_armed;
+            lane.timer_armed = true;
+            frame->op->status->set_driver(weak_from_this(), index);
+          }
         } else {
           lane.queue.push_back(frame);
           queued = true;
         }
       }
+    }
+    if (arm_timer) {
+      itimerspec due{};
+      due.it_value.tv_nsec = std::chrono::nanoseconds(kUnclaimedGrace).count();
+      ::timerfd_settime(lane.claim_timer, 0, &due, nullptr);
     }
     if (inline_send) {
       bool ok = send_frame(lane, *frame, iov);
@@ -165,6 +237,7 @@ void PeerLink::send_loop(Lane& lane) {
   std::vector<iovec> iov;
   for (;;) {
     std::shared_ptr<Frame> frame;
+    bool notify = false;
     {
       std::unique_lock<std::mutex> lock(lane.mutex);
       lane.wake.wait(lock, [&] { return lane.closed || (!lane.queue.empty() && !lane.sending); });
@@ -174,7 +247,11 @@ void PeerLink::send_loop(Lane& lane) {
       lane.sending = true;
       // In flight before the first byte leaves, so the response always finds it.
       lane.inflight.push_back(frame);
+      lane.claim_after = net::Clock::now();
+      notify = !lane.receiving;
     }
+    // The receiver thread reads this frame's response: woken while the frame is still going out.
+    if (notify) lane.notify_receiver();
     bool ok = send_frame(lane, *frame, iov);
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
@@ -184,57 +261,187 @@ void PeerLink::send_loop(Lane& lane) {
   }
 }
 
-void PeerLink::receive_loop(Lane& lane) {
+void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vector<iovec>& iov,
+                           std::string& message) {
+  uint8_t raw[net::kFrameHeaderBytes];
+  net::recv_all(lane.socket, raw, sizeof(raw), net::never(), &dead_);
+  net::FrameHeader header = net::decode_header(raw);
+  if (header.type != net::FrameType::Response) throw Error(Code::Protocol, "expected a response frame");
+  {
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    if (lane.inflight.empty()) throw Error(Code::Protocol, "a response to no request");
+    frame = std::move(lane.inflight.front());
+    lane.inflight.pop_front();
+    if (lane.inflight.empty()) lane.claim_after = net::never();
+  }
+  if (header.uid != frame->header.uid || header.seq != frame->header.seq) {
+    throw Error(Code::Protocol, "response out of order");
+  }
+  if (header.nseg > net::kMaxMessageBytes) throw Error(Code::Protocol, "response message too long");
+  StatusCode code = checked_code(header.mem_id);
+  message.assign(header.nseg, '\0');
+  net::recv_all(lane.socket, message.data(), message.size(), net::never(), &dead_);
+  if (code == StatusCode::SUCCESS && frame->is_read()) {
+    if (header.payload != frame->header.payload) throw Error(Code::Protocol, "read response of the wrong size");
+    if (frame->on_gpu()) {
+      gpu::Stager stager(frame->pin.get()->device, frame->local, header.payload);
+      message = stager.receive(lane.socket, net::never(), &dead_);
+      if (!message.empty()) {
+        frame->complete(StatusCode::ERR_GPU_OP, "reading from " + description_ + ": " + message);
+        frame.reset();
+        return;
+      }
+    } else {
+      iov.assign(frame->local.begin(), frame->local.end());
+      net::recv_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+    }
+  } else if (header.payload != 0) {
+    throw Error(Code::Protocol, "unexpected payload in a response");
+  }
+  frame->complete(code, code == StatusCode::SUCCESS ? std::string() : description_ + " refused: " + message);
+  frame.reset();
+}
+
+void PeerLink::report_receive_error(std::shared_ptr<Frame>& frame, const Error& e) {
+  fail(std::string("receiving failed: ") + e.what());
+  if (frame) {
+    std::lock_guard<std::mutex> lock(reason_mutex_);
+    frame->complete(StatusCode::ERR_BAD_STATE, "connection to " + description_ + " lost: " + reason_);
+  }
+  frame.reset();
+}
+
+bool PeerLink::receive_until_idle(Lane& lane) {
   std::shared_ptr<Frame> frame;
   std::vector<iovec> iov;
   std::string message;
   try {
     for (;;) {
-      uint8_t raw[net::kFrameHeaderBytes];
-      net::recv_all(lane.socket, raw, sizeof(raw), net::never(), &dead_);
-      net::FrameHeader header = net::decode_header(raw);
-      if (header.type != net::FrameType::Response) throw Error(Code::Protocol, "expected a response frame");
-      {
-        std::lock_guard<std::mutex> lock(lane.mutex);
-        if (lane.inflight.empty()) throw Error(Code::Protocol, "a response to no request");
-        frame = std::move(lane.inflight.front());
-        lane.inflight.pop_front();
+      receive_one(lane, frame, iov, message);
+      std::lock_guard<std::mutex> lock(lane.mutex);
+      if (lane.inflight.empty()) {
+        lane.receiving = false;
+        return true;
       }
-      if (header.uid != frame->header.uid || header.seq != frame->header.seq) {
-        throw Error(Code::Protocol, "response out of order");
-      }
-      if (header.nseg > net::kMaxMessageBytes) throw Error(Code::Protocol, "response message too long");
-      StatusCode code = checked_code(header.mem_id);
-      message.assign(header.nseg, '\0');
-      net::recv_all(lane.socket, message.data(), message.size(), net::never(), &dead_);
-      if (code == StatusCode::SUCCESS && frame->is_read()) {
-        if (header.payload != frame->header.payload) throw Error(Code::Protocol, "read response of the wrong size");
-        if (frame->on_gpu()) {
-          gpu::Stager stager(frame->pin.get()->device, frame->local, header.payload);
-          message = stager.receive(lane.socket, net::never(), &dead_);
-          if (!message.empty()) {
-            frame->complete(StatusCode::ERR_GPU_OP, "reading from " + description_ + ": " + message);
-            frame.reset();
-            continue;
-          }
-        } else {
-          iov.assign(frame->local.begin(), frame->local.end());
-          net::recv_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
-        }
-      } else if (header.payload != 0) {
-        throw Error(Code::Protocol, "unexpected payload in a response");
-      }
-      frame->complete(code, code == StatusCode::SUCCESS ? std::string() : description_ + " refused: " + message);
-      frame.reset();
     }
   } catch (const Error& e) {
-    fail(std::string("receiving failed: ") + e.what());
+    report_receive_error(frame, e);
+    return false;
   }
-  if (frame) {
-    std::lock_guard<std::mutex> lock(reason_mutex_);
-    frame->complete(StatusCode::ERR_BAD_STATE, "connection to " + description_ + " lost: " + reason_);
+}
+
+void PeerLink::receive_until_error(Lane& lane) {
+  std::shared_ptr<Frame> frame;
+  std::vector<iovec> iov;
+  std::string message;
+  try {
+    for (;;) receive_one(lane, frame, iov, message);
+  } catch (const Error& e) {
+    report_receive_error(frame, e);
+  }
+}
+
+void PeerLink::receive_loop(Lane& lane) {
+  for (;;) {
+    bool claim = false;
+    bool watch_socket = false;
+    bool arm_timer = false;
+    net::Deadline due = net::never();
+    {
+      std::lock_guard<std::mutex> lock(lane.mutex);
+      if (lane.closed) break;
+      if (!lane.receiving && !lane.inflight.empty()) {
+        if (net::Clock::now() >= lane.claim_after) {
+          lane.receiving = true;
+          claim = true;
+        } else if (!lane.timer_armed) {
+          lane.timer_armed = true;
+          arm_timer = true;
+          due = lane.claim_after;
+        }
+      }
+      watch_socket = !lane.hangup_seen;
+    }
+    if (claim) {
+      if (!receive_until_idle(lane)) break;
+      continue;
+    }
+    if (arm_timer) {
+      auto left = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(due - net::Clock::now()).count());
+      itimerspec spec{};
+      spec.it_value.tv_sec = left / 1000000000;
+      spec.it_value.tv_nsec = left % 1000000000;
+      ::timerfd_settime(lane.claim_timer, 0, &spec, nullptr);
+    }
+    // Asleep until there is work: the socket is watched for a hang-up only (POLLRDHUP), so a
+    // response that a waiter reads itself does not wake this thread.
+    pollfd fds[3] = {{lane.wake_fd, POLLIN, 0}, {lane.claim_timer, POLLIN, 0}, {lane.socket.fd(), POLLRDHUP, 0}};
+    int n = ::poll(fds, watch_socket ? 3 : 2, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(std::string("waiting for responses failed: ") + std::strerror(errno));
+      break;
+    }
+    if (fds[0].revents & POLLIN) drain_counter(lane.wake_fd);
+    if (fds[1].revents & POLLIN) {
+      drain_counter(lane.claim_timer);
+      std::lock_guard<std::mutex> lock(lane.mutex);
+      lane.timer_armed = false;
+    }
+    if (watch_socket && fds[2].revents != 0) {
+      // The peer hung up or the connection broke: read the responses it sent before, then fail.
+      bool mine = false;
+      {
+        std::lock_guard<std::mutex> lock(lane.mutex);
+        if (lane.receiving) {
+          lane.hangup_seen = true;  // the waiter that receives lets this thread know when it is done
+        } else if (!lane.closed) {
+          lane.receiving = true;
+          mine = true;
+        }
+      }
+      if (mine) {
+        receive_until_error(lane);
+        break;
+      }
+    }
   }
   fail_frames(lane);
+}
+
+void PeerLink::drive(uint32_t index, const TransferStatus& status, net::Deadline deadline) {
+  if (index >= lanes_.size()) return;
+  Lane& lane = *lanes_[index];
+  {
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    if (lane.closed || lane.receiving || lane.inflight.empty()) return;
+    lane.receiving = true;
+  }
+  thread_local std::vector<iovec> iov;
+  thread_local std::string message;
+  std::shared_ptr<Frame> frame;
+  bool failed = false;
+  try {
+    while (!status.is_done() && wait_readable(lane.socket.fd(), deadline)) receive_one(lane, frame, iov, message);
+  } catch (const Error& e) {
+    report_receive_error(frame, e);
+    failed = true;
+  }
+  bool wake = failed;
+  {
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    lane.receiving = false;
+    if (!lane.inflight.empty()) {
+      // Others' responses follow on this lane: the receiver thread reads them from now on.
+      lane.claim_after = net::Clock::now();
+      wake = true;
+    }
+    if (lane.hangup_seen) {
+      lane.hangup_seen = false;
+      wake = true;
+    }
+  }
+  if (wake) lane.notify_receiver();
 }
 
 void PeerLink::fail_frames(Lane& lane) {

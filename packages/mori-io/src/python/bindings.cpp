@@ -263,12 +263,14 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<TransferStatus, std::shared_ptr<TransferStatus>>(m, "TransferStatus")
       .def(py::init<>())
-      .def("Code", &TransferStatus::code)
+      // Polling reads a response that already arrived for the transfer (TransferStatus::poll),
+      // so a caller that polls sees the completion as soon as one that waits.
+      .def("Code", &TransferStatus::poll)
       .def("Message", &TransferStatus::message)
       .def("Init", [](const TransferStatus& s) { return s.code() == StatusCode::INIT; })
-      .def("InProgress", [](const TransferStatus& s) { return s.code() == StatusCode::IN_PROGRESS; })
-      .def("Succeeded", [](const TransferStatus& s) { return s.code() == StatusCode::SUCCESS; })
-      .def("Failed", [](const TransferStatus& s) { return mori::io::is_error(s.code()); })
+      .def("InProgress", [](const TransferStatus& s) { return s.poll() == StatusCode::IN_PROGRESS; })
+      .def("Succeeded", [](const TransferStatus& s) { return s.poll() == StatusCode::SUCCESS; })
+      .def("Failed", [](const TransferStatus& s) { return mori::io::is_error(s.poll()); })
       .def("Wait", [](const TransferStatus& s) { s.wait_for(-1); }, py::call_guard<py::gil_scoped_release>())
       .def(
           "WaitFor",

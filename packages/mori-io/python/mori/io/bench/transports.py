@@ -10,9 +10,9 @@ import contextlib
 import importlib
 import logging
 import multiprocessing as mp
+import select
 import socket
 import struct
-import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -249,80 +249,79 @@ class SocketCeiling:
 
 class SocketStreams:
     """The bandwidth ceiling for striping: ``streams`` plain TCP connections per initiator thread,
-    each with its own sending thread, moving an iteration's bytes cut into ``streams`` contiguous
-    parts at once (one request and acknowledgement per part, as SocketCeiling's). With as many
-    streams as mori-io has lanes it is what the kernel gives the same number of connections."""
+    an iteration's bytes cut into ``streams`` contiguous parts that move at once (one request and
+    acknowledgement per part, as SocketCeiling's). One thread drives all the connections through
+    poll(2), as an application thread would, and the target serves each on its own thread."""
 
     def __init__(self, size: int, streams: int) -> None:
         self.name = f"socket-{streams}-streams"
         self.streams = streams
         self.peer = _Peer(peers.socket_target, size)
         self.buf = Buffer(size)
-        self.pools: dict[int, _StreamPool] = {}
+        self.socks: dict[int, list[socket.socket]] = {}
 
     def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
-        if thread not in self.pools:
-            self.pools[thread] = _StreamPool(self.peer.hello, self.streams)
-        pool = self.pools[thread]
+        if thread not in self.socks:
+            self.socks[thread] = [SocketCeiling.connect(self.peer.hello) for _ in range(self.streams)]
+        socks = self.socks[thread]
         n = layout.block * layout.batch
         base = thread * layout.span()
         part = -(-n // self.streams)
         views = [self.buf.view[base + o : base + min(n, o + part)] for o in range(0, n, part)]
-        steps = [SocketCeiling.step(sock, op, view) for sock, view in zip(pool.socks, views, strict=False)]
-        return lambda: pool.run(steps)
+        return _Streams(socks[: len(views)], views, op == "READ").run
 
     def target_cpu(self) -> float:
         return self.peer.cpu()
 
     def close(self) -> None:
-        for pool in self.pools.values():
-            pool.close()
+        for socks in self.socks.values():
+            for sock in socks:
+                sock.close()
         self.peer.close()
 
 
-class _StreamPool:
-    """Connections with one thread each that run a step on every connection at once."""
+class _Streams:
+    """One iteration over several connections: every part's request, then its bytes (write) or
+    the target's (read), each connection served as soon as poll says it is ready."""
 
-    def __init__(self, port: int, streams: int) -> None:
-        self.socks = [SocketCeiling.connect(port) for _ in range(streams)]
-        self._go = [threading.Semaphore(0) for _ in range(streams)]
-        self._done = threading.Semaphore(0)
-        self._steps: list[Iteration] = []
-        self._errors: list[BaseException] = []
-        self._closing = False
-        self._threads = [threading.Thread(target=self._loop, args=(i,), daemon=True) for i in range(streams)]
-        for t in self._threads:
-            t.start()
+    def __init__(self, socks: list[socket.socket], views: list[memoryview], is_read: bool) -> None:
+        self.socks, self.views, self.is_read = socks, views, is_read
+        self.headers = [struct.pack("<Q", len(v) | (peers.READ_FLAG if is_read else 0)) for v in views]
+        self.poller = select.poll()
+        self.by_fd = {s.fileno(): i for i, s in enumerate(socks)}
+        self.ack = bytearray(1)
 
-    def _loop(self, index: int) -> None:
-        while True:
-            self._go[index].acquire()
-            if self._closing:
-                return
-            if index < len(self._steps):
-                try:
-                    self._steps[index]()
-                except BaseException as exc:  # re-raised by run() on the caller's thread
-                    self._errors.append(exc)
-            self._done.release()
-
-    def run(self, steps: list[Iteration]) -> None:
-        self._steps = steps
-        for go in self._go:
-            go.release()
-        for _ in self._go:
-            self._done.acquire()
-        if self._errors:
-            raise self._errors[0]
-
-    def close(self) -> None:
-        self._closing = True
-        for go in self._go:
-            go.release()
-        for t in self._threads:
-            t.join(10)
+    def run(self) -> None:
+        for sock, header in zip(self.socks, self.headers, strict=True):
+            sock.sendall(header)
+        done = [0] * len(self.socks)
+        want = select.POLLIN if self.is_read else select.POLLOUT
         for sock in self.socks:
-            sock.close()
+            sock.setblocking(False)
+            self.poller.register(sock, want)
+        try:
+            left = len(self.socks)
+            while left:
+                for fd, _ in self.poller.poll(60000):
+                    i = self.by_fd[fd]
+                    view = self.views[i]
+                    moved = (self.socks[i].recv_into(view[done[i] :]) if self.is_read
+                             else self.socks[i].send(view[done[i] :]))  # fmt: skip
+                    if moved == 0 and self.is_read:
+                        raise ConnectionError("the ceiling's target closed the connection")
+                    done[i] += moved
+                    if done[i] == len(view):
+                        self.poller.unregister(fd)
+                        left -= 1
+        finally:
+            for sock in self.socks:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.poller.unregister(sock)
+                sock.settimeout(60)
+        if not self.is_read:
+            for sock in self.socks:
+                if sock.recv_into(self.ack, 1) != 1:
+                    raise ConnectionError("the ceiling's target closed the connection")
 
 
 class MooncakeTransport:
