@@ -622,6 +622,22 @@ bool Engine::ping(const std::string& remote_key) {
   }
 }
 
+void Engine::wake_unclaimed_responses() {
+  std::vector<std::shared_ptr<LinkSlot>> slots;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    for (auto& entry : links_) slots.push_back(entry.second);
+  }
+  for (auto& slot : slots) {
+    std::shared_ptr<PeerLink> link;
+    {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      link = slot->link;
+    }
+    if (link) link->wake_unclaimed();
+  }
+}
+
 void Engine::watch(const std::shared_ptr<TransferOp>& op) {
   std::lock_guard<std::mutex> lock(watch_mutex_);
   watched_.push_back(op);
@@ -640,8 +656,12 @@ void Engine::watchdog_loop() {
       return true;
     });
     watched_.erase(keep, watched_.end());
-    if (expired.empty()) continue;
     lock.unlock();
+    wake_unclaimed_responses();
+    if (expired.empty()) {
+      lock.lock();
+      continue;
+    }
     // A transfer past its deadline means the peer stopped answering: the link is failed, which
     // reports every frame still on it once its sockets have let go of the memory.
     for (auto& op : expired) {

@@ -168,6 +168,9 @@ class Engine {
   void drop_links(const std::string& reason);
   void watch(const std::shared_ptr<TransferOp>& op);
   void watchdog_loop();
+  // Small transfers' responses that neither a waiter nor a poller read within a millisecond are
+  // read by their lanes' receiver threads (PeerLink::wake_unclaimed), checked every watchdog period.
+  void wake_unclaimed_responses();
   TcpConfig tcp_config() const;
 
   EngineConfig config_;

@@ -3,7 +3,6 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,9 +37,9 @@ StatusCode checked_code(uint32_t raw) {
   return code;
 }
 
-// How long a response to a transfer sent by its posting thread may wait for a thread that waits
-// for (or polls) that transfer before the lane's receiver thread reads it: only transfers that
-// nobody looks at for this long pay the receiver thread's wake-up.
+// How long a response to a transfer sent by its posting thread is left for a thread that waits
+// for (or polls) that transfer; after it, the engine's watchdog (wake_unclaimed) has the lane's
+// receiver thread read it. Only transfers that nobody looks at pay that thread's wake-up.
 constexpr auto kUnclaimedGrace = std::chrono::milliseconds(1);
 
 // Blocks until fd is readable or `deadline` passes (false); a deadline in the past polls once.
@@ -67,21 +66,11 @@ void drain_counter(int fd) {
 
 }  // namespace
 
-PeerLink::Lane::Lane()
-    : wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      claim_timer(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
-  if (wake_fd < 0 || claim_timer < 0) {
-    int err = errno;
-    if (wake_fd >= 0) ::close(wake_fd);
-    if (claim_timer >= 0) ::close(claim_timer);
-    throw Error(Code::System, std::string("cannot create a lane's wake-up descriptors: ") + std::strerror(err));
-  }
+PeerLink::Lane::Lane() : wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (wake_fd < 0) throw Error(Code::System, std::string("cannot create a lane's eventfd: ") + std::strerror(errno));
 }
 
-PeerLink::Lane::~Lane() {
-  ::close(wake_fd);
-  ::close(claim_timer);
-}
+PeerLink::Lane::~Lane() { ::close(wake_fd); }
 
 void PeerLink::Lane::notify_receiver() const {
   uint64_t one = 1;
@@ -161,7 +150,6 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
     const uint64_t outgoing = frame->wire.size() + (frame->is_read() ? 0 : frame->header.payload);
     bool queued = false;
     bool inline_send = false;
-    bool arm_timer = false;
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
       if (!lane.closed) {
@@ -173,10 +161,8 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
           inline_send = true;
           if (!lane.receiving) {
             // Left for its waiter to read (drive); the receiver thread takes it only if nobody
-            // comes for it within the grace.
+            // came for it within the grace (wake_unclaimed).
             lane.claim_after = std::min(lane.claim_after, net::Clock::now() + kUnclaimedGrace);
-            arm_timer = !lane.timer_armed;
-            lane.timer_armed = true;
             frame->op->status->set_driver(weak_from_this(), index);
           }
         } else {
@@ -184,11 +170,6 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
           queued = true;
         }
       }
-    }
-    if (arm_timer) {
-      itimerspec due{};
-      due.it_value.tv_nsec = std::chrono::nanoseconds(kUnclaimedGrace).count();
-      ::timerfd_settime(lane.claim_timer, 0, &due, nullptr);
     }
     if (inline_send) {
       bool ok = send_frame(lane, *frame, iov);
@@ -345,20 +326,12 @@ void PeerLink::receive_loop(Lane& lane) {
   for (;;) {
     bool claim = false;
     bool watch_socket = false;
-    bool arm_timer = false;
-    net::Deadline due = net::never();
     {
       std::lock_guard<std::mutex> lock(lane.mutex);
       if (lane.closed) break;
-      if (!lane.receiving && !lane.inflight.empty()) {
-        if (net::Clock::now() >= lane.claim_after) {
-          lane.receiving = true;
-          claim = true;
-        } else if (!lane.timer_armed) {
-          lane.timer_armed = true;
-          arm_timer = true;
-          due = lane.claim_after;
-        }
+      if (!lane.receiving && !lane.inflight.empty() && net::Clock::now() >= lane.claim_after) {
+        lane.receiving = true;
+        claim = true;
       }
       watch_socket = !lane.hangup_seen;
     }
@@ -366,29 +339,17 @@ void PeerLink::receive_loop(Lane& lane) {
       if (!receive_until_idle(lane)) break;
       continue;
     }
-    if (arm_timer) {
-      auto left = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(due - net::Clock::now()).count());
-      itimerspec spec{};
-      spec.it_value.tv_sec = left / 1000000000;
-      spec.it_value.tv_nsec = left % 1000000000;
-      ::timerfd_settime(lane.claim_timer, 0, &spec, nullptr);
-    }
     // Asleep until there is work: the socket is watched for a hang-up only (POLLRDHUP), so a
     // response that a waiter reads itself does not wake this thread.
-    pollfd fds[3] = {{lane.wake_fd, POLLIN, 0}, {lane.claim_timer, POLLIN, 0}, {lane.socket.fd(), POLLRDHUP, 0}};
-    int n = ::poll(fds, watch_socket ? 3 : 2, -1);
+    pollfd fds[2] = {{lane.wake_fd, POLLIN, 0}, {lane.socket.fd(), POLLRDHUP, 0}};
+    int n = ::poll(fds, watch_socket ? 2 : 1, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail(std::string("waiting for responses failed: ") + std::strerror(errno));
       break;
     }
     if (fds[0].revents & POLLIN) drain_counter(lane.wake_fd);
-    if (fds[1].revents & POLLIN) {
-      drain_counter(lane.claim_timer);
-      std::lock_guard<std::mutex> lock(lane.mutex);
-      lane.timer_armed = false;
-    }
-    if (watch_socket && fds[2].revents != 0) {
+    if (watch_socket && fds[1].revents != 0) {
       // The peer hung up or the connection broke: read the responses it sent before, then fail.
       bool mine = false;
       {
@@ -407,6 +368,18 @@ void PeerLink::receive_loop(Lane& lane) {
     }
   }
   fail_frames(lane);
+}
+
+void PeerLink::wake_unclaimed() {
+  const auto now = net::Clock::now();
+  for (auto& lane : lanes_) {
+    bool due = false;
+    {
+      std::lock_guard<std::mutex> lock(lane->mutex);
+      due = !lane->receiving && !lane->inflight.empty() && now >= lane->claim_after;
+    }
+    if (due) lane->notify_receiver();
+  }
 }
 
 void PeerLink::drive(uint32_t index, const TransferStatus& status, net::Deadline deadline) {

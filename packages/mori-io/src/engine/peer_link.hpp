@@ -8,8 +8,9 @@
 // A small transfer that finds its lane idle skips both threads: the posting thread writes it
 // (submit), and the thread that waits for it reads the response itself (drive), blocking on the
 // socket as a plain request/response client would, so no other thread is woken on its way. The
-// lane's receiver thread sleeps meanwhile, watching only for the peer hanging up, and takes such
-// a response over when nobody came for it within kUnclaimedGrace.
+// lane's receiver thread sleeps meanwhile, watching only for the peer hanging up, and reads such
+// a response when nobody came for it within a millisecond (the engine's watchdog checks, every
+// 20 ms, through wake_unclaimed).
 //
 // Any error on any connection fails the whole link: its sockets are shut down, every queued or in-flight frame reports ERR_BAD_STATE with the
 // first reason, and the engine opens a fresh link for the next transfer.
@@ -65,6 +66,8 @@ class PeerLink : public StatusDriver, public std::enable_shared_from_this<PeerLi
   // Reads responses on `lane` from the calling thread until `status` is final or `deadline`
   // passes, unless another thread is receiving there already (StatusDriver).
   void drive(uint32_t lane, const TransferStatus& status, net::Deadline deadline) override;
+  // Has the receiver threads read the responses that nobody waiting or polling read in time.
+  void wake_unclaimed();
 
   // Control requests. query_memory returns the size of the remote's registered memory id, or
   // throws Error(NotFound); both throw Error(Connection/Timeout) when the peer does not answer.
@@ -84,10 +87,9 @@ class PeerLink : public StatusDriver, public std::enable_shared_from_this<PeerLi
     // When the receiver thread takes in-flight frames that no waiter is reading (never while the
     // lane has none in flight); a frame sent by the sender thread makes it "now".
     net::Deadline claim_after = net::never();
-    bool timer_armed = false;  // claim_timer will wake the receiver thread at claim_after
     bool hangup_seen = false;  // the peer hung up while a waiter was receiving
-    int wake_fd = -1;     // eventfd: new frames for the receiver thread, a waiter done, the link failed
-    int claim_timer = -1;  // timerfd: a frame nobody waits for is due to be received
+    // eventfd waking the receiver thread: frames for it to read, a waiter done, the link failed
+    int wake_fd = -1;
     std::thread sender;
     std::thread receiver;
 
