@@ -133,17 +133,19 @@ void PeerLink::fail(const std::string& reason) {
   control_.shutdown_both();
 }
 
-// A transfer of one small frame is written by the calling thread when its lane is idle: that
-// saves waking the sender thread, a large part of a small transfer's latency. Frames of striped
-// transfers always go through the lanes' sender threads, which send them in parallel, and big
-// frames do too, so that posting stays asynchronous.
+// The calling thread writes one frame of every transfer itself when that frame's lane is idle:
+// for a transfer of one frame that saves waking the sender thread, a large part of a small
+// transfer's latency; a split transfer's other frames are queued first, so the lanes' sender
+// threads send them while the caller sends its own. Frames over kInlineSendBytes always go
+// through the sender threads, so that posting stays asynchronous.
 constexpr uint64_t kInlineSendBytes = 1 << 20;
 
 void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
   const size_t n = lanes_.size();
   size_t start = next_lane_.fetch_add(1, std::memory_order_relaxed);
   thread_local std::vector<iovec> iov;
-  for (size_t i = 0; i < frames.size(); ++i) {
+  for (size_t k = 0; k < frames.size(); ++k) {
+    const size_t i = (k + 1) % frames.size();  // frame 0, the one this thread may send, last
     const uint32_t index = static_cast<uint32_t>((start + i) % n);
     Lane& lane = *lanes_[index];
     const std::shared_ptr<Frame>& frame = frames[i];
@@ -154,8 +156,7 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
       std::lock_guard<std::mutex> lock(lane.mutex);
       if (!lane.closed) {
         // GPU frames never go inline: staging them waits for copies the caller must not wait on.
-        if (frames.size() == 1 && !lane.sending && lane.queue.empty() && outgoing <= kInlineSendBytes &&
-            !frame->on_gpu()) {
+        if (i == 0 && !lane.sending && lane.queue.empty() && outgoing <= kInlineSendBytes && !frame->on_gpu()) {
           lane.sending = true;
           lane.inflight.push_back(frame);
           inline_send = true;
@@ -395,7 +396,19 @@ void PeerLink::drive(uint32_t index, const TransferStatus& status, net::Deadline
   std::shared_ptr<Frame> frame;
   bool failed = false;
   try {
-    while (!status.is_done() && wait_readable(lane.socket.fd(), deadline)) receive_one(lane, frame, iov, message);
+    // Until the status is final, or this lane has no frame of it left (a split transfer's other
+    // frames are read by their lanes' threads).
+    while (!status.is_done()) {
+      {
+        std::lock_guard<std::mutex> lock(lane.mutex);
+        if (std::none_of(lane.inflight.begin(), lane.inflight.end(),
+                         [&](const std::shared_ptr<Frame>& f) { return f->op->status.get() == &status; })) {
+          break;
+        }
+      }
+      if (!wait_readable(lane.socket.fd(), deadline)) break;
+      receive_one(lane, frame, iov, message);
+    }
   } catch (const Error& e) {
     report_receive_error(frame, e);
     failed = true;

@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="caps iterations so each point moves at most this many bytes (at least 5 iterations)",
     )
     p.add_argument("--num_data_conns", type=int, default=8, help="mori-io TCP lanes per peer")
+    p.add_argument("--min_stripe_bytes", type=int,
+                   help="mori-io TcpBackendConfig.min_stripe_bytes of the initiator (default: the config's)")  # fmt: skip
     p.add_argument("--gap", type=int, default=64, help="bytes between descriptors (0: contiguous, mergeable)")
     p.add_argument("--max_buffer_bytes", type=int, default=2 << 30, help="refuse sweeps needing more memory")
     p.add_argument("--backend", choices=["tcp", "rdma", "p2p"], type=str.lower, default="tcp",
@@ -101,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
     notes: dict[str, str] = {}
     rdma = (args.num_qp_per_transfer, args.enable_notification) if args.backend == "rdma" else None
-    transports: list = [MoriTransport(size, args.num_data_conns, rdma)]
+    tcp_options = {} if args.min_stripe_bytes is None else {"min_stripe_bytes": args.min_stripe_bytes}
+    transports: list = [MoriTransport(size, args.num_data_conns, rdma, tcp_options)]
     notes["mori-io validated"] = str(transports[0].validate())
     if args.idle_seconds > 0:
         notes["idle cpu"] = idle_cpu(transports[0], args.idle_seconds)
@@ -156,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"notification {'on' if args.enable_notification else 'off'}")  # fmt: skip
         sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), backend rdma\n")
     else:
-        sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), "
-                         f"{args.num_data_conns} mori-io lanes\n")  # fmt: skip
+        sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), {transports[0].describe()}\n")
     return _report(args, points, notes)
 
 

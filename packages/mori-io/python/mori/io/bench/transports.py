@@ -125,7 +125,8 @@ class MoriTransport:
 
     name = "mori-io"
 
-    def __init__(self, size: int, num_data_conns: int, rdma: tuple[int, bool] | None = None) -> None:
+    def __init__(self, size: int, num_data_conns: int, rdma: tuple[int, bool] | None = None,
+                 tcp_options: dict[str, int] | None = None) -> None:  # fmt: skip
         from mori.io import (
             BackendType,
             EngineDesc,
@@ -144,8 +145,9 @@ class MoriTransport:
         self.engine = IOEngine("bench-initiator", IOEngineConfig())
         if rdma is None:
             self.peer = _Peer(peers.mori_target, size, num_data_conns)
-            self.engine.create_backend(BackendType.TCP, TcpBackendConfig(num_data_conns=num_data_conns))
-            self._describe = f"TCP backend, {num_data_conns} lanes"
+            tcp = TcpBackendConfig(num_data_conns=num_data_conns, **(tcp_options or {}))
+            self.engine.create_backend(BackendType.TCP, tcp)
+            self._describe = f"TCP backend, {num_data_conns} lanes, min_stripe_bytes {tcp.min_stripe_bytes}"
         else:
             self.name = "mori-io-rdma"
             qp_per_transfer, notification = rdma
