@@ -168,3 +168,59 @@ def test_a_stalled_peer_fails_a_waited_small_transfer_after_op_timeout(target):
         assert status.WaitFor(10000) == StatusCode.ERR_BAD_STATE
         assert 0.45 < time.monotonic() - start < 5
         assert "op_timeout_ms=500" in status.Message()
+
+
+def connections_to(port: int) -> list[int]:
+    """This process's file descriptors of TCP connections to 127.0.0.1:``port``, oldest first
+    (from /proc/net/tcp and /proc/self/fd)."""
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].split(":")[1], 16)
+            if remote_port == port and fields[3] == "01":  # ESTABLISHED
+                inodes.add(fields[9])
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            fds.append(int(fd))
+    return sorted(fds)
+
+
+@pytest.mark.parametrize("op", ["write", "read"])
+def test_one_connection_failing_mid_split_fails_the_transfer(target, op):
+    """A 2 MiB transfer split over 4 lanes, its target stopped so that no frame can be answered;
+    one lane's connection is shut down under it: the transfer fails with ERR_BAD_STATE at once
+    (not after op_timeout_ms), never SUCCESS, and the next transfer reconnects and is exact."""
+    import socket
+
+    with new_engine("initiator", lanes=4) as a:
+        a.register_remote_engine(target.desc)
+        src, back = random_bytes(2 << 20, 78), np.zeros(2 << 20, np.uint8)
+        ms, mb = register(a, src), register(a, back)
+        assert a.write(ms, 0, target.mem, 0, 16, 1).WaitFor(20000) == StatusCode.SUCCESS  # connected
+        conns = connections_to(target.desc.port)
+        assert len(conns) == 5  # the control connection and 4 lanes
+        stop(target.proc.pid)
+        try:
+            post = a.write if op == "write" else a.read
+            status = post(ms if op == "write" else mb, 0, target.mem, 0, 2 << 20, 2)
+            time.sleep(0.1)
+            assert status.InProgress()
+            lane = socket.socket(fileno=os.dup(conns[-1]))
+            start = time.monotonic()
+            lane.shutdown(socket.SHUT_RDWR)
+            lane.close()
+            assert status.WaitFor(5000) == StatusCode.ERR_BAD_STATE
+            assert time.monotonic() - start < 5
+            assert "lost" in status.Message()
+        finally:
+            os.kill(target.proc.pid, signal.SIGCONT)
+        again = a.write(ms, 0, target.mem, 0, 2 << 20, 3)
+        assert again.WaitFor(20000) == StatusCode.SUCCESS, again.Message()
+        assert a.read(mb, 0, target.mem, 0, 2 << 20, 4).WaitFor(20000) == StatusCode.SUCCESS
+        np.testing.assert_array_equal(back, src)
