@@ -56,7 +56,11 @@ def test_small_transfers_complete_whoever_reads_their_responses(pair):
     rng = np.random.default_rng(71)
     sizes = rng.integers(1, 64 * KiB, size=64)
     offsets = np.arange(64) * 64 * KiB
-    src, dst, back = random_bytes(64 * 64 * KiB, 72), np.zeros(64 * 64 * KiB, np.uint8), np.zeros(64 * 64 * KiB, np.uint8)
+    src, dst, back = (
+        random_bytes(64 * 64 * KiB, 72),
+        np.zeros(64 * 64 * KiB, np.uint8),
+        np.zeros(64 * 64 * KiB, np.uint8),
+    )
     ms, md, mb = register(a, src), register(b, dst), register(a, back)
     writes = [a.write(ms, int(o), md, int(o), int(s), i) for i, (o, s) in enumerate(zip(offsets, sizes, strict=True))]
     for status in reversed(writes):
@@ -65,7 +69,9 @@ def test_small_transfers_complete_whoever_reads_their_responses(pair):
     for o, s in zip(offsets, sizes, strict=True):
         expect[o : o + s] = src[o : o + s]
     np.testing.assert_array_equal(dst, expect)
-    reads = [a.read(mb, int(o), md, int(o), int(s), 100 + i) for i, (o, s) in enumerate(zip(offsets, sizes, strict=True))]
+    reads = [
+        a.read(mb, int(o), md, int(o), int(s), 100 + i) for i, (o, s) in enumerate(zip(offsets, sizes, strict=True))
+    ]
     deadline = time.monotonic() + 20
     while any(r.InProgress() for r in reads):  # polling alone moves them on
         assert time.monotonic() < deadline

@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--num_data_conns", type=int, default=8, help="mori-io TCP lanes per peer")
     p.add_argument("--min_stripe_bytes", type=int,
-                   help="mori-io TcpBackendConfig.min_stripe_bytes of the initiator (default: the config's)")  # fmt: skip
+                   help="the initiator's TcpBackendConfig.min_stripe_bytes (default: the config's)")  # fmt: skip
     p.add_argument("--gap", type=int, default=64, help="bytes between descriptors (0: contiguous, mergeable)")
     p.add_argument("--max_buffer_bytes", type=int, default=2 << 30, help="refuse sweeps needing more memory")
     p.add_argument("--backend", choices=["tcp", "rdma", "p2p"], type=str.lower, default="tcp",
@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--target_device", type=int, default=0, help="CUDA device of the target's VRAM segment")
     p.add_argument("--skip_ceiling", action="store_true")
     p.add_argument("--idle_seconds", type=float, default=1.0,
-                   help="tcp/rdma: seconds over which both mori-io processes' CPU is measured idle, after setup")  # fmt: skip
+                   help="tcp/rdma: seconds over which both mori-io processes' idle CPU is measured")  # fmt: skip
     p.add_argument("--skip_mooncake", action="store_true")
     p.add_argument("--json", type=Path, help="also write the results here")
     p.add_argument("--log_level", default="WARNING")
@@ -103,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     notes: dict[str, str] = {}
     rdma = (args.num_qp_per_transfer, args.enable_notification) if args.backend == "rdma" else None
-    tcp_options = {} if args.min_stripe_bytes is None else {"min_stripe_bytes": args.min_stripe_bytes}
-    transports: list = [MoriTransport(size, args.num_data_conns, rdma, tcp_options)]
+    transports: list = [MoriTransport(size, args.num_data_conns, rdma, args.min_stripe_bytes)]
     notes["mori-io validated"] = str(transports[0].validate())
     if args.idle_seconds > 0:
         notes["idle cpu"] = idle_cpu(transports[0], args.idle_seconds)

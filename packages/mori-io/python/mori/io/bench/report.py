@@ -57,7 +57,11 @@ def ratio_rows(points: list[Point]) -> list[dict[str, Any]]:
         if mori is None or one is None:
             continue
         many = next((p for n, p in by_name.items() if n.startswith("socket-") and n.endswith("-streams")), None)
-        row: dict[str, Any] = {"block_size": block, "batch_size": batch, "p50_over_socket": mori.lat_p50_us / one.lat_p50_us}
+        row: dict[str, Any] = {
+            "block_size": block,
+            "batch_size": batch,
+            "p50_over_socket": mori.lat_p50_us / one.lat_p50_us,
+        }
         if mori.lat_p90_us is not None and one.lat_p90_us is not None:
             row["p90_over_socket"] = mori.lat_p90_us / one.lat_p90_us
         row["gbps_over_socket"] = mori.gbps / one.gbps

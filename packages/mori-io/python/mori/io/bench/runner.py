@@ -66,7 +66,9 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-def time_iterations(iterations: list[Iteration], iters: int, warmup: int, target_cpu: CpuClock | None = None) -> Samples:
+def time_iterations(
+    iterations: list[Iteration], iters: int, warmup: int, target_cpu: CpuClock | None = None
+) -> Samples:
     """Runs ``warmup`` then ``iters`` iterations on every thread (one callable per thread).
 
     The CPU time of this process, and of the target through ``target_cpu``, is read when every

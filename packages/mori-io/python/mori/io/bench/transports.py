@@ -126,7 +126,7 @@ class MoriTransport:
     name = "mori-io"
 
     def __init__(self, size: int, num_data_conns: int, rdma: tuple[int, bool] | None = None,
-                 tcp_options: dict[str, int] | None = None) -> None:  # fmt: skip
+                 min_stripe_bytes: int | None = None) -> None:  # fmt: skip
         from mori.io import (
             BackendType,
             EngineDesc,
@@ -145,7 +145,9 @@ class MoriTransport:
         self.engine = IOEngine("bench-initiator", IOEngineConfig())
         if rdma is None:
             self.peer = _Peer(peers.mori_target, size, num_data_conns)
-            tcp = TcpBackendConfig(num_data_conns=num_data_conns, **(tcp_options or {}))
+            tcp = TcpBackendConfig(num_data_conns=num_data_conns)
+            if min_stripe_bytes is not None:
+                tcp.min_stripe_bytes = min_stripe_bytes
             self.engine.create_backend(BackendType.TCP, tcp)
             self._describe = f"TCP backend, {num_data_conns} lanes, min_stripe_bytes {tcp.min_stripe_bytes}"
         else:
