@@ -2,6 +2,7 @@
 #include "engine/peer_link.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -56,6 +57,23 @@ bool wait_readable(int fd, net::Deadline deadline) {
     if (n == 0) return false;
     if (errno != EINTR) throw Error(Code::System, std::string("poll failed: ") + std::strerror(errno));
   }
+}
+
+// How long a waiter checks its lane without sleeping before it blocks on it. On the 2-core
+// benchmark machine under load, a thread that sleeps may wait a scheduling period once woken:
+// 0 left 16-64 KiB writes with a p90 of 36-65 us, 30 us brought it to 18-31 us (the round trip
+// is about 18 us), and 100 us did no better while burning more CPU.
+constexpr auto kDriveSpin = std::chrono::microseconds(30);
+
+// Checks fd for up to kDriveSpin without sleeping, yielding the CPU between checks.
+bool spin_readable(int fd, net::Deadline deadline) {
+  const auto end = std::min(deadline, net::Clock::now() + kDriveSpin);
+  do {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) return true;
+    sched_yield();
+  } while (net::Clock::now() < end);
+  return false;
 }
 
 void drain_counter(int fd) {
@@ -406,7 +424,7 @@ void PeerLink::drive(uint32_t index, const TransferStatus& status, net::Deadline
           break;
         }
       }
-      if (!wait_readable(lane.socket.fd(), deadline)) break;
+      if (!spin_readable(lane.socket.fd(), deadline) && !wait_readable(lane.socket.fd(), deadline)) break;
       receive_one(lane, frame, iov, message);
     }
   } catch (const Error& e) {
