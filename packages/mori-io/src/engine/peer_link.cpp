@@ -154,9 +154,12 @@ void PeerLink::fail(const std::string& reason) {
 // The calling thread writes one frame of every transfer itself when that frame's lane is idle:
 // for a transfer of one frame that saves waking the sender thread, a large part of a small
 // transfer's latency; a split transfer's other frames are queued first, so the lanes' sender
-// threads send them while the caller sends its own. Frames over kInlineSendBytes always go
-// through the sender threads, so that posting stays asynchronous.
+// threads send them while the caller sends its own. Frames over kInlineSendBytes (over
+// kInlineStripeBytes for a piece of a split transfer) always go through the sender threads, so
+// that posting stays asynchronous: sending its own 1 MiB piece of an 8 MiB write made the median
+// 35 % slower than leaving all eight to the senders.
 constexpr uint64_t kInlineSendBytes = 1 << 20;
+constexpr uint64_t kInlineStripeBytes = 512 << 10;
 
 void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
   const size_t n = lanes_.size();
@@ -174,7 +177,8 @@ void PeerLink::submit(const std::vector<std::shared_ptr<Frame>>& frames) {
       std::lock_guard<std::mutex> lock(lane.mutex);
       if (!lane.closed) {
         // GPU frames never go inline: staging them waits for copies the caller must not wait on.
-        if (i == 0 && !lane.sending && lane.queue.empty() && outgoing <= kInlineSendBytes && !frame->on_gpu()) {
+        const uint64_t inline_limit = frames.size() == 1 ? kInlineSendBytes : kInlineStripeBytes;
+        if (i == 0 && !lane.sending && lane.queue.empty() && outgoing <= inline_limit && !frame->on_gpu()) {
           lane.sending = true;
           lane.inflight.push_back(frame);
           inline_send = true;
