@@ -326,6 +326,20 @@ void Engine::run_connector(LinkSlot* slot, LinkConfig config, std::thread previo
   for (auto& waiter : waiters) waiter(link, code, error);
 }
 
+std::shared_ptr<PeerLink> Engine::live_link(const std::string& remote_key) {
+  std::shared_ptr<LinkSlot> slot;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (closed_ || !tcp_) return nullptr;
+    auto it = links_.find(remote_key);
+    if (it == links_.end()) return nullptr;
+    slot = it->second;
+  }
+  std::lock_guard<std::mutex> lock(slot->mutex);
+  if (slot->retired || !slot->link || slot->link->dead()) return nullptr;
+  return slot->link;
+}
+
 std::shared_ptr<PeerLink> Engine::link_to(const std::string& remote_key) {
   struct Result {
     std::shared_ptr<PeerLink> link;
@@ -425,7 +439,9 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
                                     config_.key + "'");
   }
   const Region& local = *local_pin.get();
-  std::vector<Segment> segments(n);
+  // One per thread: every path below copies what it keeps beyond this call.
+  thread_local std::vector<Segment> segments;
+  segments.resize(n);
   uint64_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!local.contains(local_offsets[i], sizes[i])) {
@@ -454,7 +470,7 @@ std::shared_ptr<TransferStatus> Engine::transfer(bool is_read, uint32_t local_id
     std::string remote = remote_key;
     // The failover retries the whole transfer over the network into the same status: the P2P
     // copies have finished (or failed) by then, so the two never write the destination at once.
-    gpu::Fallback fallback = [this, status, is_read, region, remote, remote_id, remote_size, segments, total,
+    gpu::Fallback fallback = [this, status, is_read, region, remote, remote_id, remote_size, segments = segments, total,
                               uid](const std::string& why) {
       if (!has_tcp_backend() && !has_rdma_backend()) {
         MORI_IO_LOG(Warning, "P2P transfer " << uid << " to engine '" << remote << "' failed: " << why);
@@ -541,6 +557,11 @@ void Engine::start_tcp(const std::shared_ptr<TransferStatus>& status, bool is_re
     return;
   }
   TcpConfig tcp = tcp_config();
+  // A live link takes the frames at once: no closure, no copies of the segments.
+  if (std::shared_ptr<PeerLink> live = live_link(remote_key)) {
+    post_frames(live, tcp, status, is_read, local, remote_id, segments, total, uid);
+    return;
+  }
   // Pinned while the transfer waits for its connection: deregister_memory waits for it too.
   auto pin = std::make_shared<RegionPin>(local);
   try {
@@ -579,10 +600,13 @@ void Engine::post_frames(const std::shared_ptr<PeerLink>& link, const TcpConfig&
   op->deadline = net::after_ms(tcp.op_timeout_ms);
   op->uid = uid;
   op->timeout_ms = tcp.op_timeout_ms;
-  auto frames = build_frames(op, is_read, uid, remote_id, segments, local, plan);
+  thread_local std::vector<std::shared_ptr<Frame>> frames;
+  frames.clear();
+  build_frames(op, is_read, uid, remote_id, segments, local, plan, frames);
   op->remaining.store(static_cast<uint32_t>(frames.size()));
   if (tcp.op_timeout_ms > 0) watch(op);
   link->submit(frames);
+  frames.clear();
 }
 
 std::optional<std::pair<StatusCode, std::string>> Engine::pop_inbound(const std::string& remote_key, uint64_t uid) {
@@ -622,6 +646,22 @@ bool Engine::ping(const std::string& remote_key) {
   }
 }
 
+void Engine::wake_unclaimed_responses() {
+  std::vector<std::shared_ptr<LinkSlot>> slots;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    for (auto& entry : links_) slots.push_back(entry.second);
+  }
+  for (auto& slot : slots) {
+    std::shared_ptr<PeerLink> link;
+    {
+      std::lock_guard<std::mutex> lock(slot->mutex);
+      link = slot->link;
+    }
+    if (link) link->wake_unclaimed();
+  }
+}
+
 void Engine::watch(const std::shared_ptr<TransferOp>& op) {
   std::lock_guard<std::mutex> lock(watch_mutex_);
   watched_.push_back(op);
@@ -640,8 +680,12 @@ void Engine::watchdog_loop() {
       return true;
     });
     watched_.erase(keep, watched_.end());
-    if (expired.empty()) continue;
     lock.unlock();
+    wake_unclaimed_responses();
+    if (expired.empty()) {
+      lock.lock();
+      continue;
+    }
     // A transfer past its deadline means the peer stopped answering: the link is failed, which
     // reports every frame still on it once its sockets have let go of the memory.
     for (auto& op : expired) {

@@ -46,7 +46,7 @@ struct EngineConfig {
 struct TcpConfig {
   int num_data_conns = 8;
   uint64_t striping_threshold_bytes = 65536;
-  uint64_t min_stripe_bytes = 256 * 1024;
+  uint64_t min_stripe_bytes = 512 * 1024;
   uint64_t chunk_bytes = 4ull << 20;
   int64_t op_timeout_ms = 30000;
   net::SocketOptions data;
@@ -147,6 +147,8 @@ class Engine {
   static void run_connector(LinkSlot* slot, LinkConfig config, std::thread previous, std::shared_ptr<PeerLink> dead);
   // Fails the slot's link, lets its waiters fail and joins its connector.
   static void retire(const std::shared_ptr<LinkSlot>& slot, const std::string& reason);
+  // The live link to remote_key, or null when there is none yet (or it died): with_link's fast path.
+  std::shared_ptr<PeerLink> live_link(const std::string& remote_key);
   // with_link, waited for: for control requests, which are synchronous in MORI too.
   std::shared_ptr<PeerLink> link_to(const std::string& remote_key);
   ucx::RemoteEngine remote_engine(const std::string& remote_key) const;  // throws Error(NotFound)
@@ -168,6 +170,9 @@ class Engine {
   void drop_links(const std::string& reason);
   void watch(const std::shared_ptr<TransferOp>& op);
   void watchdog_loop();
+  // Small transfers' responses that neither a waiter nor a poller read within a millisecond are
+  // read by their lanes' receiver threads (PeerLink::wake_unclaimed), checked every watchdog period.
+  void wake_unclaimed_responses();
   TcpConfig tcp_config() const;
 
   EngineConfig config_;

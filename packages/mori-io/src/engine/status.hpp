@@ -8,11 +8,25 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
 namespace mori::io {
+
+class TransferStatus;
+
+// Something that can move a transfer on from the thread that waits for it: the TCP peer link,
+// whose waiter reads its own response off the lane's socket instead of being woken by the lane's
+// receiver thread (a hand-over that costs a small transfer as much as the wire).
+class StatusDriver {
+ public:
+  virtual ~StatusDriver() = default;
+  // Returns when `status` is final, `deadline` passed, or another thread already receives on the
+  // lane (the caller then waits on the status as usual). A deadline in the past polls once.
+  virtual void drive(uint32_t lane, const TransferStatus& status, std::chrono::steady_clock::time_point deadline) = 0;
+};
 
 // Values fixed by MORI's Python API.
 enum class StatusCode : int {
@@ -75,15 +89,35 @@ class TransferStatus {
   // is handed out.
   void set_progress(std::function<void()> progress) { progress_ = std::move(progress); }
 
+  // Set by the TCP backend once the transfer's one frame is on `lane` of `driver`; may come from
+  // another thread than the waiter's (a transfer that waited for its connection).
+  void set_driver(std::weak_ptr<StatusDriver> driver, uint32_t lane) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    driver_ = std::move(driver);
+    driver_lane_ = lane;
+    driven_.store(true, std::memory_order_release);
+  }
+
   bool is_done() const { return final_.load(std::memory_order_acquire); }
+
+  // The code, after reading whatever response already arrived for a driven transfer (without
+  // blocking): a caller that polls sees its completion as soon as one that waits would.
+  StatusCode poll() const {
+    if (!is_done()) drive(std::chrono::steady_clock::now());
+    return code();
+  }
 
   // Blocks until the status is final or timeout_ms passed (negative waits without limit);
   // returns the code at that moment.
   StatusCode wait_for(int64_t timeout_ms) const {
+    if (!is_done()) {
+      drive(timeout_ms < 0 ? std::chrono::steady_clock::time_point::max()
+                           : std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+    }
     // Spinning first spares the futex wake-up, which would otherwise cost a small transfer as
     // much as the transfer itself. A transfer with a progress hook (a GPU copy) is completed by
     // this thread's polling for as long as copies of a few hundred MiB take.
-    if (timeout_ms != 0) {
+    if (timeout_ms != 0 && !is_done()) {
       const auto spin_end = std::chrono::steady_clock::now() + (progress_ ? kProgressSpin : kWaitSpin);
       while (!final_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end) {
         if (progress_) {
@@ -104,12 +138,27 @@ class TransferStatus {
   }
 
  private:
+  void drive(std::chrono::steady_clock::time_point deadline) const {
+    if (!driven_.load(std::memory_order_acquire)) return;  // P2P, RDMA: nothing to look up
+    std::shared_ptr<StatusDriver> driver;
+    uint32_t lane = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      driver = driver_.lock();
+      lane = driver_lane_;
+    }
+    if (driver) driver->drive(lane, *this, deadline);
+  }
+
   static constexpr auto kWaitSpin = std::chrono::microseconds(50);
   static constexpr auto kProgressSpin = std::chrono::milliseconds(1);
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
   std::atomic<bool> final_{false};
   std::function<void()> progress_;
+  std::weak_ptr<StatusDriver> driver_;
+  uint32_t driver_lane_ = 0;
+  std::atomic<bool> driven_{false};
   StatusCode code_ = StatusCode::INIT;
   std::string message_;
 };

@@ -23,6 +23,12 @@ void TransferOp::frame_done(StatusCode code, const std::string& message) {
 
 std::vector<Segment> merge_runs(const std::vector<Segment>& segments) {
   std::vector<Segment> out;
+  merge_runs(segments, out);
+  return out;
+}
+
+void merge_runs(const std::vector<Segment>& segments, std::vector<Segment>& out) {
+  out.clear();
   out.reserve(segments.size());
   for (const Segment& s : segments) {
     if (s.size == 0) continue;
@@ -35,7 +41,6 @@ std::vector<Segment> merge_runs(const std::vector<Segment>& segments) {
     }
     out.push_back(s);
   }
-  return out;
 }
 
 namespace {
@@ -44,6 +49,7 @@ std::shared_ptr<Frame> new_frame(const std::shared_ptr<TransferOp>& op, bool is_
                                  uint32_t remote_mem_id, const std::shared_ptr<Region>& local) {
   auto frame = std::make_shared<Frame>();
   frame->op = op;
+  frame->wire.reserve(net::kFrameHeaderBytes + net::kSegmentBytes);  // one allocation for one segment
   frame->header.type = is_read ? net::FrameType::Read : net::FrameType::Write;
   frame->header.uid = uid;
   frame->header.mem_id = remote_mem_id;
@@ -54,17 +60,19 @@ std::shared_ptr<Frame> new_frame(const std::shared_ptr<TransferOp>& op, bool is_
 
 }  // namespace
 
-std::vector<std::shared_ptr<Frame>> build_frames(const std::shared_ptr<TransferOp>& op, bool is_read, uint64_t uid,
-                                                 uint32_t remote_mem_id, const std::vector<Segment>& segments,
-                                                 const std::shared_ptr<Region>& local, const FramePlan& plan) {
+void build_frames(const std::shared_ptr<TransferOp>& op, bool is_read, uint64_t uid, uint32_t remote_mem_id,
+                  const std::vector<Segment>& segments, const std::shared_ptr<Region>& local, const FramePlan& plan,
+                  std::vector<std::shared_ptr<Frame>>& frames) {
   if (plan.frame_bytes == 0 || plan.max_segments == 0) throw Error(Code::Internal, "empty frame plan");
-  std::vector<std::shared_ptr<Frame>> frames;
+  const size_t first = frames.size();
   std::shared_ptr<Frame> frame = new_frame(op, is_read, uid, remote_mem_id, local);
   auto flush = [&] {
     frames.push_back(frame);
     frame = new_frame(op, is_read, uid, remote_mem_id, local);
   };
-  for (Segment s : merge_runs(segments)) {
+  thread_local std::vector<Segment> runs;
+  merge_runs(segments, runs);
+  for (Segment s : runs) {
     while (s.size > 0) {
       if (frame->header.payload == plan.frame_bytes || frame->header.nseg == plan.max_segments) flush();
       uint64_t take = std::min(s.size, plan.frame_bytes - frame->header.payload);
@@ -80,14 +88,14 @@ std::vector<std::shared_ptr<Frame>> build_frames(const std::shared_ptr<TransferO
       s.size -= take;
     }
   }
-  if (frame->header.nseg > 0 || frames.empty()) frames.push_back(frame);
-  auto total = static_cast<uint32_t>(frames.size());
+  if (frame->header.nseg > 0 || frames.size() == first) frames.push_back(frame);
+  auto total = static_cast<uint32_t>(frames.size() - first);
   for (uint32_t i = 0; i < total; ++i) {
-    frames[i]->header.seq = i;
-    frames[i]->header.total = total;
-    net::encode_header(frames[i]->header, frames[i]->wire.data());
+    Frame& f = *frames[first + i];
+    f.header.seq = i;
+    f.header.total = total;
+    net::encode_header(f.header, f.wire.data());
   }
-  return frames;
 }
 
 }  // namespace mori::io

@@ -63,6 +63,7 @@ struct Segment {
 // Drops empty segments and joins each segment that continues the previous one on both sides:
 // every backend moves these runs, not the caller's segments.
 std::vector<Segment> merge_runs(const std::vector<Segment>& segments);
+void merge_runs(const std::vector<Segment>& segments, std::vector<Segment>& out);  // into out, cleared first
 
 struct FramePlan {
   uint64_t frame_bytes;   // most payload bytes in one frame
@@ -70,10 +71,10 @@ struct FramePlan {
 };
 
 // Merges segments that continue the previous one on both sides, then cuts the list into frames
-// of at most plan.frame_bytes and plan.max_segments. Always at least one frame, so an empty
-// transfer still reaches the target and shows up as an inbound completion.
-std::vector<std::shared_ptr<Frame>> build_frames(const std::shared_ptr<TransferOp>& op, bool is_read, uint64_t uid,
-                                                 uint32_t remote_mem_id, const std::vector<Segment>& segments,
-                                                 const std::shared_ptr<Region>& local, const FramePlan& plan);
+// of at most plan.frame_bytes and plan.max_segments, appended to `frames`. Always at least one
+// frame, so an empty transfer still reaches the target and shows up as an inbound completion.
+void build_frames(const std::shared_ptr<TransferOp>& op, bool is_read, uint64_t uid, uint32_t remote_mem_id,
+                  const std::vector<Segment>& segments, const std::shared_ptr<Region>& local, const FramePlan& plan,
+                  std::vector<std::shared_ptr<Frame>>& frames);
 
 }  // namespace mori::io

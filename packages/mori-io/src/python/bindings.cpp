@@ -69,12 +69,14 @@ uint64_t u64_at(const py::handle& item, const char* name, size_t i) {
 // Lists, tuples, ranges and 1-D integer buffers (numpy arrays) of offsets or sizes, or anything
 // else as one int (a single transfer, named as a batch's entry 0). The buffer path copies 8-byte
 // integers in one go, which keeps thousands of descriptors per call cheap.
-std::vector<uint64_t> to_u64(const py::handle& obj, const char* name) {
-  std::vector<uint64_t> out;
+// Fills `out` (cleared first), so that callers can keep one vector per thread and a post
+// allocates nothing here.
+void to_u64(const py::handle& obj, const char* name, std::vector<uint64_t>& out) {
+  out.clear();
   PyObject* raw = obj.ptr();
   if (!PySequence_Check(raw) || PyUnicode_Check(raw) || PyBytes_Check(raw)) {
     out.push_back(u64_at(obj, name, 0));
-    return out;
+    return;
   }
   if (PyObject_CheckBuffer(obj.ptr())) {
     py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request();
@@ -91,7 +93,7 @@ std::vector<uint64_t> to_u64(const py::handle& obj, const char* name) {
         }
         out[i] = uint64_t(data[i]);
       }
-      return out;
+      return;
     }
   }
   if (PyList_CheckExact(raw) || PyTuple_CheckExact(raw)) {
@@ -113,13 +115,13 @@ std::vector<uint64_t> to_u64(const py::handle& obj, const char* name) {
       }
       out[size_t(i)] = value;
     }
-    return out;
+    return;
   }
   auto seq = py::reinterpret_borrow<py::sequence>(obj);
   const size_t n = py::len(seq);
   out.resize(n);
   for (size_t i = 0; i < n; ++i) out[i] = u64_at(seq[i], name, i);
-  return out;
+  return;
 }
 
 // A transfer uid: an int in [0, 2**63 - 1] (worded like mori.io.errors.check_int).
@@ -176,9 +178,10 @@ std::shared_ptr<TransferStatus> post_transfer(Engine& e, bool is_read, uint32_t 
                                               const py::handle& local_offsets, const py::handle& remote_offsets,
                                               const py::handle& sizes, const py::handle& uid,
                                               const mori::io::gpu::PeerRegion* peer) {
-  std::vector<uint64_t> lo = to_u64(local_offsets, "local_offsets");
-  std::vector<uint64_t> ro = to_u64(remote_offsets, "remote_offsets");
-  std::vector<uint64_t> sz = to_u64(sizes, "sizes");
+  thread_local std::vector<uint64_t> lo, ro, sz;
+  to_u64(local_offsets, "local_offsets", lo);
+  to_u64(remote_offsets, "remote_offsets", ro);
+  to_u64(sizes, "sizes", sz);
   const uint64_t checked_uid = to_uid(uid);
   py::gil_scoped_release release;
   return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, checked_uid, peer);
@@ -263,12 +266,14 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<TransferStatus, std::shared_ptr<TransferStatus>>(m, "TransferStatus")
       .def(py::init<>())
-      .def("Code", &TransferStatus::code)
+      // Polling reads a response that already arrived for the transfer (TransferStatus::poll),
+      // so a caller that polls sees the completion as soon as one that waits.
+      .def("Code", &TransferStatus::poll)
       .def("Message", &TransferStatus::message)
       .def("Init", [](const TransferStatus& s) { return s.code() == StatusCode::INIT; })
-      .def("InProgress", [](const TransferStatus& s) { return s.code() == StatusCode::IN_PROGRESS; })
-      .def("Succeeded", [](const TransferStatus& s) { return s.code() == StatusCode::SUCCESS; })
-      .def("Failed", [](const TransferStatus& s) { return mori::io::is_error(s.code()); })
+      .def("InProgress", [](const TransferStatus& s) { return s.poll() == StatusCode::IN_PROGRESS; })
+      .def("Succeeded", [](const TransferStatus& s) { return s.poll() == StatusCode::SUCCESS; })
+      .def("Failed", [](const TransferStatus& s) { return mori::io::is_error(s.poll()); })
       .def("Wait", [](const TransferStatus& s) { s.wait_for(-1); }, py::call_guard<py::gil_scoped_release>())
       .def(
           "WaitFor",

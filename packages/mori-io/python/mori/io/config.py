@@ -55,7 +55,7 @@ class TcpBackendConfig:
     enable_ctrl_nodelay: bool = True
     num_data_conns: int = field(default_factory=lambda: settings.get_int("MORI_IO_TCP_NUM_DATA_CONNS"))
     striping_threshold_bytes: int = 65536
-    min_stripe_bytes: int = 256 * 1024
+    min_stripe_bytes: int = 512 * 1024
     chunk_bytes: int = field(default_factory=lambda: settings.get_int("MORI_IO_TCP_CHUNK_BYTES"))
 
     def validate(self) -> None:

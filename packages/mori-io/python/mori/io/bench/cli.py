@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mori.io.bench import report
 from mori.io.bench.runner import Point, Samples, measure, summarize, time_iterations
-from mori.io.bench.transports import Layout, MoriTransport, SocketCeiling, buffer_bytes
+from mori.io.bench.transports import Layout, MoriTransport, SocketCeiling, SocketStreams, buffer_bytes
 
 log = logging.getLogger("mori.io.bench")
 MiB = 1 << 20
@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="caps iterations so each point moves at most this many bytes (at least 5 iterations)",
     )
     p.add_argument("--num_data_conns", type=int, default=8, help="mori-io TCP lanes per peer")
+    p.add_argument("--min_stripe_bytes", type=int,
+                   help="the initiator's TcpBackendConfig.min_stripe_bytes (default: the config's)")  # fmt: skip
     p.add_argument("--gap", type=int, default=64, help="bytes between descriptors (0: contiguous, mergeable)")
     p.add_argument("--max_buffer_bytes", type=int, default=2 << 30, help="refuse sweeps needing more memory")
     p.add_argument("--backend", choices=["tcp", "rdma", "p2p"], type=str.lower, default="tcp",
@@ -66,6 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", type=int, default=0, help="CUDA device of the initiator's VRAM segment")
     p.add_argument("--target_device", type=int, default=0, help="CUDA device of the target's VRAM segment")
     p.add_argument("--skip_ceiling", action="store_true")
+    p.add_argument("--idle_seconds", type=float, default=1.0,
+                   help="tcp/rdma: seconds over which both mori-io processes' idle CPU is measured")  # fmt: skip
     p.add_argument("--skip_mooncake", action="store_true")
     p.add_argument("--json", type=Path, help="also write the results here")
     p.add_argument("--log_level", default="WARNING")
@@ -99,10 +103,14 @@ def main(argv: list[str] | None = None) -> int:
 
     notes: dict[str, str] = {}
     rdma = (args.num_qp_per_transfer, args.enable_notification) if args.backend == "rdma" else None
-    transports: list = [MoriTransport(size, args.num_data_conns, rdma)]
+    transports: list = [MoriTransport(size, args.num_data_conns, rdma, args.min_stripe_bytes)]
     notes["mori-io validated"] = str(transports[0].validate())
+    if args.idle_seconds > 0:
+        notes["idle cpu"] = idle_cpu(transports[0], args.idle_seconds)
     if not args.skip_ceiling:
         transports.append(SocketCeiling(size))
+        if args.num_data_conns > 1:
+            transports.append(SocketStreams(size, args.num_data_conns))
     if not args.skip_mooncake:
         try:
             from mori.io.bench.transports import MooncakeTransport
@@ -126,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                         steps = [t.iteration(args.op_type, layout, i) for i in range(args.num_threads)]
                         share = iters // rounds + (1 if r < iters % rounds else 0)
                         try:
-                            samples[t.name].add(time_iterations(steps, share, warmup if r == 0 else 1))
+                            got = time_iterations(steps, share, warmup if r == 0 else 1, t.target_cpu)
+                            samples[t.name].add(got)
                         except Exception as exc:
                             if isinstance(t, MoriTransport):
                                 raise
@@ -149,8 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"notification {'on' if args.enable_notification else 'off'}")  # fmt: skip
         sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), backend rdma\n")
     else:
-        sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), "
-                         f"{args.num_data_conns} mori-io lanes\n")  # fmt: skip
+        sys.stdout.write(f"mori-io-bench {args.op_type}, {args.num_threads} thread(s), {transports[0].describe()}\n")
     return _report(args, points, notes)
 
 
@@ -198,9 +206,23 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
+def idle_cpu(transport: MoriTransport, seconds: float) -> str:
+    """CPU both mori-io processes spend while their engines are connected and nothing moves."""
+    import time
+
+    mine, theirs = time.process_time(), transport.target_cpu()
+    time.sleep(seconds)
+    mine, theirs = time.process_time() - mine, transport.target_cpu() - theirs
+    return (f"initiator {100 * mine / seconds:.2f} %, target {100 * theirs / seconds:.2f} % of one core "
+            f"over {seconds:g} s with the link open and no transfer")  # fmt: skip
+
+
 def _report(args: argparse.Namespace, points: list[Point], notes: dict[str, str]) -> int:
-    """Prints the table and notes under the header already written, and writes the JSON."""
+    """Prints the tables and notes under the header already written, and writes the JSON."""
     sys.stdout.write(report.table(points) + "\n")
+    ratios = report.ratios(points)
+    if ratios:
+        sys.stdout.write("\n" + ratios + "\n")
     for key, value in notes.items():
         sys.stdout.write(f"{key}: {value}\n")
     if args.json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import struct
+import time
 from multiprocessing.connection import Connection
 
 from mori.io.bench.memory import Buffer
@@ -89,10 +90,14 @@ def mooncake_target(conn: Connection, size: int) -> None:
 
 
 def _serve(conn: Connection, buf: Buffer) -> None:
+    """Answers the initiator's ("digest", off, n), ("cpu",) (this process's CPU seconds, every
+    thread) and ("exit",)."""
     while True:
         cmd = conn.recv()
         if cmd[0] == "digest":
             conn.send(hashlib.sha256(buf.view[cmd[1] : cmd[1] + cmd[2]]).hexdigest())
+        elif cmd[0] == "cpu":
+            conn.send(time.process_time())
         else:
             conn.send(True)
             return

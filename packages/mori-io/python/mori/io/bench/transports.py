@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import logging
 import multiprocessing as mp
+import select
 import socket
 import struct
 from multiprocessing.connection import Connection
@@ -56,6 +57,10 @@ class _Peer:
     def ask(self, *cmd: Any) -> Any:
         self.conn.send(cmd)
         return self.conn.recv()
+
+    def cpu(self) -> float:
+        """The target process's CPU seconds so far (all its threads)."""
+        return float(self.ask("cpu"))
 
     def close(self) -> None:
         if self.proc.is_alive():
@@ -120,7 +125,8 @@ class MoriTransport:
 
     name = "mori-io"
 
-    def __init__(self, size: int, num_data_conns: int, rdma: tuple[int, bool] | None = None) -> None:
+    def __init__(self, size: int, num_data_conns: int, rdma: tuple[int, bool] | None = None,
+                 min_stripe_bytes: int | None = None) -> None:  # fmt: skip
         from mori.io import (
             BackendType,
             EngineDesc,
@@ -139,8 +145,11 @@ class MoriTransport:
         self.engine = IOEngine("bench-initiator", IOEngineConfig())
         if rdma is None:
             self.peer = _Peer(peers.mori_target, size, num_data_conns)
-            self.engine.create_backend(BackendType.TCP, TcpBackendConfig(num_data_conns=num_data_conns))
-            self._describe = f"TCP backend, {num_data_conns} lanes"
+            tcp = TcpBackendConfig(num_data_conns=num_data_conns)
+            if min_stripe_bytes is not None:
+                tcp.min_stripe_bytes = min_stripe_bytes
+            self.engine.create_backend(BackendType.TCP, tcp)
+            self._describe = f"TCP backend, {num_data_conns} lanes, min_stripe_bytes {tcp.min_stripe_bytes}"
         else:
             self.name = "mori-io-rdma"
             qp_per_transfer, notification = rdma
@@ -173,6 +182,9 @@ class MoriTransport:
     def describe(self) -> str:
         return self._describe
 
+    def target_cpu(self) -> float:
+        return self.peer.cpu()
+
     def close(self) -> None:
         self.engine.shutdown()
         self.peer.close()
@@ -189,18 +201,23 @@ class SocketCeiling:
         self.buf = Buffer(size)
         self.socks: dict[int, socket.socket] = {}
 
-    def _sock(self, thread: int) -> socket.socket:
-        if thread not in self.socks:
-            sock = socket.create_connection(("127.0.0.1", self.peer.hello), timeout=60)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.socks[thread] = sock
-        return self.socks[thread]
+    @staticmethod
+    def connect(port: int) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
 
     def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
-        sock = self._sock(thread)
+        if thread not in self.socks:
+            self.socks[thread] = self.connect(self.peer.hello)
         n = layout.block * layout.batch
         base = thread * layout.span()
-        view = self.buf.view[base : base + n]
+        return self.step(self.socks[thread], op, self.buf.view[base : base + n])
+
+    @staticmethod
+    def step(sock: socket.socket, op: str, view: memoryview) -> Iteration:
+        """One round trip on ``sock`` moving ``view``'s bytes to (WRITE) or from (READ) the target."""
+        n = len(view)
         ack = bytearray(1)
         if op == "READ":
             header = struct.pack("<Q", n | peers.READ_FLAG)
@@ -225,10 +242,90 @@ class SocketCeiling:
 
         return write_step
 
+    def target_cpu(self) -> float:
+        return self.peer.cpu()
+
     def close(self) -> None:
         for sock in self.socks.values():
             sock.close()
         self.peer.close()
+
+
+class SocketStreams:
+    """The bandwidth ceiling for striping: ``streams`` plain TCP connections per initiator thread,
+    an iteration's bytes cut into ``streams`` contiguous parts that move at once (one request and
+    acknowledgement per part, as SocketCeiling's). One thread drives all the connections through
+    poll(2), as an application thread would, and the target serves each on its own thread."""
+
+    def __init__(self, size: int, streams: int) -> None:
+        self.name = f"socket-{streams}-streams"
+        self.streams = streams
+        self.peer = _Peer(peers.socket_target, size)
+        self.buf = Buffer(size)
+        self.socks: dict[int, list[socket.socket]] = {}
+
+    def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
+        if thread not in self.socks:
+            self.socks[thread] = [SocketCeiling.connect(self.peer.hello) for _ in range(self.streams)]
+        socks = self.socks[thread]
+        n = layout.block * layout.batch
+        base = thread * layout.span()
+        part = -(-n // self.streams)
+        views = [self.buf.view[base + o : base + min(n, o + part)] for o in range(0, n, part)]
+        return _Streams(socks[: len(views)], views, op == "READ").run
+
+    def target_cpu(self) -> float:
+        return self.peer.cpu()
+
+    def close(self) -> None:
+        for socks in self.socks.values():
+            for sock in socks:
+                sock.close()
+        self.peer.close()
+
+
+class _Streams:
+    """One iteration over several connections: every part's request, then its bytes (write) or
+    the target's (read), each connection served as soon as poll says it is ready."""
+
+    def __init__(self, socks: list[socket.socket], views: list[memoryview], is_read: bool) -> None:
+        self.socks, self.views, self.is_read = socks, views, is_read
+        self.headers = [struct.pack("<Q", len(v) | (peers.READ_FLAG if is_read else 0)) for v in views]
+        self.poller = select.poll()
+        self.by_fd = {s.fileno(): i for i, s in enumerate(socks)}
+        self.ack = bytearray(1)
+
+    def run(self) -> None:
+        for sock, header in zip(self.socks, self.headers, strict=True):
+            sock.sendall(header)
+        done = [0] * len(self.socks)
+        want = select.POLLIN if self.is_read else select.POLLOUT
+        for sock in self.socks:
+            sock.setblocking(False)
+            self.poller.register(sock, want)
+        try:
+            left = len(self.socks)
+            while left:
+                for fd, _ in self.poller.poll(60000):
+                    i = self.by_fd[fd]
+                    view = self.views[i]
+                    moved = (self.socks[i].recv_into(view[done[i] :]) if self.is_read
+                             else self.socks[i].send(view[done[i] :]))  # fmt: skip
+                    if moved == 0 and self.is_read:
+                        raise ConnectionError("the ceiling's target closed the connection")
+                    done[i] += moved
+                    if done[i] == len(view):
+                        self.poller.unregister(fd)
+                        left -= 1
+        finally:
+            for sock in self.socks:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.poller.unregister(sock)
+                sock.settimeout(60)
+        if not self.is_read:
+            for sock in self.socks:
+                if sock.recv_into(self.ack, 1) != 1:
+                    raise ConnectionError("the ceiling's target closed the connection")
 
 
 class MooncakeTransport:
@@ -265,6 +362,9 @@ class MooncakeTransport:
                 raise RuntimeError("Mooncake batch transfer failed")
 
         return step
+
+    def target_cpu(self) -> float:
+        return self.peer.cpu()
 
     def close(self) -> None:
         self.peer.close()
