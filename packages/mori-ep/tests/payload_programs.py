@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: MIT
+"""PE programs of test_payload_formats.py that expect a typed error (module level, so run_pes can
+pickle them); the round trips use ep_programs.dispatch_combine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ep_programs
+import torch
+
+import mori.shmem as shmem
+from mori.ep import workload as wl
+from mori.shmem.testing import init_pe
+
+
+def dispatch_then_combine_bytes(
+    rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any]
+) -> str:
+    """Dispatches ``w``'s byte rows (checked bit-exact against their source), then hands the
+    received rows to combine as they are: returns the error's type and message."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = ep_programs._device(backend)
+        op = ep_programs.make_op(w, rank, **fields)
+        x, weights, scales = wl.tokens(w, rank)
+        indices = wl.routing(w, rank).to(device)
+        outputs = op.dispatch(x.to(device), weights.to(device), None if scales is None else scales.to(device), indices)
+        op.check_error()
+        total = ep_programs.check_dispatch(w, rank, 0, op, outputs)
+        try:
+            op.combine(outputs[0][:total], None, indices)
+        except Exception as exc:  # the test inspects the type and message
+            message = f"{type(exc).__name__}: {exc}"
+        else:
+            message = "no error"
+        # The op is still usable: a bf16 combine of the same routing runs.
+        op.combine(torch.zeros(total, 16, dtype=torch.bfloat16, device=device), None, indices)
+        op.check_error()
+        op.close()
+        return message
+    finally:
+        shmem.shmem_finalize()
+
+
+def combine_error(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any]) -> str:
+    """A dispatch, then a combine the op must refuse before launching (the config's quant_type)."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = ep_programs._device(backend)
+        op = ep_programs.make_op(w, rank, **fields)
+        x, weights, _ = wl.tokens(w, rank)
+        indices = wl.routing(w, rank).to(device)
+        out = op.dispatch(x.to(device), weights.to(device), None, indices)
+        total = ep_programs.check_dispatch(w, rank, 0, op, out)
+        try:
+            op.combine(out[0][:total], None, indices)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            shmem.shmem_barrier_all()
+            op.close()
+        return "no error"
+    finally:
+        shmem.shmem_finalize()
