@@ -26,6 +26,9 @@ def dispatch_then_combine_bytes(
         x, weights, scales = wl.tokens(w, rank)
         indices = wl.routing(w, rank).to(device)
         outputs = op.dispatch(x.to(device), weights.to(device), None if scales is None else scales.to(device), indices)
+        split = op.config.kernel_type.name == "AsyncLL"  # the receive halves are separate calls
+        if split:
+            op.dispatch_recv()
         op.check_error()
         total = ep_programs.check_dispatch(w, rank, 0, op, outputs)
         try:
@@ -34,9 +37,11 @@ def dispatch_then_combine_bytes(
             message = f"{type(exc).__name__}: {exc}"
         else:
             message = "no error"
-        # The op is still usable: a bf16 combine of the same routing runs.
-        op.combine(torch.zeros(total, 16, dtype=torch.bfloat16, device=device), None, indices)
-        op.check_error()
+        if w.hidden >= 8:  # the op is still usable: a bf16 combine (8 columns, 16 bytes) of the same routing runs
+            op.combine(torch.zeros(total, 8, dtype=torch.bfloat16, device=device), None, indices)
+            if split:
+                op.combine_recv()
+            op.check_error()
         op.close()
         return message
     finally:

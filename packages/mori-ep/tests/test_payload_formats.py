@@ -107,15 +107,20 @@ def test_payload_dispatch_and_fp4_combine_across_hosts(backend: str, kernel_type
     run_pes(ep_programs.dispatch_combine, 4, backend, w, options, env=env, timeout=240)
 
 
-@pytest.mark.parametrize("kernel_type", [0, 2], ids=["IntraNode", "InterNodeV1"])
-def test_uint8_rows_travel_bit_exact_and_do_not_combine(backend: str, kernel_type: int) -> None:
-    # 48-byte rows of random bytes with 8 random scale bytes: no format, just bytes.
-    w = wl.with_payload(ep_programs.replace(BASE, world_size=4, topk=3, hidden=48), "uint8")
+@pytest.mark.parametrize(
+    ("kernel_type", "width"),
+    [(0, 48), (0, 37), (5, 1), (2, 45), (4, 130)],
+    ids=["IntraNode-48", "IntraNode-37", "IntraNodeLL-1", "InterNodeV1-45", "AsyncLL-130"],
+)
+def test_uint8_rows_travel_bit_exact_and_do_not_combine(backend: str, kernel_type: int, width: int) -> None:
+    # Rows of random bytes of any width (the kernels move 16-byte vectors: the op pads and cuts
+    # back) with 8 random scale bytes: no format, just bytes.
+    w = wl.with_payload(ep_programs.replace(BASE, world_size=4, topk=3, hidden=width), "uint8")
     w = ep_programs.replace(w, scale_dim=8, scale_dtype="uint8")
     env = _env(backend, MORI_SHMEM_PES_PER_NODE="2", **{k: v for k, v in NEEDED_ENV.items() if v is not None})
     messages = run_pes(
         payload_programs.dispatch_then_combine_bytes, 4, backend, w, {"kernel_type": kernel_type, "gpu_per_node": 2},
-        env=env if kernel_type else _env(backend), timeout=240,
+        env=env if kernel_type in (1, 2, 3, 4) else _env(backend), timeout=240,
     )  # fmt: skip
     for message in messages:
         assert message.startswith("EpInputError") and "no sum" in message and "uint8" in message, message

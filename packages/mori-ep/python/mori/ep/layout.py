@@ -134,7 +134,7 @@ class Layout:
             config.max_num_inp_token_per_rank,
             config.num_experts_per_token,
         )
-        row = config.hidden_dim * config.max_token_type_size
+        row = _align16(config.hidden_dim * config.max_token_type_size)  # uint8 rows travel padded to 16 (byte_rows)
         scale = config.scale_dim * config.scale_type_size
         sizes = {
             "off_disp_tokens": recv * row,

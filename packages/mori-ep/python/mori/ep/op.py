@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 import mori.shmem as shmem
-from mori.ep import inputs, standard_moe
+from mori.ep import byte_rows, inputs, standard_moe
 from mori.ep.backends import CpuBackend, CudaBackend
 from mori.ep.config import (
     LOW_LATENCY_KERNEL_TYPES,
@@ -344,7 +344,13 @@ class EpDispatchCombineOp:
             self._check_routing(routing, int(input.shape[0]))
         elif setting("MORI_EP_VALIDATE_INDICES") and not _capturing():
             inputs.check_expert_ids(config, indices)
-        hidden, row_bytes = inputs.check_row("input", input, config)
+        width = int(input.shape[1])
+        if byte_rows.needs_padding(input):  # checked above at its own width
+            input = byte_rows.padded(input, config)
+            self._padded_input = input  # alive until the next dispatch, whatever the backend's queue holds
+            hidden = row_bytes = int(input.shape[1])
+        else:
+            hidden, row_bytes = inputs.check_row("input", input, config)
         dtype = inputs.dtype_name(input)
         launch = self._launch(
             "dispatch", dtype, int(input.shape[0]), hidden, block_num, warp_per_block, rdma_block_num, None
@@ -384,7 +390,7 @@ class EpDispatchCombineOp:
         self._dispatched_tokens = args.num_tokens
 
         recv, topk, torch = self.layout.max_recv, config.num_experts_per_token, self._torch
-        out = self._view("off_disp_tokens", recv, hidden, input.dtype)
+        out = self._view("off_disp_tokens", recv, hidden, input.dtype)[:, :width]
         out_weights = self._view("off_disp_weights", recv, topk, torch.float32)
         out_scales = self._view("off_disp_scales", recv, scale_cols, scales.dtype) if scales is not None else None
         out_indices = self._view("off_disp_indices", recv, topk, torch.int32)
