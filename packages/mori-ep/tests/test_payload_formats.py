@@ -160,3 +160,31 @@ def test_reference_tolerance_is_derived() -> None:
     assert exact.rtol == 0.0, exact
     fp4 = reference.combine_tolerance(w, "IntraNode", torch.bfloat16, "fp4_blockwise", 8)
     assert fp4.rtol == pytest.approx(2**-7 + 3 * 2**-23), fp4
+
+
+@pytest.mark.parametrize(
+    ("dtype", "quant", "kernel_type"),
+    [("fp4", "fp4_blockwise", "IntraNode"), ("nvfp4", "none", "IntraNodeLL"), ("mxfp8", "fp4_blockwise", "InterNodeV1")],
+)
+def test_bench_moves_and_verifies_payload_formats(tmp_path, monkeypatch, dtype: str, quant: str, kernel_type: str) -> None:  # type: ignore[no-untyped-def]
+    """mori-ep-bench with a block-scaled dispatch and fp4_blockwise combine: verified, and the
+    bytes per row counted as they move (payload + scales; fp4 wire row + fp32 block scales)."""
+    import json
+
+    from test_bench import TINY
+
+    from mori.ep import bench
+
+    monkeypatch.setenv("MORI_FP8_COMBINE_SCALE_DIM", QUANT_BLOCKS)
+    report_path = tmp_path / "bench.json"
+    args = [*TINY, "--hidden", "128", "--world-size", "2", "--kernel-type", kernel_type, "--json", str(report_path)]
+    args += ["--dispatch-dtype", dtype, "--combine-quant", quant, "--zero-copy", "0"]
+    assert bench.main(args) == 0
+    report = json.loads(report_path.read_text())
+    assert report["verified"] is True, report["verification"]
+    payload_bytes = {"fp4": 64 + 4, "nvfp4": 64 + 8, "mxfp8": 128 + 4}[dtype]  # hidden 128: H/2 or H, H/32 or H/16
+    combine_bytes = 64 + 4 * 4 if quant == "fp4_blockwise" else 128 * 2
+    for pe in report["raw"]:
+        for case in pe["cases"]:
+            assert case["dispatch_row_bytes"] == payload_bytes and case["combine_row_bytes"] == combine_bytes, case
+    assert report["results"][0]["dispatch"]["wire_algo_bw_gbps"] > 0
