@@ -102,7 +102,9 @@ def dequantize(payload: np.ndarray, scale_bytes: np.ndarray, fmt: str) -> np.nda
     else:
         scale = np.ldexp(np.float32(1), scale_bytes.astype(np.int64) - 127).astype(np.float32)
     hidden = values.shape[1]
-    return (values.reshape(n, hidden // BLOCK[fmt], BLOCK[fmt]) * scale[:, :, None]).reshape(n, hidden).astype(np.float32)
+    return (
+        (values.reshape(n, hidden // BLOCK[fmt], BLOCK[fmt]) * scale[:, :, None]).reshape(n, hidden).astype(np.float32)
+    )
 
 
 def fp4_blockwise(rows: np.ndarray, quant_blocks: int) -> np.ndarray:

@@ -21,9 +21,9 @@ Tolerances (mori.ep.reference.combine_tolerance, derived, not tuned):
 from __future__ import annotations
 
 import ep_programs
-import payload_programs
 import numpy as np
 import payload_numpy
+import payload_programs
 import pytest
 import torch
 
@@ -83,7 +83,9 @@ def test_fp4_blockwise_is_within_e2m1_precision() -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("quant", ["none", "fp4_blockwise"])
 @pytest.mark.parametrize(("world_size", "topk"), [(2, 2), (4, 3)])
-def test_payload_dispatch_and_combine_intra_node(backend: str, fmt: str, quant: str, world_size: int, topk: int) -> None:
+def test_payload_dispatch_and_combine_intra_node(
+    backend: str, fmt: str, quant: str, world_size: int, topk: int
+) -> None:
     w = wl.with_payload(ep_programs.replace(BASE, world_size=world_size, topk=topk, sentinel="last"), fmt)
     options = {"quant_type": quant, "kernel_type": 0}
     run_pes(ep_programs.dispatch_combine, world_size, backend, w, options, env=_env(backend), timeout=240)
@@ -136,7 +138,9 @@ def test_fp4_payload_does_not_combine(backend: str) -> None:
 def test_fp4_blockwise_needs_whole_blocks(backend: str) -> None:
     """hidden 200 is not a multiple of 8 x 4 blocks: a typed error before anything launches."""
     w = ep_programs.replace(BASE, hidden=200, tokens=4)
-    messages = run_pes(payload_programs.combine_error, 2, backend, w, {"quant_type": "fp4_blockwise"}, env=_env(backend))
+    messages = run_pes(
+        payload_programs.combine_error, 2, backend, w, {"quant_type": "fp4_blockwise"}, env=_env(backend)
+    )
     for message in messages:
         assert message.startswith("EpInputError") and "fp4_blockwise needs a multiple of 8 x" in message, message
 
@@ -164,9 +168,15 @@ def test_reference_tolerance_is_derived() -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "quant", "kernel_type"),
-    [("fp4", "fp4_blockwise", "IntraNode"), ("nvfp4", "none", "IntraNodeLL"), ("mxfp8", "fp4_blockwise", "InterNodeV1")],
+    [
+        ("fp4", "fp4_blockwise", "IntraNode"),
+        ("nvfp4", "none", "IntraNodeLL"),
+        ("mxfp8", "fp4_blockwise", "InterNodeV1"),
+    ],
 )
-def test_bench_moves_and_verifies_payload_formats(tmp_path, monkeypatch, dtype: str, quant: str, kernel_type: str) -> None:  # type: ignore[no-untyped-def]
+def test_bench_moves_and_verifies_payload_formats(
+    tmp_path, monkeypatch, dtype: str, quant: str, kernel_type: str
+) -> None:  # type: ignore[no-untyped-def]
     """mori-ep-bench with a block-scaled dispatch and fp4_blockwise combine: verified, and the
     bytes per row counted as they move (payload + scales; fp4 wire row + fp32 block scales)."""
     import json

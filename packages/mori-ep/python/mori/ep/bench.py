@@ -330,7 +330,9 @@ def pe_program(
                     indices.cpu(), rank, w.experts_per_rank, options["gpu_per_node"], op.config.routing_group
                 )
                 traffic["record_bytes"] = record_bytes(
-                    x.shape[1] * x.element_size(), w.topk, scales.shape[1] * scales.element_size() if scales is not None else 0
+                    x.shape[1] * x.element_size(),
+                    w.topk,
+                    scales.shape[1] * scales.element_size() if scales is not None else 0,
                 )
                 traffic["reply_bytes"] = reply_bytes(
                     w.hidden * torch.empty(0, dtype=combine_dtype).element_size(), w.topk
@@ -580,7 +582,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--combine-quant",
         dest="quant_type",
         default="none",
-        help="combine wire format: none, fp8_direct_cast, fp8_blockwise, fp4_blockwise (needs --zero-copy 0 unless none)",
+        help="combine wire format: none, fp8_direct_cast, fp8_blockwise, fp4_blockwise "
+        "(needs --zero-copy 0 unless none)",
     )
     parser.add_argument("--zero-copy", type=int, choices=(0, 1), default=1)
     parser.add_argument("--routing", choices=("random", "hot"), default="random")
@@ -667,7 +670,9 @@ def main(argv: list[str] | None = None) -> int:
     payload = PAYLOAD_DTYPES.get(args.dtype)
     if payload is not None:
         if args.hidden % 128:
-            raise SystemExit(f"--hidden={args.hidden}: {args.dtype} payloads need a multiple of 128 (whole 4-byte scale rows)")
+            raise SystemExit(
+                f"--hidden={args.hidden}: {args.dtype} payloads need a multiple of 128 (whole 4-byte scale rows)"
+            )
         cases = [wl.with_payload(w, payload) for w in cases]
     inter_node = args.kernel_type in _INTER_NODE
     gpu_per_node = args.gpu_per_node or (max(1, args.world_size // 2) if inter_node else 8)
