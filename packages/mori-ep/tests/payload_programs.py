@@ -68,3 +68,38 @@ def combine_error(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Worklo
         return "no error"
     finally:
         shmem.shmem_finalize()
+
+
+def standard_moe_bytes(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[int]:
+    """dispatch_standard_moe of ``w``'s payload rows: each local expert's packed rows are, byte for
+    byte, the sources' rows that picked it (the grouping moves bytes like dispatch)."""
+    init_pe(rank, nranks, uid)
+    try:
+        device = ep_programs._device(backend)
+        op = ep_programs.make_op(w, rank)
+        x, weights, scales = wl.tokens(w, rank)
+        packed, count, src_info, _ = op.dispatch_standard_moe(
+            x.to(device),
+            weights.to(device),
+            None if scales is None else scales.to(device),
+            wl.routing(w, rank).to(device),
+        )
+        op.check_error()
+        packed_bytes, count, src_info = packed.cpu().view(torch.uint8), count.cpu(), src_info.cpu()
+        sources = {src: (wl.tokens(w, src)[0].view(torch.uint8), wl.routing(w, src)) for src in range(w.world_size)}
+        for local in range(w.experts_per_rank):
+            expert = rank * w.experts_per_rank + local
+            want = sorted(
+                src * w.world_size * w.max_tokens + token
+                for src, (_, routing) in sources.items()
+                for token in torch.nonzero((routing == expert).any(dim=1)).flatten().tolist()
+            )
+            got = src_info[local, : int(count[local])].tolist()
+            assert sorted(got) == want, f"expert {expert}: rows {sorted(got)}, expected {want}"
+            for j, pos in enumerate(got):
+                src, token = op.decode_send_flat_idx(pos)
+                assert torch.equal(packed_bytes[local, j], sources[src][0][token]), f"expert {expert}, row {j}"
+        op.close()
+        return count.tolist()
+    finally:
+        shmem.shmem_finalize()

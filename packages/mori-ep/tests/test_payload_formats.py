@@ -128,6 +128,13 @@ def test_uint8_rows_travel_bit_exact_and_do_not_combine(backend: str, kernel_typ
         assert message.startswith("EpInputError") and "no sum" in message and "uint8" in message, message
 
 
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+def test_fp4_rows_group_per_expert_in_the_standard_moe_layout(backend: str, fmt: str) -> None:
+    w = wl.with_payload(ep_programs.replace(BASE, world_size=4, topk=3), fmt)
+    counts = run_pes(payload_programs.standard_moe_bytes, 4, backend, w, env=_env(backend), timeout=240)
+    assert sum(sum(c) for c in counts) > 0, "the workload must move rows"
+
+
 def test_fp4_payload_does_not_combine(backend: str) -> None:
     w = wl.with_payload(ep_programs.replace(BASE, world_size=2), "mxfp4")
     messages = run_pes(payload_programs.dispatch_then_combine_bytes, 2, backend, w, {}, env=_env(backend), timeout=120)
