@@ -100,11 +100,13 @@ def dispatch_combine(
                 op.dispatch_recv()
             op.check_error()  # a peer's timeout first: it would show as wrong rows below
             total = check_dispatch(w, rank, iteration, op, outputs)
-            out, out_weights, _, out_indices, _ = outputs
+            out, out_weights, out_scales, out_indices, _ = outputs
             local = out_indices[:total].cpu() - rank * w.experts_per_rank
             counted = torch.bincount(local[(local >= 0) & (local < w.experts_per_rank)], minlength=w.experts_per_rank)
             assert torch.equal(op.local_expert_count.cpu(), counted.to(torch.int32)), "local_expert_count"
-            expert_out = out[:total].to(combine_dtype)
+            expert_out = reference.identity_expert(
+                w, out[:total], None if out_scales is None else out_scales[:total], combine_dtype
+            )
             if zero_copy:
                 op.get_registered_combine_input_buffer(combine_dtype, expert_out.shape[1])[:total].copy_(expert_out)
             combine = op.combine_send if split else op.combine

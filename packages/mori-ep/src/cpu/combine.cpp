@@ -16,6 +16,7 @@
 
 #include "convert.hpp"
 #include "ep_cpu.hpp"
+#include "fp4.hpp"
 #include "region.hpp"
 #include "sync.hpp"
 
@@ -64,6 +65,12 @@ void StageRow(const mori_ep_args_t& a, const char* src, char* dst, float* scales
     return;
   }
   uint8_t* out = reinterpret_cast<uint8_t*>(dst);
+  if (quant == MORI_EP_QUANT_FP4_BLOCKWISE) {
+    std::vector<float> row(a.hidden);
+    for (int i = 0; i < a.hidden; ++i) row[i] = Load(src, i, dtype);
+    QuantizeFp4Blockwise(row.data(), a.hidden, a.quant_blocks, out, scales);
+    return;
+  }
   if (quant == MORI_EP_QUANT_FP8_DIRECT_CAST) {
     for (int i = 0; i < a.hidden; ++i) out[i] = FloatToFp8E4m3(Load(src, i, dtype));
     return;
@@ -121,6 +128,10 @@ namespace {
 float Decode(const mori_ep_args_t& a, const Region& peer, int slot, int i, int dtype, int quant) {
   const char* row = peer.At<char>(a.off_comb_tokens) + static_cast<size_t>(slot) * a.wire_row_bytes;
   if (quant == MORI_EP_QUANT_NONE) return Load(row, i, dtype);
+  if (quant == MORI_EP_QUANT_FP4_BLOCKWISE) {
+    const float* scales = peer.At<float>(a.off_comb_scales) + static_cast<size_t>(slot) * a.quant_blocks;
+    return DequantizeFp4Blockwise(reinterpret_cast<const uint8_t*>(row), scales, a.hidden, a.quant_blocks, i);
+  }
   const float v = Fp8E4m3ToFloat(reinterpret_cast<const uint8_t*>(row)[i]);
   if (quant == MORI_EP_QUANT_FP8_DIRECT_CAST) return v;
   const int block = a.hidden / a.quant_blocks;

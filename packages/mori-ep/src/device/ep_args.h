@@ -55,6 +55,7 @@
 #define MORI_EP_QUANT_NONE 0
 #define MORI_EP_QUANT_FP8_DIRECT_CAST 1
 #define MORI_EP_QUANT_FP8_BLOCKWISE 2
+#define MORI_EP_QUANT_FP4_BLOCKWISE 3 /* packed e2m1, H/2 bytes a row, fp32 scale per block (src/cpu/fp4.hpp) */
 
 /* Element types of combine (dispatch moves rows as bytes and needs none). */
 #define MORI_EP_DTYPE_BF16 1

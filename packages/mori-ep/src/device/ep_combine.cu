@@ -16,6 +16,7 @@
 // The protocol is src/cpu/combine.cpp's. Compile-time constants: MORI_EP_WORLD, MORI_EP_TOPK,
 // MORI_EP_DTYPE (element type of the rows, MORI_EP_DTYPE_*), MORI_EP_QUANT (wire format), MORI_EP_NET.
 #include "ep_common.cuh"
+#include "ep_fp4.cuh"
 #include "ep_slots.h"
 
 #ifndef MORI_EP_WORLD
@@ -43,7 +44,10 @@ constexpr int kQuant = MORI_EP_QUANT;
 constexpr int kGroup = 8;  // elements per lane step: 16 bytes of bf16/fp16, 8 of fp8, 32 of fp32
 constexpr bool kFp8Rows = kDtype == MORI_EP_DTYPE_FP8_E4M3FN || kDtype == MORI_EP_DTYPE_FP8_E4M3FNUZ;
 constexpr int kElemBytes = kDtype == MORI_EP_DTYPE_FP32 ? 4 : (kFp8Rows ? 1 : 2);
-constexpr int kWireBytes = kQuant == MORI_EP_QUANT_NONE ? kElemBytes : 1;
+constexpr bool kFp4Wire = kQuant == MORI_EP_QUANT_FP4_BLOCKWISE;
+constexpr bool kBlockwise = kQuant == MORI_EP_QUANT_FP8_BLOCKWISE || kFp4Wire;
+// Bytes of one group of kGroup elements on the wire: fp4 packs two a byte.
+constexpr int kWireGroupBytes = kQuant == MORI_EP_QUANT_NONE ? kGroup * kElemBytes : (kFp4Wire ? kGroup / 2 : kGroup);
 
 static_assert(kQuant == MORI_EP_QUANT_NONE || kDtype == MORI_EP_DTYPE_BF16, "fp8 combine formats take bf16 rows");
 
@@ -123,6 +127,10 @@ __device__ __forceinline__ void AccumulateWire8(const char* p, float scale, floa
     LoadRow8(p, f);
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) acc[i] += f[i];
+  } else if constexpr (kFp4Wire) {
+    const unsigned word = LdGlobal(reinterpret_cast<const unsigned*>(p));
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) acc[i] += E2m1ToFloat(word >> (4 * i)) * scale;
   } else {
     const uint2 v = LdGlobal(reinterpret_cast<const uint2*>(p));
     const unsigned w[2] = {v.x, v.y};
@@ -142,6 +150,10 @@ __device__ __forceinline__ void AccumulateWire8(const char* p, float scale, floa
 // Eight floats / scale as e4m3fn, clamped to +-448 first: saturation is the format's contract
 // here (src/cpu/convert.hpp does the same), not a property of one conversion instruction.
 __device__ __forceinline__ void StoreWire8(char* p, const float (&f)[kGroup], float scale) {
+  if constexpr (kFp4Wire) {
+    StGlobal(reinterpret_cast<unsigned*>(p), FloatsToE2m1x8(f, scale));
+    return;
+  }
   float q[kGroup];
 #pragma unroll
   for (int i = 0; i < kGroup; ++i) q[i] = fminf(fmaxf(f[i] / scale, -448.0f), 448.0f);
@@ -169,8 +181,9 @@ __device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
       StoreWire8(dst + g * kGroup, f, 1.0f);
     }
   } else {
-    // Blockwise: blocks whose magnitude fits fp8 travel unscaled (scale 1); larger ones are
-    // scaled into range by amax / 448. A warp walks the blocks one after another.
+    // Blockwise: fp8 blocks whose magnitude fits fp8 travel unscaled (scale 1), larger ones are
+    // scaled into range by amax / 448; fp4 blocks are all scaled by amax / 6 (e2m1 has too few
+    // values to leave any unscaled). A warp walks the blocks one after another.
     const int block_groups = groups / a.quant_blocks;
     float* scales = At<float>(a.region, a.off_comb_scales + static_cast<unsigned long long>(row) * a.quant_blocks * 4);
     for (int b = 0; b < a.quant_blocks; ++b) {
@@ -183,12 +196,12 @@ __device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
       }
 #pragma unroll
       for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
-      const float scale = amax > 448.0f ? amax / 448.0f : 1.0f;
+      const float scale = kFp4Wire ? Fp4BlockScale(amax) : (amax > 448.0f ? amax / 448.0f : 1.0f);
       if (lane == 0) scales[b] = scale;
       for (int g = b * block_groups + lane; g < (b + 1) * block_groups; g += 32) {
         float f[kGroup];
         LoadRow8(src + g * kGroup * kElemBytes, f);
-        StoreWire8(dst + g * kGroup, f, scale);
+        StoreWire8(dst + g * kWireGroupBytes, f, scale);
       }
     }
   }
@@ -287,15 +300,15 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
 
     char* out = MORI_EP_NET ? At<char>(a.region, a.off_net_reply + static_cast<unsigned long long>(token) * a.reply_bytes)
                             : At<char>(a.region, a.off_comb_out + static_cast<unsigned long long>(token) * a.row_bytes);
-    const int block_groups = kQuant == MORI_EP_QUANT_FP8_BLOCKWISE ? groups / a.quant_blocks : 1;
+    const int block_groups = kBlockwise ? groups / a.quant_blocks : 1;
     const int end = min(groups, (part + 1) * per_part);
     for (int g = part * per_part + lane; g < end; g += 32) {
       float acc[kGroup] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int d = 0; d < kTopk; ++d) {
         if (d >= count) break;
-        const float scale = kQuant == MORI_EP_QUANT_FP8_BLOCKWISE ? scales[d][g / block_groups] : 1.0f;
-        AccumulateWire8(rows[d] + static_cast<unsigned long long>(g) * kGroup * kWireBytes, scale, acc);
+        const float scale = kBlockwise ? scales[d][g / block_groups] : 1.0f;
+        AccumulateWire8(rows[d] + static_cast<unsigned long long>(g) * kWireGroupBytes, scale, acc);
       }
       StoreRow8(out + static_cast<unsigned long long>(g) * kGroup * kElemBytes, acc);
     }

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from mori._provenance import provenance
-from mori.ep import bench_verify
+from mori.ep import bench_verify, reference
+from mori.ep import workload as wl
 from mori.ep.workload import Workload
 from mori.shmem.proxy_hazards import NEEDED_ENV
 
@@ -51,6 +52,8 @@ _INTER_NODE = {"InterNode", "InterNodeV1", "InterNodeV1LL", "AsyncLL"}
 #: GPU clock cycles (about 200 us) each timed iteration starts with; see _time_case.
 _HOLD_CYCLES = 400_000
 _FP8 = "float8_e4m3fn"
+#: --dispatch-dtype names of block-scaled payloads (mori.ep.payload_formats); fp4 is MXFP4.
+PAYLOAD_DTYPES = {"fp4": "mxfp4", "mxfp4": "mxfp4", "nvfp4": "nvfp4", "mxfp8": "mxfp8"}
 
 
 def _progress(status: str, done: int, total: int, width: int = 30) -> None:
@@ -189,6 +192,20 @@ def _identity_expert(expert_in: Any, total: int, dispatched: Any) -> None:
     expert_in.copy_(dispatched[0][:total])
 
 
+def _dequantising_expert(expert_in: Any, dequantised: Any, dispatched: Any) -> None:
+    """The identity expert of a block-scaled payload: the received rows dequantised (once, after
+    the first dispatch: every replay receives the same rows, and the check verifies the last)."""
+    expert_in.copy_(dequantised)
+
+
+def combine_row_bytes(hidden: int, elem_bytes: int, quant: str, quant_blocks: int) -> int:
+    """Bytes of one combine row as it moves: the wire row of the combine format plus its block scales."""
+    if quant == "none":
+        return hidden * elem_bytes
+    wire = hidden // 2 if quant == "fp4_blockwise" else hidden
+    return wire + 4 * quant_blocks
+
+
 def _profiled_call(
     op: Any, x: Any, weights: Any, scales: Any, indices: Any, expert_out: Any, expert_weights: Any
 ) -> bytes:
@@ -301,7 +318,7 @@ def pe_program(
             indices = wl.routing(w, rank)
             x, weights, indices = x.to(device), weights.to(device), indices.to(device)
             scales = scales.to(device) if scales is not None else None
-            out, out_weights, _, _, total_recv = op.dispatch(x, weights, scales, indices)
+            out, out_weights, out_scales, _, total_recv = op.dispatch(x, weights, scales, indices)
             if op.config.kernel_type.name == "AsyncLL":
                 op.dispatch_recv()
             total = int(total_recv.item())
@@ -313,20 +330,33 @@ def pe_program(
                     indices.cpu(), rank, w.experts_per_rank, options["gpu_per_node"], op.config.routing_group
                 )
                 traffic["record_bytes"] = record_bytes(
-                    w.hidden * x.element_size(), w.topk, scales.shape[1] * 4 if scales is not None else 0
+                    x.shape[1] * x.element_size(),
+                    w.topk,
+                    scales.shape[1] * scales.element_size() if scales is not None else 0,
                 )
                 traffic["reply_bytes"] = reply_bytes(
                     w.hidden * torch.empty(0, dtype=combine_dtype).element_size(), w.topk
                 )
-            expert_out = out[:total].to(combine_dtype)
+            expert_out = reference.identity_expert(
+                w, out[:total], None if out_scales is None else out_scales[:total], combine_dtype
+            )
             # Where combine reads the expert outputs: the registered buffer with zero-copy.
             expert_in = (
                 op.get_registered_combine_input_buffer(combine_dtype, w.hidden)[:total]
                 if options["zero_copy"]
                 else expert_out
             )
-            identity_expert = functools.partial(_identity_expert, expert_in, total)
+            identity_expert: Callable[[Any], None] = functools.partial(_identity_expert, expert_in, total)
+            if w.payload != "none":
+                identity_expert = functools.partial(_dequantising_expert, expert_in, expert_out.clone())
             identity_expert((out,))
+            # Bytes of a row as it moves: payload + scales (dispatch), wire row + block scales (combine).
+            dispatch_row = x.shape[1] * x.element_size() + (
+                scales.shape[1] * scales.element_size() if scales is not None else 0
+            )
+            combine_row = combine_row_bytes(
+                w.hidden, expert_out.element_size(), options["quant_type"], int(op.layout.quant_blocks)
+            )
 
             for geometry in options["geometries"]:
                 block_num, warp_per_block = geometry
@@ -365,7 +395,9 @@ def pe_program(
                         },
                         "tokens": x.shape[0],
                         "total_recv": total,
-                        "dispatch_elem_bytes": x.element_size(),
+                        "dispatch_elem_bytes": x.shape[1] * x.element_size() / w.hidden,  # fp4: 0.5
+                        "dispatch_row_bytes": dispatch_row,
+                        "combine_row_bytes": combine_row,
                         "combine_elem_bytes": torch.empty(0, dtype=combine_dtype).element_size(),
                         **traffic,
                         **timings,
@@ -397,6 +429,10 @@ def summarize(w: Workload, per_rank: list[dict[str, Any]], ceiling_gbps: float |
             "bw_per_rank_gbps": bandwidth,
             "algo_bw_gbps": statistics.fmean(bandwidth),
             "aggregate_gbps": sum(bandwidth),
+            # The same rows counted as they move: payload + scales (dispatch), wire row + block scales (combine).
+            "wire_algo_bw_gbps": statistics.fmean(
+                r["total_recv"] * r[f"{phase}_row_bytes"] / t / 1e9 for r, t in zip(per_rank, medians, strict=True)
+            ),
             "physical_gbps": physical,
             "percent_of_copy_ceiling": 100 * physical / ceiling_gbps if ceiling_gbps else None,
         }
@@ -552,7 +588,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, default=7168)
     parser.add_argument("--topk", type=int, default=8)
     parser.add_argument("--experts", type=int, default=256, help="experts in total")
-    parser.add_argument("--dtype", default=_FP8, help="dispatch dtype (default float8_e4m3fn)")
+    parser.add_argument(
+        "--dtype",
+        "--dispatch-dtype",
+        dest="dtype",
+        default=_FP8,
+        help="dispatch dtype (default float8_e4m3fn), or a block-scaled payload: fp4 (= mxfp4), mxfp4, nvfp4, "
+        "mxfp8 (bf16 tokens quantised, their scales replace --scale-dim's; the expert dequantises)",
+    )
     parser.add_argument("--combine-dtype", default="bfloat16")
     parser.add_argument("--scale-dim", type=int, default=56, help="fp32 scales per token (0: none)")
     parser.add_argument("--kernel-type", choices=sorted(KERNEL_TYPES), default="IntraNode")
@@ -563,7 +606,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="inter-node kernel types: PEs per host (0: half the PEs, two hosts); hosts past the first are "
         "reached through mori-shmem's remote transport (MORI_SHMEM_PES_PER_NODE)",
     )
-    parser.add_argument("--quant-type", default="none", help="combine wire format (needs --zero-copy 0 unless none)")
+    parser.add_argument(
+        "--quant-type",
+        "--combine-quant",
+        dest="quant_type",
+        default="none",
+        help="combine wire format: none, fp8_direct_cast, fp8_blockwise, fp4_blockwise "
+        "(needs --zero-copy 0 unless none)",
+    )
     parser.add_argument("--zero-copy", type=int, choices=(0, 1), default=1)
     parser.add_argument("--routing", choices=("random", "hot"), default="random")
     parser.add_argument("--block-num", type=int, default=-1, help="-1: the launch mode decides")
@@ -646,12 +696,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         for tokens in args.max_tokens
     ]
+    payload = PAYLOAD_DTYPES.get(args.dtype)
+    if payload is not None:
+        if args.hidden % 128:
+            raise SystemExit(
+                f"--hidden={args.hidden}: {args.dtype} payloads need a multiple of 128 (whole 4-byte scale rows)"
+            )
+        cases = [wl.with_payload(w, payload) for w in cases]
     inter_node = args.kernel_type in _INTER_NODE
     gpu_per_node = args.gpu_per_node or (max(1, args.world_size // 2) if inter_node else 8)
     need = max(
         EpDispatchCombineOp.required_heap_bytes(
             EpDispatchCombineConfig(
-                data_type=None, rank=0, world_size=args.world_size, hidden_dim=args.hidden, scale_dim=args.scale_dim,
+                data_type=None, rank=0, world_size=args.world_size, hidden_dim=args.hidden, scale_dim=w.scale_dim,
                 scale_type_size=4, max_token_type_size=2, max_num_inp_token_per_rank=w.max_tokens,
                 num_experts_per_rank=w.experts_per_rank, num_experts_per_token=args.topk, quant_type=args.quant_type,
                 kernel_type=EpDispatchCombineKernelType(KERNEL_TYPES[args.kernel_type]), gpu_per_node=gpu_per_node,

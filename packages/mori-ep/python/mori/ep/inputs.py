@@ -11,7 +11,13 @@ from mori.ep.errors import EpInputError
 
 #: Element types dispatch moves (as bytes: fp8 rows travel as they are, with their scales).
 #: float8_e4m3fnuz is MI300's fp8, which vLLM's and SGLang's MORI paths pick there.
-DISPATCH_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2")
+#: float4_e2m1fn_x2 is packed FP4 (two e2m1 a byte: the row is hidden/2 elements of 1 byte; MXFP4
+#: and NVFP4 differ only in their scales); uint8 rows are any caller format, moved as bytes.
+DISPATCH_DTYPES = (
+    "bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float4_e2m1fn_x2", "uint8",
+)  # fmt: skip
+#: Dispatch payloads combine cannot take: opaque bytes have no sum.
+BYTE_PAYLOAD_DTYPES = ("float4_e2m1fn_x2", "uint8")
 #: Element types of dispatch scales (bytes forwarded verbatim): float8_e8m0fnu is the MX block scale.
 SCALE_DTYPES = (*DISPATCH_DTYPES, "float8_e8m0fnu", "int8", "uint8", "int32")
 #: Element types combine sums (in fp32).
@@ -69,9 +75,19 @@ def check_row(name: str, value: Any, config: EpDispatchCombineConfig) -> tuple[i
             f"{name}.dtype={value.dtype} has {itemsize}-byte elements, above "
             f"config.max_token_type_size={config.max_token_type_size}"
         )
-    if (hidden * itemsize) % 16:
+    if (hidden * itemsize) % 16 and not (name == "input" and dtype_name(value) == "uint8"):  # byte_rows pads
         raise EpInputError(f"{name} rows are {hidden * itemsize} bytes; they must be a multiple of 16 bytes")
     return hidden, hidden * itemsize
+
+
+def check_combine_dtype(input: Any) -> None:
+    """Byte payloads dispatch moves but combine cannot sum (checked before the dtype list, to say why)."""
+    if _is_tensor(input) and dtype_name(input) in BYTE_PAYLOAD_DTYPES:
+        raise EpInputError(
+            f"input.dtype={input.dtype}: combine sums rows, and {dtype_name(input)} rows are packed or opaque "
+            f"bytes with no sum; dequantise the expert outputs to one of {', '.join(COMBINE_DTYPES)} (quant_type="
+            "'fp4_blockwise' sends them as FP4)"
+        )
 
 
 def check_dispatch(

@@ -87,7 +87,7 @@ def jit_kernels() -> list[jit.KernelSpec]:
     for world_size in (2, 4, 8):
         for topk in (4, 8):
             specs += [dispatch_spec(world_size, topk, ll) for ll in (False, True)]
-            specs += [combine_spec(world_size, topk, "bfloat16", quant) for quant in (0, 1, 2)]
+            specs += [combine_spec(world_size, topk, "bfloat16", quant) for quant in (0, 1, 2, 3)]
             specs.append(combine_spec(world_size, topk, "float32", 0))
     for world_size in (8, 16):  # the inter-node types, DeepSeek-V3 shape on 2 x 4 and 2 x 8 PEs
         specs.append(net_spec(world_size, 8))

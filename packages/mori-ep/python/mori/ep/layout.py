@@ -36,6 +36,9 @@ DTYPE_CODES = {"bfloat16": 1, "float32": 2, "float16": 3, "float8_e4m3fn": 4, "f
 
 _ALIGN = 256
 
+#: Combine formats with per-block fp32 scales (MORI_FP8_COMBINE_SCALE_DIM blocks a row).
+BLOCKWISE_QUANT_TYPES = (EpDispatchCombineQuantType.Fp8BlockwiseQuant, EpDispatchCombineQuantType.Fp4BlockwiseQuant)
+
 
 class EpArgs(ctypes.Structure):
     """``mori_ep_args_t``; keep the two in step (bump MORI_EP_ARGS_VERSION on a change)."""
@@ -122,16 +125,16 @@ class Layout:
     @classmethod
     def for_config(cls, config: EpDispatchCombineConfig) -> Layout:
         quant_blocks = 0
-        if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant:
+        if config.quant in BLOCKWISE_QUANT_TYPES:  # MORI: fp4_blockwise shares fp8_blockwise's scale layout
             quant_blocks = setting("MORI_FP8_COMBINE_SCALE_DIM")
             if quant_blocks < 1:
-                raise EpConfigError(f"MORI_FP8_COMBINE_SCALE_DIM={quant_blocks} must be >= 1 for fp8_blockwise")
+                raise EpConfigError(f"MORI_FP8_COMBINE_SCALE_DIM={quant_blocks} must be >= 1 for {config.quant_type}")
         recv, tokens, topk = (
             config.max_num_tokens_to_recv(),
             config.max_num_inp_token_per_rank,
             config.num_experts_per_token,
         )
-        row = config.hidden_dim * config.max_token_type_size
+        row = _align16(config.hidden_dim * config.max_token_type_size)  # uint8 rows travel padded to 16 (byte_rows)
         scale = config.scale_dim * config.scale_type_size
         sizes = {
             "off_disp_tokens": recv * row,

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 import mori.shmem as shmem
-from mori.ep import inputs, standard_moe
+from mori.ep import byte_rows, inputs, standard_moe
 from mori.ep.backends import CpuBackend, CudaBackend
 from mori.ep.config import (
     LOW_LATENCY_KERNEL_TYPES,
@@ -34,6 +34,7 @@ from mori.ep.errors import (
 from mori.ep.kernels import profiling
 from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve, tuning_path_for
 from mori.ep.layout import (
+    BLOCKWISE_QUANT_TYPES,
     CTRL_ERROR,
     CTRL_TOTAL_RECV,
     ERR_BAD_EXPERT,
@@ -83,8 +84,6 @@ class EpDispatchCombineOp:
     def __init__(self, config: EpDispatchCombineConfig) -> None:
         import torch
 
-        if config.quant == EpDispatchCombineQuantType.Fp4BlockwiseQuant:
-            raise EpUnsupportedError("quant_type='fp4_blockwise' needs FP4 hardware conversions; use fp8_blockwise")
         if not shmem.shmem_is_initialized():
             raise EpConfigError("mori.shmem is not initialised: call shmem_init_attr (or a framework init) first")
         check_same_config_on_every_pe(config, self._buffer_settings(config))  # collective
@@ -155,7 +154,7 @@ class EpDispatchCombineOp:
     @staticmethod
     def _buffer_settings(config: EpDispatchCombineConfig) -> dict[str, Any]:
         """Environment settings that shape the op's buffers: every PE must read the same values."""
-        if config.quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant:
+        if config.quant in BLOCKWISE_QUANT_TYPES:
             return {"MORI_FP8_COMBINE_SCALE_DIM": setting("MORI_FP8_COMBINE_SCALE_DIM")}
         return {}
 
@@ -345,7 +344,13 @@ class EpDispatchCombineOp:
             self._check_routing(routing, int(input.shape[0]))
         elif setting("MORI_EP_VALIDATE_INDICES") and not _capturing():
             inputs.check_expert_ids(config, indices)
-        hidden, row_bytes = inputs.check_row("input", input, config)
+        width = int(input.shape[1])
+        if byte_rows.needs_padding(input):  # checked above at its own width
+            input = byte_rows.padded(input, config)
+            self._padded_input = input  # alive until the next dispatch, whatever the backend's queue holds
+            hidden = row_bytes = int(input.shape[1])
+        else:
+            hidden, row_bytes = inputs.check_row("input", input, config)
         dtype = inputs.dtype_name(input)
         launch = self._launch(
             "dispatch", dtype, int(input.shape[0]), hidden, block_num, warp_per_block, rdma_block_num, None
@@ -385,7 +390,7 @@ class EpDispatchCombineOp:
         self._dispatched_tokens = args.num_tokens
 
         recv, topk, torch = self.layout.max_recv, config.num_experts_per_token, self._torch
-        out = self._view("off_disp_tokens", recv, hidden, input.dtype)
+        out = self._view("off_disp_tokens", recv, hidden, input.dtype)[:, :width]
         out_weights = self._view("off_disp_weights", recv, topk, torch.float32)
         out_scales = self._view("off_disp_scales", recv, scale_cols, scales.dtype) if scales is not None else None
         out_indices = self._view("off_disp_indices", recv, topk, torch.int32)
@@ -488,6 +493,7 @@ class EpDispatchCombineOp:
         if routing is not None:
             self._check_routing(routing, tokens)
         combine_dtypes = (*inputs.COMBINE_DTYPES, *inputs.FP8_COMBINE_DTYPES)
+        inputs.check_combine_dtype(input)
         inputs.check_tensor("input", input, device=self.device, dtypes=combine_dtypes, rows=(0, recv))
         hidden, row_bytes = inputs.check_row("input", input, config)
         if hidden % _GROUP:
@@ -505,12 +511,12 @@ class EpDispatchCombineOp:
                     f"quant_type={config.quant_type!r} needs an external bf16 input; got dtype {dtype} and "
                     f"use_external_inp_buf={external}"
                 )
-            if quant == EpDispatchCombineQuantType.Fp8BlockwiseQuant and hidden % (_GROUP * self.layout.quant_blocks):
+            if quant in BLOCKWISE_QUANT_TYPES and hidden % (_GROUP * self.layout.quant_blocks):
                 raise EpInputError(
-                    f"input has hidden size {hidden}; fp8_blockwise needs a multiple of "
+                    f"input has hidden size {hidden}; {config.quant_type} needs a multiple of "
                     f"{_GROUP} x MORI_FP8_COMBINE_SCALE_DIM={self.layout.quant_blocks}"
                 )
-            wire_row_bytes = hidden
+            wire_row_bytes = hidden // 2 if quant == EpDispatchCombineQuantType.Fp4BlockwiseQuant else hidden
         launch = self._launch(
             "combine",
             dtype,

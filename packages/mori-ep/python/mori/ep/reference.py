@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from mori.ep import payload_formats
 from mori.ep import workload as wl
 
 #: Largest finite float8_e4m3fn; the fp8 combine formats saturate to it.
@@ -140,7 +141,8 @@ def check_dispatch(
     fields = [("token data", out), ("indices", out_indices), ("weights", out_weights)]
     if out_scales is not None:
         fields.append(("scales", out_scales))
-    received = {name: tensor[:total].cpu() for name, tensor in fields}
+    # Bytes: fp8 has no equality on every torch, fp4 no indexing, and NaN payloads must travel unchanged.
+    received = {name: tensor[:total].cpu().contiguous().view(torch.uint8) for name, tensor in fields}
     first: Mismatch | None = None
     for src in range(w.world_size):
         rows = torch.nonzero(sources == src).flatten()
@@ -152,9 +154,8 @@ def check_dispatch(
         for name, _ in fields:
             if reference[name] is None:
                 return total, Mismatch(name, None, "scales received", "no scales (the workload has none)")
-            # Bytes: fp8 has no equality on every torch, and NaN payloads must travel unchanged.
-            got_rows = received[name][rows].contiguous().view(torch.uint8)
-            want_rows = reference[name][picked].contiguous().view(torch.uint8)
+            got_rows = received[name][rows]
+            want_rows = reference[name].contiguous().view(torch.uint8)[picked]
             difference = _first_difference(got_rows, want_rows, got_rows != want_rows)
             if difference is None:
                 continue
@@ -171,7 +172,7 @@ def fp8_blocks(row: Any, quant_blocks: int) -> tuple[Any, Any]:
     scale 1, a larger one is scaled into range by amax / 448."""
     import torch
 
-    blocks = row.view(row.shape[0], quant_blocks, -1)
+    blocks = row.view(row.shape[0], quant_blocks, row.shape[1] // quant_blocks)
     amax = blocks.abs().amax(dim=2, keepdim=True)
     return blocks, torch.where(amax > FP8_E4M3_MAX, amax / FP8_E4M3_MAX, torch.ones_like(amax))
 
@@ -184,16 +185,27 @@ def expected_combine(
     fp8 combine format, to fp8 as the format specifies (saturating)."""
     import torch
 
-    x, weights, _ = wl.tokens(w, rank, iteration)
+    x, weights, scales = wl.tokens(w, rank, iteration)
     count = wl.destinations(w, wl.routing(w, rank, iteration)).sum(dim=1, keepdim=True).float()
-    row = x.to(combine_dtype).float()
+    row = identity_expert(w, x, scales, combine_dtype).float()
     if quant == "fp8_direct_cast":  # saturating, as the formats are specified (not every torch saturates)
         row = row.clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn).float()
     elif quant == "fp8_blockwise":
         blocks, scale = fp8_blocks(row, quant_blocks)
         fp8 = (blocks / scale).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn).float()
         row = (fp8 * scale).view_as(row)
+    elif quant == "fp4_blockwise":
+        row = payload_formats.fp4_blockwise_row_values(row, quant_blocks)
     return (row * count).to(combine_dtype), weights * count
+
+
+def identity_expert(w: wl.Workload, rows: Any, scales: Any, combine_dtype: Any) -> Any:
+    """The expert output of received ``rows`` (and their scales) in the combine dtype: the rows
+    themselves, dequantised first for a block-scaled payload format."""
+    if w.payload in payload_formats.FORMATS:
+        values = payload_formats.dequantize(rows.cpu(), scales.cpu(), w.payload)
+        return values.to(device=rows.device, dtype=combine_dtype)
+    return rows.to(combine_dtype)
 
 
 def _significand_bits(dtype: Any) -> int:
@@ -238,12 +250,14 @@ def combine_tolerance(
     dispatch_dtype = getattr(torch, w.dtype)
     if quant == "none":
         bits = _significand_bits(combine_dtype)
-        if dispatch_dtype.is_floating_point:
+        if w.payload == "none" and dispatch_dtype.is_floating_point:
             bits = min(bits, _significand_bits(dispatch_dtype))
-    elif quant == "fp8_direct_cast" or not _blockwise_scales_other_than_one(w, combine_dtype, iteration):
+    elif quant == "fp8_direct_cast" or (
+        quant == "fp8_blockwise" and not _blockwise_scales_other_than_one(w, combine_dtype, iteration)
+    ):
         bits = _significand_bits(torch.float8_e4m3fn)
     else:
-        bits = _FP32_SIGNIFICAND  # fp8 value x an arbitrary fp32 scale
+        bits = _FP32_SIGNIFICAND  # fp8 / e2m1 value x an arbitrary fp32 scale
     rtol, why = 0.0, []
     if bits + destinations.bit_length() > _FP32_SIGNIFICAND:
         rtol += eps_c + destinations * eps_32
@@ -259,8 +273,8 @@ def combine_tolerance(
 def _blockwise_scales_other_than_one(w: wl.Workload, combine_dtype: Any, iteration: int) -> bool:
     """Whether any PE's rows have an element beyond fp8's range: its block's scale is then not 1."""
     for src in range(w.world_size):
-        x, _, _ = wl.tokens(w, src, iteration)
-        if x.shape[0] and bool((x.to(combine_dtype).float().abs() > FP8_E4M3_MAX).any()):
+        x, _, scales = wl.tokens(w, src, iteration)
+        if x.shape[0] and bool((identity_expert(w, x, scales, combine_dtype).float().abs() > FP8_E4M3_MAX).any()):
             return True
     return False
 

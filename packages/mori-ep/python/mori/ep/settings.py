@@ -63,7 +63,8 @@ REGISTRY: tuple[Setting, ...] = (
         "MORI_FP8_COMBINE_SCALE_DIM",
         int,
         56,
-        "Scale blocks per row of the fp8_blockwise combine format (56 blocks of 128 at hidden 7168).",
+        "Scale blocks per row of the fp8_blockwise and fp4_blockwise combine formats "
+        "(56 blocks of 128 at hidden 7168).",
     ),
     Setting(
         "MORI_ENABLE_SDMA",

@@ -69,10 +69,13 @@ def convert_dispatch_output(
     hidden = dispatch_out_x.shape[1]
     device = dispatch_out_x.device
     topk = op.config.num_experts_per_token
+    # Rows of 1-byte elements move as uint8: torch has no indexing of packed fp4 (float4_e2m1fn_x2).
+    rows_x = dispatch_out_x.view(torch.uint8) if dispatch_out_x.element_size() == 1 else dispatch_out_x
     # One spare row past the packed rows takes every non-local pick, so no pick needs a host-side filter.
-    packed = torch.zeros(per_rank * recv + 1, hidden, dtype=dispatch_out_x.dtype, device=device)
+    packed = torch.zeros(per_rank * recv + 1, hidden, dtype=rows_x.dtype, device=device)
     rows = torch.arange(recv, device=device)[:, None].expand(recv, topk).reshape(-1)
-    packed.index_copy_(0, layout.slot.reshape(-1), dispatch_out_x[:recv][rows])
+    packed.index_copy_(0, layout.slot.reshape(-1), rows_x[:recv][rows])
+    packed = packed.view(dispatch_out_x.dtype)
     src_pos = op._view("off_disp_src_pos", recv, 1, torch.int32).view(-1)
     src_info = torch.full((per_rank * recv + 1,), -1, dtype=torch.int32, device=device)
     src_info.index_copy_(0, layout.slot.reshape(-1), src_pos[rows])

@@ -29,6 +29,9 @@ class Workload:
     tokens: int | None = None  # None: a random count in [0, max_tokens] per rank
     seed: int = 123
     outliers: float = 1.0  # multiplies the first quarter of every row (pushes fp8 blocks out of range)
+    #: "none": rows of ``dtype``; a mori.ep.payload_formats name ("mxfp4", "nvfp4", "mxfp8"): bf16
+    #: rows quantised to it (payload and scales, see with_payload); "uint8": random bytes.
+    payload: str = "none"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -73,17 +76,54 @@ def routing(workload: Workload, rank: int, iteration: int = 0) -> Any:
     return indices.contiguous()
 
 
+def with_payload(workload: Workload, payload: str) -> Workload:
+    """``workload`` with rows of a block-scaled payload format (dtype and scales follow from it)
+    or of raw bytes ("uint8": ``hidden`` bytes a row, no scales)."""
+    from dataclasses import replace
+
+    if payload == "uint8":
+        return replace(workload, payload=payload, dtype="uint8")
+    from mori.ep.payload_formats import FORMATS
+
+    fmt = FORMATS[payload]
+    return replace(
+        workload, payload=payload, dtype=fmt.payload_dtype, scale_dim=workload.hidden // fmt.block,
+        scale_dtype=fmt.scale_dtype,
+    )  # fmt: skip
+
+
+def source_rows(workload: Workload, rank: int, iteration: int = 0) -> Any:
+    """The rows before any payload format: [N, hidden] float32 (bf16 values for a payload format)."""
+    import torch
+
+    gen = _generator(workload, rank, iteration + 20_000)
+    x = torch.randn(token_count(workload, rank, iteration), workload.hidden, generator=gen)
+    x[:, : workload.hidden // 4] *= workload.outliers
+    return x.to(torch.bfloat16).float() if workload.payload != "none" else x
+
+
 def tokens(workload: Workload, rank: int, iteration: int = 0) -> tuple[Any, Any, Any]:
-    """(x [N, hidden] of the workload's dtype, weights [N, topk] f32, scales [N, scale_dim] | None)."""
+    """(x [N, hidden] of the workload's dtype, weights [N, topk] f32, scales [N, scale_dim] | None);
+    a payload format's x is its payload ([N, hidden/2] for fp4) and scales its block scales."""
     import torch
 
     gen = _generator(workload, rank, iteration + 20_000)
     n = token_count(workload, rank, iteration)
     x = torch.randn(n, workload.hidden, generator=gen)
-    x[:, : workload.hidden // 4] *= workload.outliers
-    x = x.to(getattr(torch, workload.dtype))
     weights = torch.rand(n, workload.topk, generator=gen)
     scales = None
+    if workload.payload == "uint8":
+        raw = torch.randint(0, 256, (n, workload.hidden + workload.scale_dim), generator=gen, dtype=torch.uint8)
+        if workload.scale_dim:
+            scales = raw[:, workload.hidden :].contiguous().view(getattr(torch, workload.scale_dtype))
+        return raw[:, : workload.hidden].contiguous(), weights, scales
+    if workload.payload != "none":
+        from mori.ep.payload_formats import quantize
+
+        payload, scales = quantize(source_rows(workload, rank, iteration).to(torch.bfloat16), workload.payload)
+        return payload, weights, scales
+    x[:, : workload.hidden // 4] *= workload.outliers
+    x = x.to(getattr(torch, workload.dtype))
     if workload.scale_dim:
         scales = torch.rand(n, workload.scale_dim, generator=gen).to(getattr(torch, workload.scale_dtype))
     return x, weights, scales
