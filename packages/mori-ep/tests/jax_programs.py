@@ -39,12 +39,15 @@ def make_config(w: wl.Workload, rank: int, **fields: Any) -> Any:
     scale_size = torch.empty(0, dtype=getattr(torch, w.scale_dtype)).element_size() if w.scale_dim else 0
     return EpDispatchCombineConfig(
         data_type=getattr(torch, w.dtype), rank=rank, world_size=w.world_size, hidden_dim=w.hidden,
-        scale_dim=w.scale_dim, scale_type_size=scale_size, max_token_type_size=4, max_num_inp_token_per_rank=w.max_tokens,
-        num_experts_per_rank=w.experts_per_rank, num_experts_per_token=w.topk, **fields,
+        scale_dim=w.scale_dim, scale_type_size=scale_size, max_token_type_size=4,
+        max_num_inp_token_per_rank=w.max_tokens, num_experts_per_rank=w.experts_per_rank,
+        num_experts_per_token=w.topk, **fields,
     )  # fmt: skip
 
 
-def dispatch_combine(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, options: dict[str, Any]) -> list[int]:
+def dispatch_combine(
+    rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, options: dict[str, Any]
+) -> list[int]:
     """``iterations`` rounds of one jitted step (dispatch, the source positions, combine of the
     received rows in ``combine_dtype``), each checked against the reference; returns total_recv."""
     init_pe(rank, nranks, uid)
@@ -114,12 +117,14 @@ def bad_calls(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) 
         bad = {
             "indices_int64": lambda: dispatch(jx, jw, None, ji.astype(jnp.int16)),
             "too_many_tokens": lambda: dispatch(
-                jnp.zeros((w.max_tokens + 1, w.hidden), jnp.bfloat16), None, None,
+                jnp.zeros((w.max_tokens + 1, w.hidden), jnp.bfloat16),
+                None,
+                None,
                 jnp.zeros((w.max_tokens + 1, w.topk), jnp.int32),
-            ),  # fmt: skip
+            ),
             "hidden_too_large": lambda: dispatch(jnp.zeros((x.shape[0], w.hidden * 2), jnp.bfloat16), jw, None, ji),
             "weights_shape": lambda: dispatch(jx, jw[:, :1], None, ji),
-            "combine_hidden": lambda: jax.jit(op.combine)(jnp.zeros((4, 12), jnp.bfloat16), None, ji),
+            "combine_hidden": lambda: jax.jit(op.combine)(jnp.zeros((4, 4), jnp.float32), None, ji),
         }
         messages = []
         for name, call in bad.items():

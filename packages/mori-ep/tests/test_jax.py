@@ -27,7 +27,9 @@ def _env(backend: str) -> dict[str, str]:
 
 
 def _run(backend: str, w: Workload, **options: object) -> list[list[int]]:
-    return run_pes(jax_programs.dispatch_combine, w.world_size, backend, w, dict(options), env=_env(backend), timeout=240)
+    return run_pes(
+        jax_programs.dispatch_combine, w.world_size, backend, w, dict(options), env=_env(backend), timeout=240
+    )
 
 
 @pytest.mark.parametrize("world_size", [2, 4])
@@ -53,7 +55,13 @@ def test_jit_inter_node_on_simulated_hosts(kernel_type: int) -> None:
     w = ep_programs.replace(BASE, world_size=4)
     env = {**_env("cpu"), "MORI_SHMEM_PES_PER_NODE": "2"}
     run_pes(
-        jax_programs.dispatch_combine, 4, "cpu", w, {"kernel_type": kernel_type, "gpu_per_node": 2}, env=env, timeout=240
+        jax_programs.dispatch_combine,
+        4,
+        "cpu",
+        w,
+        {"kernel_type": kernel_type, "gpu_per_node": 2},
+        env=env,
+        timeout=240,
     )
 
 
@@ -75,7 +83,6 @@ def test_importing_mori_ep_does_not_import_jax() -> None:
     code = "import sys, mori.ep, mori.ops; assert 'jax' not in sys.modules, 'jax imported'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-
 
 
 def test_jax_example_runs() -> None:

@@ -90,7 +90,9 @@ def build() -> Path:
     done = subprocess.run([*command, "-o", partial], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         os.unlink(partial)
-        raise EpConfigError(f"compiling mori.jax's XLA FFI handler failed ({' '.join(command)}):\n{done.stderr[-4000:]}")
+        raise EpConfigError(
+            f"compiling mori.jax's XLA FFI handler failed ({' '.join(command)}):\n{done.stderr[-4000:]}"
+        )
     os.replace(partial, target)
     return target
 

@@ -50,20 +50,29 @@ def mori_ep_type_info() -> dict[str, Any]:
 
 
 def preload_kernels() -> None:
-    """Builds (or loads from the cache) the FFI handler now rather than at the first traced call.
-    The EP kernels of an op load when the op is created (cuda backend), as in mori.ep."""
-    ffi_build.library()
+    """Builds (or loads from the cache) the FFI handler and registers the target now rather than
+    when the first op is created. The EP kernels of an op load when the op is created (cuda
+    backend), as in mori.ep."""
+    register_targets()
 
 
 _registered = False
 
 
 def register_targets() -> None:
-    """Registers the type and the target ``mori_ep`` with jax, for the cpu and CUDA platforms (once)."""
+    """Registers the type and the target ``mori_ep`` with jax, for the cpu and CUDA platforms (once).
+
+    jax's backends start first: a platform's client, when it starts, takes the targets registered
+    before it ahead of the types, and rejects a target whose state type it does not know yet. So
+    registration waits for an op (or ``preload_kernels()``), which also leaves
+    ``jax.distributed.initialize()`` free to run after ``import mori.jax``."""
     global _registered
     if _registered:
         return
+    import jax
     import jax.ffi
+
+    jax.devices()  # starts the backends, so the registrations below apply at once, in order
 
     for platform in PLATFORMS:
         jax.ffi.register_ffi_type(TARGET, mori_ep_type_info(), platform=platform)

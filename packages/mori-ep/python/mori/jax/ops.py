@@ -16,10 +16,10 @@ import gc
 import logging
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
+import jax
+import jax.numpy as jnp
 import mori.shmem as shmem
 from mori.ep import inputs
 from mori.ep.config import QUANT_TYPES, EpDispatchCombineConfig, EpDispatchCombineQuantType
@@ -311,7 +311,9 @@ class EpDispatchCombineOp:
         if code == ERR_TIMEOUT:
             raise EpTimeoutError(f"PE {rank}: a peer did not answer within MORI_EP_TIMEOUT")
         if code == ERR_RECV_OVERFLOW:
-            raise EpOverflowError(f"PE {rank}: more rows arrived than max_num_tokens_to_recv()={self.region.layout.max_recv}")
+            raise EpOverflowError(
+                f"PE {rank}: more rows arrived than max_num_tokens_to_recv()={self.region.layout.max_recv}"
+            )
         if code == ERR_BAD_EXPERT:
             raise EpInputError(f"indices held an expert id >= {self.config.total_experts}; those picks were skipped")
         if code == ERR_SHORT_INPUT:
