@@ -115,7 +115,7 @@ def bad_calls(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) 
         jx, jw, ji = to_jax(x), to_jax(weights), to_jax(indices)
         dispatch = jax.jit(op.dispatch)
         bad = {
-            "indices_int64": lambda: dispatch(jx, jw, None, ji.astype(jnp.int16)),
+            "indices_int16": lambda: dispatch(jx, jw, None, ji.astype(jnp.int16)),
             "too_many_tokens": lambda: dispatch(
                 jnp.zeros((w.max_tokens + 1, w.hidden), jnp.bfloat16),
                 None,
@@ -152,3 +152,34 @@ def bad_calls(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) 
     except BaseException:
         shmem.shmem_finalize()
         raise
+
+
+def distributed_init(rank: int, nranks: int, uid: bytes, port: int, w: wl.Workload) -> int:
+    """MORI's JAX start-up: jax.distributed first, then mori.jax.shmem_init_attr, whose unique id
+    travels through jax's coordination service (``uid`` from run_pes is not used); then one jitted
+    dispatch checked against the reference. Returns total_recv."""
+    del uid
+    import jax
+
+    jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=nranks, process_id=rank)
+    import mori.jax
+
+    mori.jax.shmem_init_attr(rank, nranks)
+    try:
+        op = mori.jax.EpDispatchCombineOp(make_config(w, rank))
+        x, weights, _ = wl.tokens(w, rank)
+        indices = wl.routing(w, rank)
+        out, out_indices, total, out_weights, _ = jax.jit(op.dispatch)(
+            to_jax(x), to_jax(weights), None, to_jax(indices)
+        )
+        positions = jax.jit(op.get_dispatch_src_token_pos)(total)
+        outputs = (to_torch(out), to_torch(out_weights), None, to_torch(out_indices),
+                   torch.tensor([int(total)], dtype=torch.int32))  # fmt: skip
+        got, mismatch = reference.check_dispatch(w, rank, 0, outputs, to_torch(positions))
+        assert mismatch is None, f"PE {rank}: {mismatch}"
+        mori.jax.shmem_finalize()
+    except BaseException:
+        shmem.shmem_finalize()
+        raise
+    jax.distributed.shutdown()
+    return got

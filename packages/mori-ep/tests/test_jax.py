@@ -69,9 +69,9 @@ def test_bad_calls_raise_typed_errors() -> None:
     results = run_pes(jax_programs.bad_calls, 2, "cpu", BASE, env=_env("cpu"), timeout=240)
     for messages in results:
         outcome = {line.split("|")[0]: line.split("|")[1:] for line in messages}
-        for name in ("indices_int64", "too_many_tokens", "hidden_too_large", "weights_shape", "combine_hidden"):
+        for name in ("indices_int16", "too_many_tokens", "hidden_too_large", "weights_shape", "combine_hidden"):
             assert outcome[name][0] == "EpInputError", (name, outcome[name])
-        assert "int16" in outcome["indices_int64"][1] and "int32" in outcome["indices_int64"][1]
+        assert "int16" in outcome["indices_int16"][1] and "int32" in outcome["indices_int16"][1]
         assert "33 rows" in outcome["too_many_tokens"][1] and "32" in outcome["too_many_tokens"][1]
         assert "multiple of 8" in outcome["combine_hidden"][1]
         kind, text = outcome["expert_out_of_range"]
@@ -94,3 +94,11 @@ def test_jax_example_runs() -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "all 2 PEs match 2 * U * x" in result.stderr
+
+
+def test_shmem_init_attr_over_jax_distributed() -> None:
+    """MORI's start-up: jax.distributed (its coordinator on loopback) carries mori.shmem's unique id."""
+    from mori.shmem.testing import find_free_port
+
+    totals = run_pes(jax_programs.distributed_init, 2, find_free_port(), BASE, env=_env("cpu"), timeout=240)
+    assert len(totals) == 2
