@@ -41,7 +41,6 @@ def as_config(config: Any) -> EpDispatchCombineConfig:
     if isinstance(config, EpDispatchCombineConfig):
         return config
     quant = {int(value): name for name, value in QUANT_TYPES.items()}[int(config.quant_type)]
-    defaults = EpDispatchCombineConfig.__dataclass_fields__
     return EpDispatchCombineConfig(
         data_type="bfloat16",
         rank=config.rank,
@@ -53,8 +52,8 @@ def as_config(config: Any) -> EpDispatchCombineConfig:
         max_num_inp_token_per_rank=config.max_num_inp_token_per_rank,
         num_experts_per_rank=config.num_experts_per_rank,
         num_experts_per_token=config.num_experts_per_token,
-        warp_num_per_block=config.warp_num_per_block or defaults["warp_num_per_block"].default,
-        block_num=config.block_num or defaults["block_num"].default,
+        warp_num_per_block=config.warp_num_per_block or EpDispatchCombineConfig.warp_num_per_block,
+        block_num=config.block_num or EpDispatchCombineConfig.block_num,
         max_total_recv_tokens=config.max_total_recv_tokens,
         use_external_inp_buf=bool(config.use_external_inp_buf),
         kernel_type=config.kernel_type,
