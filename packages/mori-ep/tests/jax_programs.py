@@ -183,3 +183,29 @@ def distributed_init(rank: int, nranks: int, uid: bytes, port: int, w: wl.Worklo
         raise
     jax.distributed.shutdown()
     return got
+
+
+def stall_one_rank(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> str:
+    """PE 1 creates the op and never dispatches: PE 0's jitted dispatch must fail after
+    MORI_EP_TIMEOUT with jax's runtime error naming EpTimeoutError, not hang."""
+    import time
+
+    init_pe(rank, nranks, uid)
+    try:
+        import jax
+
+        import mori.jax
+
+        op = mori.jax.EpDispatchCombineOp(make_config(w, rank))
+        if rank == 1:
+            time.sleep(8)
+            return "stalled"
+        x, weights, _ = wl.tokens(w, rank)
+        started = time.monotonic()
+        try:
+            jax.block_until_ready(jax.jit(op.dispatch)(to_jax(x), to_jax(weights), None, to_jax(wl.routing(w, rank))))
+        except Exception as exc:
+            return f"{type(exc).__name__} after {time.monotonic() - started:.1f}s: {exc}"
+        return "no error"
+    finally:
+        shmem.shmem_finalize()

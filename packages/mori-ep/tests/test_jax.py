@@ -102,3 +102,12 @@ def test_shmem_init_attr_over_jax_distributed() -> None:
 
     totals = run_pes(jax_programs.distributed_init, 2, find_free_port(), BASE, env=_env("cpu"), timeout=240)
     assert len(totals) == 2
+
+
+def test_dead_peer_fails_the_call_after_the_timeout() -> None:
+    env = {**_env("cpu"), "MORI_EP_TIMEOUT": "2"}
+    results = run_pes(jax_programs.stall_one_rank, 2, "cpu", BASE, env=env, timeout=120)
+    assert results[1] == "stalled"
+    assert "mori_ep EpTimeoutError" in results[0], results[0]
+    seconds = float(results[0].split(" after ")[1].split("s:")[0])
+    assert 1.5 <= seconds < 7, results[0]
