@@ -2,7 +2,8 @@
 """Dispatch -> experts -> combine inside one ``jax.jit`` on N local PEs (processes), no torch.
 
     pip install "mori-ep[jax]"
-    python jax_dispatch_combine.py --pes 2        # JAX's CPU platform on mori-ep's cpu backend
+    python jax_dispatch_combine.py --pes 2                      # JAX's CPU platform, mori-ep's cpu backend
+    python jax_dispatch_combine.py --pes 2 --platform cuda      # JAX on the GPU, the cuda backend (MPS)
 
 Each PE routes its tokens to top-k of all experts, and one jitted step dispatches them, scales
 every received row by 2 (the "experts") and combines. Combine sums a token's rows over the
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 
 import numpy as np
 
@@ -63,9 +63,16 @@ def pe_main(rank: int, world_size: int, uid: bytes) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pes", type=int, default=2)
+    parser.add_argument("--platform", choices=("cpu", "cuda"), default="cpu", help="JAX's platform and mori's backend")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    env = {"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    # JAX's platform and mori.shmem's backend go together: a CPU program cannot run on GPU memory.
+    # The PEs share the GPU, so jax must not preallocate most of its memory in each of them.
+    env = {
+        "JAX_PLATFORMS": args.platform,
+        "MORI_SHMEM_BACKEND": args.platform,
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+    }
     errors = run_pes(pe_main, args.pes, env=env, timeout=240)
     # bf16 rows summed in fp32 and rounded once to bf16: within bf16's half-ulp (2^-8) of 2 * U * x.
     worst = max(errors)

@@ -85,12 +85,16 @@ def test_importing_mori_ep_does_not_import_jax() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_jax_example_runs() -> None:
+def test_jax_example_runs(backend: str) -> None:
     from pathlib import Path
 
     example = Path(__file__).resolve().parent.parent / "examples" / "jax_dispatch_combine.py"
     result = subprocess.run(
-        [sys.executable, str(example), "--pes", "2"], capture_output=True, text=True, timeout=240, check=False
+        [sys.executable, str(example), "--pes", "2", "--platform", backend],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "all 2 PEs match 2 * U * x" in result.stderr

@@ -25,7 +25,7 @@
 #include "xla/ffi/api/ffi.h"
 
 #if XLA_FFI_API_MAJOR != 0 || XLA_FFI_API_MINOR < 2
-#error "mori.jax needs XLA FFI API 0.2 or newer (jax >= 0.7)"
+#error "mori.jax needs XLA FFI API 0.2 or newer (mori-ep[jax] asks for jax >= 0.10)"
 #endif
 
 namespace ffi = xla::ffi;
