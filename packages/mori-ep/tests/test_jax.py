@@ -49,7 +49,16 @@ def test_jit_fp8_direct_cast_combine(backend: str) -> None:
     _run(backend, BASE, quant_type="fp8_direct_cast")
 
 
-@pytest.mark.parametrize("kernel_type", [1, 2], ids=["InterNode", "InterNodeV1"])
+@pytest.mark.parametrize(
+    "kernel_type",
+    [
+        pytest.param(1, id="InterNode"),
+        pytest.param(2, id="InterNodeV1"),
+        # Same host code paths as the two above, 2 minutes each on a 2-core CI machine: slow.
+        pytest.param(3, id="InterNodeV1LL", marks=pytest.mark.slow),
+        pytest.param(4, id="AsyncLL", marks=pytest.mark.slow),
+    ],
+)
 def test_jit_inter_node_on_simulated_hosts(kernel_type: int) -> None:
     """Two hosts of two PEs each on the cpu backend (the remote transport over loopback)."""
     w = ep_programs.replace(BASE, world_size=4)
