@@ -54,7 +54,7 @@ def test_jit_fp8_direct_cast_combine(backend: str) -> None:
     [
         pytest.param(1, id="InterNode"),
         pytest.param(2, id="InterNodeV1"),
-        # Same host code paths as the two above, 2 minutes each on a 2-core CI machine: slow.
+        # The other two inter-node types: about 2 minutes each on a loaded 2-core machine, so slow.
         pytest.param(3, id="InterNodeV1LL", marks=pytest.mark.slow),
         pytest.param(4, id="AsyncLL", marks=pytest.mark.slow),
     ],
