@@ -13,7 +13,12 @@ from typing import Any
 import numpy as np
 
 import mori.shmem as shmem
-from mori.ep.config import INTRA_NODE_KERNEL_TYPES, LOW_LATENCY_KERNEL_TYPES, EpDispatchCombineConfig
+from mori.ep.config import (
+    INTRA_NODE_KERNEL_TYPES,
+    LOW_LATENCY_KERNEL_TYPES,
+    EpDispatchCombineConfig,
+    EpDispatchCombineQuantType,
+)
 from mori.ep.config_check import check_same_config_on_every_pe
 from mori.ep.errors import EpConfigError, EpUnsupportedError
 from mori.ep.inputs import COMBINE_DTYPES
@@ -69,6 +74,8 @@ class Region:
 
     @classmethod
     def create(cls, config: EpDispatchCombineConfig) -> Region:
+        if config.quant == EpDispatchCombineQuantType.Fp4BlockwiseQuant:  # as mori.ep's op refuses it
+            raise EpUnsupportedError("quant_type='fp4_blockwise' is not supported yet; use fp8_blockwise")
         if not shmem.shmem_is_initialized():
             raise EpConfigError("mori.shmem is not initialised: call mori.jax.shmem_init_attr (or mori.shmem's) first")
         check_same_config_on_every_pe(config, EpDispatchCombineOp._buffer_settings(config))  # collective
