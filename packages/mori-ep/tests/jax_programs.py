@@ -61,9 +61,15 @@ def dispatch_combine(
         gpu_per_node = options.get("gpu_per_node", 8)
         quant = options.get("quant_type", "none")
         combine_name = options.get("combine_dtype", "bfloat16")
-        op = mori.jax.EpDispatchCombineOp(
-            make_config(w, rank, kernel_type=kernel_type, gpu_per_node=gpu_per_node, quant_type=quant)
-        )
+        config = make_config(w, rank, kernel_type=kernel_type, gpu_per_node=gpu_per_node, quant_type=quant)
+        if options.get("cpp_config"):  # MORI's JAX users build mori.cpp's config
+            from mori.cpp import EpDispatchCombineConfig as CppConfig
+
+            config = CppConfig(
+                rank, w.world_size, w.hidden, config.scale_dim, config.scale_type_size, 4, w.max_tokens,
+                w.experts_per_rank, w.topk, 0, 0, 0, True, kernel_type, gpu_per_node, 0, 1, config.quant,
+            )  # fmt: skip
+        op = mori.jax.EpDispatchCombineOp(config)
 
         @jax.jit
         def step(x: Any, weights: Any, scales: Any, indices: Any) -> tuple[Any, ...]:

@@ -45,8 +45,8 @@ def test_jit_fp8_dispatch_with_scales_fp32_combine(backend: str, kernel_type: in
     _run(backend, w, kernel_type=kernel_type, combine_dtype="float32")
 
 
-def test_jit_fp8_direct_cast_combine(backend: str) -> None:
-    _run(backend, BASE, quant_type="fp8_direct_cast")
+def test_jit_fp8_direct_cast_combine_from_mori_cpp_config(backend: str) -> None:
+    _run(backend, BASE, quant_type="fp8_direct_cast", cpp_config=True)
 
 
 @pytest.mark.parametrize(
