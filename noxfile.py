@@ -69,7 +69,16 @@ TEST_DEPS: dict[str, list[str]] = {
         "nvidia-cuda-nvrtc==13.0.88",
         "libucx-cu12==1.22.0",
     ],
-    "ep": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
+    # jax (CPU wheels, ~620 MB, ~12 s to install from a warm cache): mori.jax's tests (tests/test_jax.py).
+    "ep": [
+        "pytest",
+        "pytest-timeout",
+        "hypothesis",
+        "numpy",
+        "torch==2.13.0",
+        "nvidia-cuda-nvrtc==13.0.88",
+        "jax==0.10.2",
+    ],
     "cco": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
     # libucx-cu12: the UCX the RDMA backend opens (over tcp here), and whose ucp.h its ABI check reads.
     "io": ["pytest", "pytest-timeout", "hypothesis", "numpy", "libucx-cu12==1.22.0"],
