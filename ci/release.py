@@ -169,7 +169,10 @@ class Release:
         run(str(py), "-m", "pip", "check", external=True, silent=True)
         module = "mori" if self.pkg == "root" else f"mori.{self.pkg}"
         dist = distribution(self.pkg)
-        run(str(py), "-I", "-c", _IMPORT_CHECK, dist, module, self.version, str(venv_dir), external=True)
+        found = run(
+            str(py), "-I", "-c", _IMPORT_CHECK, dist, module, self.version, str(venv_dir), external=True, silent=True
+        )
+        self.session.log(str(found).strip())
         if script:
             run(str(py), "-I", str(ROOT / script), external=True)
 
