@@ -271,8 +271,10 @@ def release_all(session: nox.Session) -> None:
 
 @nox.session(name="check-wheels", requires=[f"build-{p}" for p in ORDER])
 def check_wheels(session: nox.Session) -> None:
-    """The release metadata checks and `twine check` on every wheelhouse wheel; cheap, run by CI."""
-    session.install(*RELEASE_TOOLS)
+    """The release metadata checks and `twine check` on every wheelhouse wheel, and the tests that
+    those checks catch what they exist for (ci/tests); cheap, run by CI."""
+    session.install(*RELEASE_TOOLS, "pytest")
+    session.run("pytest", "-q", "ci/tests")
     wheels = [wheelhouse.wheel_path(p) for p in ORDER]
     problems = [msg for p in ORDER for msg in check_changelog(p, meson_version(p))]
     for pkg, wheel in zip(ORDER, wheels, strict=True):

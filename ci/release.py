@@ -79,21 +79,21 @@ def tag_name(pkg: str, version: str) -> str:
     return f"{distribution(pkg)}/v{version}"
 
 
-def _git(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-
-
-def check_tree(pkg: str, version: str) -> list[str]:
+def check_tree(pkg: str, version: str, repo: Path = ROOT) -> list[str]:
     """The sdist is made from the committed tree (meson dist), so tracked edits must be committed;
     and an existing tag for this version must not predate changes to the package."""
-    rel = str(package_dir(pkg).relative_to(ROOT))
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+
+    rel = f"packages/{distribution(pkg)}"
     problems = []
-    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", rel).stdout.split("\n")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", rel).stdout.split("\n")
     if any(dirty):
         problems.append(f"{rel} has uncommitted changes, which the sdist would not contain: {[d for d in dirty if d]}")
     tag = tag_name(pkg, version)
-    tagged = _git("rev-parse", "-q", "--verify", f"refs/tags/{tag}").returncode == 0
-    if tagged and _git("diff", "--quiet", tag, "HEAD", "--", rel).returncode != 0:
+    tagged = git("rev-parse", "-q", "--verify", f"refs/tags/{tag}").returncode == 0
+    if tagged and git("diff", "--quiet", tag, "HEAD", "--", rel).returncode != 0:
         problems.append(f"{rel} changed since tag {tag}: bump the version in meson.build, add its changelog section")
     return problems
 
