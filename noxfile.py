@@ -287,7 +287,9 @@ def check_wheels(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, and mypy on the packages' python/ trees and ci/."""
-    session.install("ruff==0.17.6", "mypy==2.4.1", "numpy")  # pinned: new rules must not break CI unasked
+    session.install(
+        "ruff==0.17.6", "mypy==2.4.1", "numpy", "pytest"
+    )  # pytest: ci/tests are type-checked too  # pinned: new rules must not break CI unasked
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     trees = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("mori*/python"))
