@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -23,14 +22,10 @@ from typing import Any, Protocol
 
 from pkggraph import ROOT
 from pythons import find_python
-from release_checks import check_changelog, check_sdist, check_wheel, meson_version
+from release_checks import EXCLUDED_LIBS, check_audit, check_changelog, check_sdist, check_wheel, meson_version
 from wheelhouse import distribution, package_dir
 
 DIST = ROOT / "dist"
-
-#: Never vendored into a dependent's wheel: mori-shmem's copy is the one every package loads (two
-#: copies would be two symmetric heaps), and the CUDA driver is the machine's (loaded lazily anyway).
-EXCLUDED_LIBS: tuple[str, ...] = ("libmori_shmem.so", "libcuda.so.1")
 
 #: meson options a release forces, so a missing tool fails the build instead of silently shipping
 #: less: mori-ir's wheel must carry its bitcode.
@@ -54,8 +49,6 @@ assert found == (version, version), f"{dist}: metadata/__version__ {found}, meso
 assert m.__file__ is None or m.__file__.startswith(prefix), f"{module} imported from {m.__file__}, not {prefix}"
 print(dist, version, "imports on", sys.version.split()[0])
 """
-
-_POLICY = re.compile(r'consistent with the\s+following platform tag:\s+"(manylinux_\d+_\d+_x86_64)"')
 
 
 class Session(Protocol):
@@ -152,11 +145,12 @@ class Release:
         excludes = [arg for lib in EXCLUDED_LIBS for arg in ("--exclude", lib)]
         self.session.run("auditwheel", "repair", *excludes, "-w", str(self.out), str(wheel), silent=True)
         (repaired,) = self.out.glob(wheel.name.split("-linux_")[0] + "-*.whl")
-        shown = self.session.run("auditwheel", "show", str(repaired), silent=True)
-        policy = _POLICY.search(" ".join(str(shown).split()))
-        if not policy or not repaired.name.endswith(f"-{policy.group(1)}.whl"):
-            raise ReleaseError(f"auditwheel show names no manylinux policy matching {repaired.name}:\n{shown}")
-        self.session.log(f"{repaired.name}: auditwheel show: {policy.group(1)}")
+        shown = str(self.session.run("auditwheel", "show", "--json", str(repaired), silent=True))
+        report, _ = json.JSONDecoder().raw_decode(shown, shown.index("{"))  # log lines may surround it
+        if problems := check_audit(report, repaired.name):
+            raise ReleaseError("\n".join(problems))
+        excluded = f", loads {sorted(report['external_libs'])} from elsewhere" if report["external_libs"] else ""
+        self.session.log(f"{repaired.name}: auditwheel show: {report['sym_tag']}{excluded}")
         return repaired
 
     def install_check(self, python: str, wheel: Path, work: Path) -> None:

@@ -11,7 +11,9 @@ import email.parser
 import re
 import tarfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pkggraph import ROOT
 from wheelhouse import distribution, package_dir
@@ -23,6 +25,11 @@ REQUIRES_PYTHON = ">=3.10"
 #: mori-shmem's runtime library: only mori-shmem's own wheel may carry it (one copy per process).
 SHMEM_LIBRARY = "libmori_shmem.so"
 SHMEM_LIBRARY_HOME = "mori/shmem/lib/"
+
+#: Never vendored into a dependent's wheel (``auditwheel repair --exclude``): mori-shmem's copy is
+#: the one every package loads (two copies would be two symmetric heaps), and the CUDA driver is the
+#: machine's (loaded lazily anyway). ``auditwheel show`` lists them as external libraries.
+EXCLUDED_LIBS: tuple[str, ...] = (SHMEM_LIBRARY, "libcuda.so.1")
 
 _PROJECT_VERSION = re.compile(r"project\(.*?version:\s*'([^']+)'", re.DOTALL)
 _CHANGELOG_SECTION = re.compile(r"^## \[([^]]+)\]", re.MULTILINE)
@@ -120,4 +127,22 @@ def check_sdist(sdist: Path, pkg: str, version: str) -> list[str]:
     for needed in ("LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml", "meson.build"):
         if f"{top}/{needed}" not in names:
             problems.append(f"{what}: {needed} is missing")
+    return problems
+
+
+def check_audit(report: Mapping[str, Any], wheel: str) -> list[str]:
+    """``auditwheel show --json``'s report on a repaired wheel: the manylinux policy its symbol
+    versions allow is the one its file name carries, and it needs no library beyond the policy's
+    except the deliberately excluded ones (for those the overall tag reads linux_x86_64)."""
+    symbols_tag = str(report.get("sym_tag"))
+    problems = []
+    if not _MANYLINUX.fullmatch(symbols_tag) or not wheel.endswith(f"-{symbols_tag}.whl"):
+        problems.append(
+            f"{wheel}: auditwheel show gives the policy {symbols_tag!r}, which the file name does not carry"
+        )
+    external = sorted(set(report.get("external_libs") or {}) - set(EXCLUDED_LIBS))
+    if external:
+        problems.append(f"{wheel}: needs libraries outside the manylinux policy: {external}")
+    if not report.get("external_libs") and report.get("overall_tag") != symbols_tag:
+        problems.append(f"{wheel}: auditwheel show's overall tag {report.get('overall_tag')!r} is not {symbols_tag!r}")
     return problems

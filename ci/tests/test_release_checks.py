@@ -4,6 +4,8 @@ already tagged is refused until its version is bumped (in a scratch git reposito
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import zipfile
 from collections.abc import Callable
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from release import check_tree
-from release_checks import check_changelog, check_wheel, meson_version
+from release_checks import check_audit, check_changelog, check_wheel, meson_version
 from wheelhouse import wheel_path
 
 Edit = Callable[[str, bytes], bytes | None]
@@ -115,3 +117,27 @@ def test_a_tagged_package_that_changed_needs_a_version_bump(tmp_path: Path) -> N
     _git(tmp_path, "commit", "-q", "-am", "a change without a version bump")
     assert any("changed since tag mori-io/v0.1.0" in p for p in check_tree("io", "0.1.0", tmp_path))
     assert check_tree("io", "0.1.1", tmp_path) == []  # once bumped, no tag of that version exists yet
+
+
+def _audit(wheel: Path) -> dict[str, object]:
+    shown = subprocess.run(["auditwheel", "show", "--json", str(wheel)], capture_output=True, text=True, check=True)
+    report: dict[str, object] = json.loads(shown.stdout)
+    return report
+
+
+def test_audit_accepts_the_policy_auditwheel_gives_and_refuses_another_name(tmp_path: Path) -> None:
+    wheel = wheel_path("io")
+    report = _audit(wheel)
+    assert any("does not carry" in p for p in check_audit(report, wheel.name))  # linux_x86_64
+    renamed = tmp_path / wheel.name.replace("-linux_x86_64.whl", f"-{report['sym_tag']}.whl")
+    shutil.copy(wheel, renamed)
+    assert check_audit(_audit(renamed), renamed.name) == []
+
+
+def test_audit_tolerates_only_the_excluded_libmori_shmem_in_a_dependent() -> None:
+    report = _audit(wheel_path("ep"))
+    assert set(report["external_libs"]) == {"libmori_shmem.so"}  # type: ignore[arg-type]
+    name = f"mori_ep-{meson_version('ep')}-cp311-cp311-{report['sym_tag']}.whl"
+    assert check_audit(report, name) == []
+    report["external_libs"] = {"libmori_shmem.so": None, "libfoo.so.1": None}
+    assert check_audit(report, name) == [f"{name}: needs libraries outside the manylinux policy: ['libfoo.so.1']"]
