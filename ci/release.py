@@ -40,15 +40,7 @@ SMOKE: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 #: Run in each fresh venv: the module imports from that venv, and its version is meson.build's.
-_IMPORT_CHECK = """
-import importlib, importlib.metadata, sys
-dist, module, version, prefix = sys.argv[1:5]
-m = importlib.import_module(module)
-found = (importlib.metadata.version(dist), m.__version__)
-assert found == (version, version), f"{dist}: metadata/__version__ {found}, meson.build {version}"
-assert m.__file__ is None or m.__file__.startswith(prefix), f"{module} imported from {m.__file__}, not {prefix}"
-print(dist, version, "imports on", sys.version.split()[0])
-"""
+IMPORT_CHECK = "ci/smoke/import_check.py"
 
 
 class Session(Protocol):
@@ -164,7 +156,15 @@ class Release:
         module = "mori" if self.pkg == "root" else f"mori.{self.pkg}"
         dist = distribution(self.pkg)
         found = run(
-            str(py), "-I", "-c", _IMPORT_CHECK, dist, module, self.version, str(venv_dir), external=True, silent=True
+            str(py),
+            "-I",
+            str(ROOT / IMPORT_CHECK),
+            dist,
+            module,
+            self.version,
+            str(venv_dir),
+            external=True,
+            silent=True,
         )
         self.session.log(str(found).strip())
         if script:
