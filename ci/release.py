@@ -126,7 +126,8 @@ class Release:
         """A user's ``pip wheel <sdist>`` on ``python``, repaired to manylinux unless pure."""
         builder = self._venv(python, work / f"build-{python}")
         raw = work / f"raw-{python}"
-        setup = [f"-Csetup-args={a}" for a in SETUP_ARGS.get(self.pkg, ())]
+        # --config-settings: the pip that comes with an older CPython (3.10) has no -C spelling.
+        setup = [f"--config-settings=setup-args={a}" for a in SETUP_ARGS.get(self.pkg, ())]
         self.session.run(
             str(builder), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(raw), *setup, str(sdist),
             env=self._pip_env(), external=True,
