@@ -23,7 +23,7 @@ import release  # noqa: E402
 import wheelhouse  # noqa: E402
 from pkggraph import closure, topo_order  # noqa: E402
 from pythons import RELEASE_PYTHONS  # noqa: E402
-from release_checks import check_changelog, check_wheel, meson_version  # noqa: E402
+from release_checks import check_changelog, check_pins, check_wheel, meson_version  # noqa: E402
 
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]  # a bare `nox`; benchmarks and docs are asked for by name
@@ -276,7 +276,7 @@ def check_wheels(session: nox.Session) -> None:
     session.install(*RELEASE_TOOLS, "pytest")
     session.run("pytest", "-q", "ci/tests")
     wheels = [wheelhouse.wheel_path(p) for p in ORDER]
-    problems = [msg for p in ORDER for msg in check_changelog(p, meson_version(p))]
+    problems = [msg for p in ORDER for msg in [*check_changelog(p, meson_version(p)), *check_pins(p)]]
     for pkg, wheel in zip(ORDER, wheels, strict=True):
         problems += check_wheel(wheel, pkg, meson_version(pkg), repaired=False)
     if problems:

@@ -22,7 +22,15 @@ from typing import Any, Protocol
 
 from pkggraph import ROOT
 from pythons import find_python
-from release_checks import EXCLUDED_LIBS, check_audit, check_changelog, check_sdist, check_wheel, meson_version
+from release_checks import (
+    EXCLUDED_LIBS,
+    check_audit,
+    check_changelog,
+    check_pins,
+    check_sdist,
+    check_wheel,
+    meson_version,
+)
 from wheelhouse import distribution, package_dir
 
 DIST = ROOT / "dist"
@@ -179,7 +187,7 @@ class Release:
     def run(self) -> list[Path]:
         """Build, check and install-test everything; returns the files in ``dist/<pkg>/``."""
         version, started = self.version, time.monotonic()
-        problems = check_changelog(self.pkg, version) + check_tree(self.pkg, version)
+        problems = check_changelog(self.pkg, version) + check_pins(self.pkg) + check_tree(self.pkg, version)
         if problems:
             raise ReleaseError("\n".join(problems))
         shutil.rmtree(self.out, ignore_errors=True)

@@ -55,6 +55,34 @@ def check_changelog(pkg: str, version: str) -> list[str]:
     return []
 
 
+_PIN = re.compile(r'"(mori(?:-[a-z]+)?)(==|>=)([^",<]+)(?:,<([^"]+))?"')
+
+
+def _series(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def check_pins(pkg: str, pyproject: str | None = None) -> list[str]:
+    """Every pin of a mori distribution in the package's pyproject.toml names the series that
+    distribution is at now: ``mori-shmem==X.Y.*`` (build and run; an ABI bump starts a new series,
+    so it forces the dependents' pins and releases), ``mori-io==X.Y.*``, ``mori>=X.Y.0,<X.(Y+1)``."""
+    text = pyproject if pyproject is not None else (package_dir(pkg) / "pyproject.toml").read_text()
+    problems = []
+    for dist, op, low, high in _PIN.findall(text):
+        dep = "root" if dist == "mori" else dist.removeprefix("mori-")
+        major, minor = _series(meson_version(dep))
+        same_series = f"{dist}=={major}.{minor}.*"
+        expected = same_series if op == "==" else f"{dist}>={major}.{minor}.0,<{major}.{minor + 1}"
+        got = f"{dist}{op}{low}" + (f",<{high}" if high else "")
+        if got != expected:
+            problems.append(
+                f"{distribution(pkg)}/pyproject.toml pins {got!r}, but {dist} is at {meson_version(dep)}: "
+                f"pin {expected!r} (and release {distribution(pkg)} with it)"
+            )
+    return problems
+
+
 def _parse_metadata(text: str) -> email.message.Message:
     return email.parser.Parser().parsestr(text)
 

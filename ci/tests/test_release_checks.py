@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from release import check_tree
-from release_checks import check_audit, check_changelog, check_wheel, meson_version
+from release_checks import check_audit, check_changelog, check_pins, check_wheel, meson_version
 from wheelhouse import wheel_path
 
 Edit = Callable[[str, bytes], bytes | None]
@@ -142,3 +142,18 @@ def test_audit_tolerates_only_the_excluded_libmori_shmem_in_a_dependent() -> Non
     assert check_audit(report, name) == []
     report["external_libs"] = {"libmori_shmem.so": None, "libfoo.so.1": None}
     assert check_audit(report, name) == [f"{name}: needs libraries outside the manylinux policy: ['libfoo.so.1']"]
+
+
+@pytest.mark.parametrize("pkg", ["root", "shmem", "ep", "cco", "ir", "viz", "io", "umbp"])
+def test_the_pins_between_packages_name_the_current_series(pkg: str) -> None:
+    assert check_pins(pkg) == []
+
+
+def test_a_pin_on_another_mori_shmem_series_is_reported() -> None:
+    major, minor = (int(n) for n in meson_version("shmem").split(".")[:2])
+    stale = f'requires = ["mori-shmem=={major}.{minor + 1}.*"]\ndependencies = ["mori>=0.0.1,<9"]\n'
+    problems = check_pins("ep", stale)
+    assert len(problems) == 2, problems
+    assert f"pins 'mori-shmem=={major}.{minor + 1}.*'" in problems[0]
+    assert f"pin 'mori-shmem=={major}.{minor}.*'" in problems[0]
+    assert "pins 'mori>=0.0.1,<9'" in problems[1]
