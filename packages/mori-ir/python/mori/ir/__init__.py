@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 
+import mori.shmem as _shmem
 from mori._version import distribution_version
+from mori.ir._abi_check import built_abi_version, check_abi
 from mori.ir.bitcode import build_bitcode, find_bitcode, get_bitcode_path
 from mori.ir.errors import BitcodeBuildError, BitcodeNotFoundError, IrConfigError, IrError
 from mori.ir.functions import (
@@ -29,6 +31,8 @@ from mori.ir.functions import (
 )
 
 logging.getLogger("mori.ir").addHandler(logging.NullHandler())
+
+check_abi(built_abi_version(), _shmem.__abi_version__)
 
 __version__ = distribution_version("mori-ir")
 

@@ -41,6 +41,13 @@ REGISTRY: tuple[Setting, ...] = (
         False,
         "Never build the bitcode at run time: use MORI_SHMEM_BC, the shipped file or the cache, else fail.",
     ),
+    Setting(
+        "MORI_SKIP_ABI_CHECK",
+        bool,
+        False,
+        "Import even when the shipped bitcode was built against another mori-shmem ABI version (debugging only; "
+        "mori-ep's name for the same check).",
+    ),
 )
 
 _BY_NAME = {entry.name: entry for entry in REGISTRY}
