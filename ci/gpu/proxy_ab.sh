@@ -7,8 +7,8 @@
 #   sweep: mori-shmem-bench --device-proxy on new, 4 KiB .. 64 MiB, with the proxy's debug tally;
 #   tests: test_device_proxy.py on new (under MPS);
 #   base:  1 .. 16 MiB on base;
-#   ab:    1 .. 16 MiB on new, on new with kernels polling the ring in host memory
-#          (-DMORI_SHMEM_PROXY_HOST_COMPLETION), and on base;
+#   ab:    1 .. 16 MiB on new, and on new built with $AB_FLAGS (MORI_JIT_EXTRA_FLAGS, e.g. a define
+#          that switches a device-side variant) when set;
 #   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
 #          (2 x 2 PEs, $EP_TOKENS tokens, verified, beside a socket copy) and test_internode.py -k cuda;
 #   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
@@ -87,7 +87,7 @@ case $stage in
     ;;
   ab)
     bench new new --min-size 1M --max-size 16M
-    MORI_JIT_EXTRA_FLAGS=-DMORI_SHMEM_PROXY_HOST_COMPLETION bench new new-host-completion --min-size 1M --max-size 16M
+    [ -n "${AB_FLAGS:-}" ] && MORI_JIT_EXTRA_FLAGS="$AB_FLAGS" bench new new-flags --min-size 1M --max-size 16M
     mps_off
     ;;
   ep)

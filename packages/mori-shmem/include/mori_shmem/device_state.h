@@ -19,8 +19,6 @@
 #define MORI_SHMEM_SYNC_ERROR_OFFSET 8         /* uint32: first device-side error (codes below) */
 #define MORI_SHMEM_SYNC_SCRATCH_OFFSET 16      /* uint64: where host-launched atomics put old values */
 #define MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET 24   /* uint64: next ticket of the device proxy's ring */
-#define MORI_SHMEM_SYNC_PROXY_HEAD_OFFSET 32   /* uint64: the proxy's ring head, mirrored into GPU memory */
-#define MORI_SHMEM_SYNC_PROXY_DONE_OFFSET 40   /* uint64: the proxy's done count, mirrored into GPU memory */
 #define MORI_SHMEM_SYNC_ARRIVE_OFFSET 64       /* uint64[n_pes]: peer i writes its epoch at [i] */
 #define MORI_SHMEM_SYNC_BYTES 4096             /* so a device barrier spans at most 504 PEs */
 #define MORI_SHMEM_DEVICE_BARRIER_MAX_PES ((MORI_SHMEM_SYNC_BYTES - MORI_SHMEM_SYNC_ARRIVE_OFFSET) / 8)

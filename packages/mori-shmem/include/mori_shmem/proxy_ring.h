@@ -10,21 +10,12 @@
  *      not atomic over PCIe.
  *   2. It waits until the slot (ticket % capacity) is free: ticket < head + capacity.
  *   3. It writes the entry, then publishes it with a release store of state = ticket + 1.
- *   4. The proxy takes every published entry at once (a batch, in ticket order), carries them
- *      out, and then sets state = 0 (slot free) or, for a request with an answer (a fetching
- *      atomic), stores the answer and sets state = ANSWERED | ticket; the kernel reads the answer
- *      and frees the slot itself. `done` counts the requests carried out, in order: a kernel that
- *      waits for done > ticket knows its request (and every earlier one) is complete.
- * Kernels poll head and done in GPU memory (the heap's MORI_SHMEM_SYNC_PROXY_HEAD/DONE words),
- * which the proxy writes from a stream after each batch: waiting blocks then read their own
- * GPU's memory instead of sending reads across PCIe, which the proxy's staging copies need. The
- * ring keeps host copies of both (kernels built before the GPU words existed read those).
- * Within a batch the proxy merges puts that continue one another (destination and source) into
- * one transfer, and carries out a QUIET once, after the batch's puts, unless a request with a
- * remote effect of another kind comes first (a QUIET orders only what came before it, so moving
- * it later over puts keeps its meaning). Puts of at most MORI_SHMEM_PROXY_INLINE_BYTES travel in
- * the entry itself (PUT_INLINE, PUT_SIGNAL_INLINE): the kernel need not wait for the proxy to
- * take the source bytes.
+ *   4. The proxy takes entries in ticket order, carries each out, and then sets state = 0 (slot
+ *      free) or, for a request with an answer (a fetching atomic), stores the answer and sets
+ *      state = ANSWERED | ticket; the kernel reads the answer and frees the slot itself. `done`
+ *      counts the requests carried out, in order: a kernel that waits for done > ticket knows its
+ *      request (and every earlier one) is complete.
+ * QUIET asks the proxy to complete every earlier remote put at its target before done moves on.
  * Plain C types only: host C++ and device code (NVRTC, clang) compile it alike.
  */
 #ifndef MORI_SHMEM_PROXY_RING_H_
@@ -41,9 +32,6 @@
 #define MORI_SHMEM_PROXY_AMO_FETCH 6  /* fetching atomic: answered with the old value */
 #define MORI_SHMEM_PROXY_PUT_IMM 7    /* the low `bytes` (1, 2, 4, 8) bytes of value -> pe's heap[offset] */
 #define MORI_SHMEM_PROXY_QUIET 8      /* complete every earlier put at its target */
-#define MORI_SHMEM_PROXY_PUT_INLINE 9 /* PUT of `bytes` <= INLINE_BYTES carried in inline_data */
-#define MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE 10 /* PUT_SIGNAL of `bytes` <= INLINE_BYTES in inline_data */
-#define MORI_SHMEM_PROXY_INLINE_BYTES 32
 
 typedef struct mori_shmem_proxy_entry {
   unsigned long long state; /* see above */
@@ -58,8 +46,7 @@ typedef struct mori_shmem_proxy_entry {
   unsigned long long compare;
   unsigned long long signal_offset;
   unsigned long long answer;
-  unsigned long long inline_data[4]; /* an inline put's bytes */
-  unsigned long long reserved[1];
+  unsigned long long reserved[5];
 } mori_shmem_proxy_entry_t; /* 128 bytes */
 
 typedef struct mori_shmem_proxy_ring {

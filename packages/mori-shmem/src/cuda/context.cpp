@@ -6,6 +6,26 @@
 
 namespace mori::shmem::cuda {
 
+namespace {
+
+// While any thread captures a CUDA graph in the default (global) mode, CUDA refuses "unsafe" calls
+// such as cuStreamSynchronize from every other thread in global mode, and the refusal invalidates
+// that capture. The work below runs on the PE's private stream, never part of a graph, and mostly
+// on mori's own threads (remote transport, device proxy) while the application may be capturing
+// (a CUDA graph of EP dispatch, for one), so it relaxes the calling thread for its duration.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
+  ~RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  int previous_ = kStreamCaptureModeRelaxed;
+};
+
+}  // namespace
+
 DeviceContext::DeviceContext(int requested, int rank) {
   const Driver& d = driver();
   int count = 0;
@@ -71,37 +91,6 @@ void DeviceContext::launch_single(CUfunction f, void** params) const {
   check(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream_, params, nullptr), "cuLaunchKernel",
         "applying a remote atomic to the GPU heap");
   check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "applying a remote atomic to the GPU heap");
-}
-
-CopyStream::CopyStream(const DeviceContext& context) : context_(context) {
-  context_.bind();
-  const RelaxedCapture relaxed;
-  check(driver().cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate", "creating a copy stream");
-}
-
-CopyStream::~CopyStream() {
-  if (stream_ != nullptr) driver().cuStreamDestroy(stream_);
-}
-
-void CopyStream::copy_async(void* dst, const void* src, size_t bytes) const {
-  if (bytes == 0) return;
-  context_.bind();
-  const RelaxedCapture relaxed;
-  check(driver().cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream_),
-        "cuMemcpyAsync", "copying to or from the GPU heap");
-}
-
-void CopyStream::write_word_async(void* dst, uint64_t value) const {
-  context_.bind();
-  const RelaxedCapture relaxed;
-  check(driver().cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0), "cuStreamWriteValue64",
-        "writing a word of GPU memory");
-}
-
-void CopyStream::synchronize() const {
-  context_.bind();
-  const RelaxedCapture relaxed;
-  check(driver().cuStreamSynchronize(stream_), "cuStreamSynchronize", "waiting for a copy stream");
 }
 
 }  // namespace mori::shmem::cuda

@@ -8,23 +8,6 @@
 
 namespace mori::shmem::cuda {
 
-// While any thread captures a CUDA graph in the default (global) mode, CUDA refuses "unsafe" calls
-// (cuStreamSynchronize, cuMemHostAlloc, ...) from every other thread in global mode, and the
-// refusal invalidates that capture. mori's own work runs on its private streams, never part of a
-// graph, and mostly on its own threads (remote transport, device proxy) while the application may
-// be capturing (a CUDA graph of EP dispatch, for one), so it relaxes the calling thread for the
-// duration of each such call.
-class RelaxedCapture {
- public:
-  RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
-  ~RelaxedCapture() { driver().cuThreadExchangeStreamCaptureMode(&previous_); }
-  RelaxedCapture(const RelaxedCapture&) = delete;
-  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
-
- private:
-  int previous_ = kStreamCaptureModeRelaxed;
-};
-
 class DeviceContext {
  public:
   // Picks the device: `requested` >= 0 (MORI_SHMEM_DEVICE), else the device of the context
@@ -52,27 +35,6 @@ class DeviceContext {
   CUdevice device_ = 0;
   int ordinal_ = 0;
   CUcontext context_ = nullptr;
-  CUstream stream_ = nullptr;
-};
-
-// A non-blocking stream of its own, for work that must neither wait behind the PE's other copies
-// nor make them wait: a staging lane of the remote transport overlapping its copies with the
-// socket, the device proxy's completion words. Nothing here waits unless synchronize() is called.
-class CopyStream {
- public:
-  explicit CopyStream(const DeviceContext& context);
-  ~CopyStream();
-  CopyStream(const CopyStream&) = delete;
-  CopyStream& operator=(const CopyStream&) = delete;
-
-  void copy_async(void* dst, const void* src, size_t bytes) const;
-  // The 8-byte-aligned device word at dst becomes value once the work before it on this stream is
-  // done (a front-end write: no SM needed).
-  void write_word_async(void* dst, uint64_t value) const;
-  void synchronize() const;
-
- private:
-  const DeviceContext& context_;
   CUstream stream_ = nullptr;
 };
 

@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <time.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -31,13 +30,6 @@ void back_off(uint64_t idle_rounds) {
   nanosleep(&nap, nullptr);
 }
 
-// Entries taken at once: bounds the time a kernel's first request waits for the batch's last.
-constexpr size_t kMaxBatch = 256;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, GpuRemoteIo& io,
@@ -49,46 +41,27 @@ DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, G
       rank_(rank),
       timeout_s_(timeout_s),
       ring_buffer_(context, sizeof(mori_shmem_proxy_ring_t)),
-      ring_(reinterpret_cast<mori_shmem_proxy_ring_t*>(ring_buffer_.host())),
-      completion_(context) {
+      ring_(reinterpret_cast<mori_shmem_proxy_ring_t*>(ring_buffer_.host())) {
   std::memset(ring_, 0, sizeof(*ring_));
-  publish(0, 0);
-  completion_.synchronize();
-  batch_.reserve(kMaxBatch);
-  pending_.reserve(kMaxBatch);
   thread_ = std::thread([this] { run(); });
 }
 
 DeviceProxy::~DeviceProxy() {
   stopping_.store(true);
   if (thread_.joinable()) thread_.join();
-  if (tally_.requests > 0) {
-    log::emit(log::Level::Debug, "PE ", rank_, ": device proxy carried out ", tally_.requests, " requests in ",
-              tally_.batches, " batches: ", tally_.transfers, " put transfers (", tally_.bytes, " bytes) in ",
-              tally_.put_s, " s, ", tally_.quiets, " quiets in ", tally_.quiet_s, " s, other requests ",
-              tally_.other_s, " s");
-  }
 }
 
 void DeviceProxy::run() {
-  try {
-    serve();
-  } catch (const std::exception& e) {
-    // Kernels waiting on this proxy end in the device timeout, which the host reports.
-    log::emit(log::Level::Error, "PE ", rank_, ": device proxy stopped: ", e.what());
-  }
-}
-
-void DeviceProxy::serve() {
   context_.bind();
   uint64_t head = 0;
   uint64_t idle = 0;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    const uint64_t first = next_.load(std::memory_order_relaxed);
-    take_batch(first);
-    if (!batch_.empty()) {
-      carry_out_batch();
-      next_.store(first + batch_.size(), std::memory_order_release);
+    const uint64_t ticket = next_.load(std::memory_order_relaxed);
+    mori_shmem_proxy_entry_t& entry = ring_->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
+    if (load_acquire(&entry.state) == ticket + 1) {
+      execute(entry, ticket);
+      next_.store(ticket + 1, std::memory_order_release);
+      store_release(&ring_->done, ticket + 1);
       idle = 0;
     } else {
       back_off(++idle);
@@ -99,143 +72,23 @@ void DeviceProxy::serve() {
            load_acquire(&ring_->entries[head % MORI_SHMEM_PROXY_RING_ENTRIES].state) == 0) {
       ++head;
     }
-    if (!batch_.empty() || head != before) {
-      try {
-        publish(next_.load(std::memory_order_relaxed), head);
-      } catch (const std::exception& e) {
-        // Kernels reading the ring's host words still see progress; the GPU words are stuck, so
-        // their waits end in the device timeout, which the host reports.
-        log::emit(log::Level::Error, "PE ", rank_, ": device proxy could not publish its progress: ", e.what());
-        record_device_error(MORI_SHMEM_DEVICE_ERR_UNREACHABLE_PE);
-      }
-    }
+    if (head != before) store_release(&ring_->head, head);
   }
-}
-
-void DeviceProxy::publish(uint64_t done, uint64_t head) {
-  store_release(&ring_->done, done);
-  store_release(&ring_->head, head);
-  completion_.write_word_async(sync_words_ + MORI_SHMEM_SYNC_PROXY_DONE_OFFSET, done);
-  completion_.write_word_async(sync_words_ + MORI_SHMEM_SYNC_PROXY_HEAD_OFFSET, head);
-}
-
-void DeviceProxy::take_batch(uint64_t first) {
-  batch_.clear();
-  for (uint64_t ticket = first; batch_.size() < kMaxBatch; ++ticket) {
-    mori_shmem_proxy_entry_t& entry = ring_->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
-    if (load_acquire(&entry.state) != ticket + 1) break;
-    batch_.push_back({ticket, &entry});
-  }
-}
-
-void DeviceProxy::carry_out_batch() {
-  ++tally_.batches;
-  tally_.requests += batch_.size();
-  bool quiet_owed = false;
-  // Puts and QUIETs gather; anything else first sends the gathered puts and owed QUIET.
-  const auto settle = [&] {
-    flush_puts();
-    if (!quiet_owed) return;
-    quiet_owed = false;
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      conduit_.quiet();
-    } catch (const std::exception& e) {
-      log::emit(log::Level::Error, "PE ", rank_, ": device proxy quiet failed: ", e.what());
-      record_device_error(MORI_SHMEM_DEVICE_ERR_UNREACHABLE_PE);
-    }
-    ++tally_.quiets;
-    tally_.quiet_s += seconds_since(start);
-  };
-  for (const Taken& taken : batch_) {
-    mori_shmem_proxy_entry_t& entry = *taken.entry;
-    switch (entry.op) {
-      case MORI_SHMEM_PROXY_PUT:
-        pending_.push_back({entry.pe, entry.offset, reinterpret_cast<const uint8_t*>(entry.local), entry.bytes, false});
-        break;
-      case MORI_SHMEM_PROXY_PUT_INLINE:
-        pending_.push_back({entry.pe, entry.offset, reinterpret_cast<const uint8_t*>(entry.inline_data),
-                            std::min<uint64_t>(entry.bytes, MORI_SHMEM_PROXY_INLINE_BYTES), true});
-        break;
-      case MORI_SHMEM_PROXY_QUIET: quiet_owed = true; break;
-      default: {
-        settle();
-        const auto start = std::chrono::steady_clock::now();
-        execute(entry, taken.ticket);
-        tally_.other_s += seconds_since(start);
-      }
-    }
-  }
-  settle();
-  for (const Taken& taken : batch_) {
-    if (taken.entry->op != MORI_SHMEM_PROXY_AMO_FETCH) store_release(&taken.entry->state, 0);
-  }
-}
-
-void DeviceProxy::flush_puts() {
-  if (pending_.empty()) return;
-  // Puts between two orderings may land in any order, so they are sorted by destination and the
-  // ones that continue each other (destination and GPU source) go as one transfer; unless two
-  // overlap, when the later one must land last and the order stays.
-  const auto by_destination = [](const PendingPut& a, const PendingPut& b) {
-    return a.pe != b.pe ? a.pe < b.pe : a.offset < b.offset;
-  };
-  std::vector<PendingPut> sorted = pending_;
-  std::stable_sort(sorted.begin(), sorted.end(), by_destination);
-  bool overlap = false;
-  for (size_t i = 1; i < sorted.size() && !overlap; ++i) {
-    overlap = sorted[i].pe == sorted[i - 1].pe && sorted[i].offset < sorted[i - 1].offset + sorted[i - 1].bytes;
-  }
-  const std::vector<PendingPut>& order = overlap ? pending_ : sorted;
-  PendingPut run = order.front();
-  for (size_t i = 1; i < order.size(); ++i) {
-    const PendingPut& next = order[i];
-    const bool continues = !overlap && !run.inline_bytes && !next.inline_bytes && next.pe == run.pe &&
-                           next.offset == run.offset + run.bytes && next.source == run.source + run.bytes;
-    if (continues) {
-      run.bytes += next.bytes;
-      continue;
-    }
-    run_put(run);
-    run = next;
-  }
-  run_put(run);
-  pending_.clear();
-}
-
-void DeviceProxy::run_put(const PendingPut& put) {
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    if (put.inline_bytes) {
-      conduit_.put(put.pe, put.offset, put.source, put.bytes);
-    } else {
-      io_.put(conduit_, put.pe, put.offset, put.source, put.bytes);
-    }
-  } catch (const std::exception& e) {
-    // The kernel must not wait forever: the request counts as done, and the error word tells the
-    // host (shmem_check_device_error) what happened.
-    log::emit(log::Level::Error, "PE ", rank_, ": device proxy put to PE ", put.pe, " failed: ", e.what());
-    record_device_error(MORI_SHMEM_DEVICE_ERR_UNREACHABLE_PE);
-  }
-  ++tally_.transfers;
-  tally_.bytes += put.bytes;
-  tally_.put_s += seconds_since(start);
 }
 
 void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
   const int pe = entry.pe;
   try {
     switch (entry.op) {
+      case MORI_SHMEM_PROXY_PUT:
+        io_.put(conduit_, pe, entry.offset, reinterpret_cast<const void*>(entry.local), entry.bytes);
+        break;
       case MORI_SHMEM_PROXY_GET:
         io_.get(conduit_, pe, entry.offset, reinterpret_cast<void*>(entry.local), entry.bytes);
         break;
       case MORI_SHMEM_PROXY_PUT_SIGNAL:
         io_.put_signal(conduit_, pe, entry.offset, reinterpret_cast<const void*>(entry.local), entry.bytes,
                        entry.signal_offset, entry.value, entry.amo);
-        break;
-      case MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE:
-        conduit_.put_signal(pe, entry.offset, entry.inline_data, std::min<uint64_t>(entry.bytes, MORI_SHMEM_PROXY_INLINE_BYTES),
-                            entry.signal_offset, entry.value, entry.amo);
         break;
       case MORI_SHMEM_PROXY_SIGNAL: conduit_.signal(pe, entry.offset, entry.value, entry.amo); break;
       case MORI_SHMEM_PROXY_AMO: conduit_.atomic(pe, entry.offset, entry.amo, int(entry.type), entry.value, entry.compare); break;
@@ -248,6 +101,7 @@ void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
         conduit_.put(pe, entry.offset, &value, entry.bytes);
         break;
       }
+      case MORI_SHMEM_PROXY_QUIET: conduit_.quiet(); break;
       default:
         log::emit(log::Level::Error, "PE ", rank_, ": device proxy got request op ", entry.op, " (ticket ", ticket,
                   "), which it does not know");
@@ -261,8 +115,10 @@ void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
     if (entry.op == MORI_SHMEM_PROXY_AMO_FETCH) {
       entry.answer = 0;
       store_release(&entry.state, MORI_SHMEM_PROXY_ANSWERED | ticket);
+      return;
     }
   }
+  store_release(&entry.state, 0);
 }
 
 void DeviceProxy::record_device_error(uint32_t code) {

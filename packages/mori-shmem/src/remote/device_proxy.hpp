@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
-#include <vector>
 
 #include "cuda/context.hpp"
 #include "mori_shmem/proxy_ring.h"
@@ -31,32 +30,8 @@ class DeviceProxy {
   void drain();
 
  private:
-  struct Taken {
-    uint64_t ticket;
-    mori_shmem_proxy_entry_t* entry;
-  };
-  // A put of the batch not yet carried out (from the GPU, or from the entry itself when inline).
-  struct PendingPut {
-    int pe;
-    uint64_t offset;
-    const uint8_t* source;
-    uint64_t bytes;
-    bool inline_bytes;
-  };
-  // What the proxy did, logged when it stops (at debug level) to tell where its time went.
-  struct Tally {
-    uint64_t requests = 0, batches = 0, transfers = 0, quiets = 0, bytes = 0;
-    double put_s = 0, quiet_s = 0, other_s = 0;
-  };
-
   void run();
-  void serve();
-  void take_batch(uint64_t first);
-  void carry_out_batch();
-  void flush_puts();
-  void run_put(const PendingPut& put);
   void execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket);
-  void publish(uint64_t done, uint64_t head);
   void record_device_error(uint32_t code);
 
   const cuda::DeviceContext& context_;
@@ -67,10 +42,6 @@ class DeviceProxy {
   double timeout_s_;
   PinnedBuffer ring_buffer_;
   mori_shmem_proxy_ring_t* ring_;
-  cuda::CopyStream completion_;  // writes the GPU copies of head and done
-  std::vector<Taken> batch_;
-  std::vector<PendingPut> pending_;
-  Tally tally_;
   std::atomic<uint64_t> next_{0};  // the next ticket to carry out
   std::atomic<bool> stopping_{false};
   std::thread thread_;

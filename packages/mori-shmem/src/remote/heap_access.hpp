@@ -22,13 +22,6 @@ class HeapAccess {
   // The 64-bit signal word at offset gets value (SIGNAL_SET) or += value (SIGNAL_ADD), after
   // everything this access wrote before it.
   virtual void signal(uint64_t offset, uint64_t value, int sig_op) = 0;
-  // receive(), then signal(): one step, so a GPU heap can order the signal after the data on the
-  // GPU instead of waiting for the data first (a put-with-signal's latency).
-  virtual void receive_then_signal(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline,
-                                   uint64_t signal_offset, uint64_t value, int sig_op) {
-    receive(socket, offset, length, deadline);
-    signal(signal_offset, value, sig_op);
-  }
   // Atomic amo (MORI_SHMEM_AMO_*) on the integer of `type` at offset; returns the old value.
   virtual uint64_t amo(uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) = 0;
 };

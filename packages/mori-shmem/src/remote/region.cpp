@@ -10,7 +10,7 @@ namespace mori::shmem::remote {
 
 namespace {
 // The proxy words are laid out as the heap's sync words, so the device proxy code serves both.
-constexpr uint64_t kProxyWordsBytes = MORI_SHMEM_SYNC_PROXY_DONE_OFFSET + 8;
+constexpr uint64_t kProxyWordsBytes = MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET + 8;
 }  // namespace
 
 RemoteRegion::RemoteRegion(Bootstrap& bootstrap, RegionSpec spec, double timeout_s)

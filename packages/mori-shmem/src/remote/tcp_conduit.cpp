@@ -327,12 +327,8 @@ void TcpConduit::serve_one(Inbound& inbound) {
       if (signalled && (!fits(request.signal_offset, 8, heap_size_) || request.signal_offset % 8 != 0)) {
         reject("signal word outside the heap or misaligned");
       }
-      if (signalled) {
-        heap_.receive_then_signal(socket, request.offset, request.length, deadline, request.signal_offset,
-                                  request.value, request.amo);
-      } else {
-        heap_.receive(socket, request.offset, request.length, deadline);
-      }
+      heap_.receive(socket, request.offset, request.length, deadline);
+      if (signalled) heap_.signal(request.signal_offset, request.value, request.amo);
       return;
     }
     case Op::Signal:

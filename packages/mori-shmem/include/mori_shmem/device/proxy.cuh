@@ -3,9 +3,8 @@
 // heap this PE cannot load/store. One thread of the calling group posts one request for the
 // group's whole range; the PE's proxy thread carries it out over the remote transport.
 //
-// Semantics kept: a put (nbi or not) waits until the proxy has taken the source bytes (or, up to
-// MORI_SHMEM_PROXY_INLINE_BYTES, copies them into the request), so the source may be reused when
-// the call returns; it is complete at the target after a quiet, which
+// Semantics kept: a put (nbi or not) waits until the proxy has taken the source bytes, so the
+// source may be reused when the call returns; it is complete at the target after a quiet, which
 // waits for the proxy to complete every earlier request at its target. A put-with-signal travels
 // as one request, its signal applied after its data. Gets and fetching atomics wait for their
 // answer. Fence is a quiet here (the network path has no cheaper ordering).
@@ -58,47 +57,22 @@ struct ProxyCtx {
 #define MORI_SHMEM_PROXY_CTX const ProxyCtx ctx{ctxRing, ctxHeapBase, ctxHeapSize, ctxSpinTimeoutNs}
 #define MORI_SHMEM_PROXY_ARGS(st) (st).proxy_ring, (st).heap_base, (st).heap_size, (st).spin_timeout_ns
 
-// Spins until done() holds; false after recording ERR_WAIT_TIMEOUT. After the first polls each
-// waiting thread naps between polls, doubling from 32 ns to 1 us: a grid of blocks waiting for
-// the proxy then leaves the memory system to the copies that it waits for.
+// Spins until done() holds; false after recording ERR_WAIT_TIMEOUT.
 template <typename Done>
 __device__ __forceinline__ bool ProxySpin(const ProxyCtx& ctx, Done done) {
   if (done()) return true;
   const unsigned long long start = GlobalTimerNs();
-  unsigned int nap = 32;
   for (unsigned int spin = 1;; ++spin) {
     if (done()) return true;
-    if (spin >= 8) {
-      __nanosleep(nap);
-      if (nap < 1024) nap *= 2;
-    }
     if (spin % 16 == 0) {
       const unsigned long long waited = GlobalTimerNs() - start;
       if (ctx.spinTimeoutNs != 0 && waited >= ctx.spinTimeoutNs) {
         RecordError(ctx.heapBase, MORI_SHMEM_DEVICE_ERR_WAIT_TIMEOUT);
         return false;
       }
+      if (waited >= 20000) __nanosleep(256);
     }
   }
-}
-
-// The words kernels poll (NOTE [device proxy]): the GPU-memory copies the proxy writes after each
-// batch, or with -DMORI_SHMEM_PROXY_HOST_COMPLETION the ring's own words in pinned host memory
-// (how kernels waited before; kept to compare the two on a GPU).
-__device__ __forceinline__ const unsigned long long* ProxyHeadWord(const ProxyCtx& ctx) {
-#ifdef MORI_SHMEM_PROXY_HOST_COMPLETION
-  return &reinterpret_cast<const mori_shmem_proxy_ring_t*>(ctx.ring)->head;
-#else
-  return reinterpret_cast<const unsigned long long*>(ctx.heapBase + MORI_SHMEM_SYNC_PROXY_HEAD_OFFSET);
-#endif
-}
-
-__device__ __forceinline__ const unsigned long long* ProxyDoneWord(const ProxyCtx& ctx) {
-#ifdef MORI_SHMEM_PROXY_HOST_COMPLETION
-  return &reinterpret_cast<const mori_shmem_proxy_ring_t*>(ctx.ring)->done;
-#else
-  return reinterpret_cast<const unsigned long long*>(ctx.heapBase + MORI_SHMEM_SYNC_PROXY_DONE_OFFSET);
-#endif
 }
 
 // The heap offset of the symmetric range [addr, addr + bytes), naturally aligned to `align`; false
@@ -116,19 +90,16 @@ __device__ __forceinline__ bool ProxyOffset(const ProxyCtx& ctx, const void* add
 
 constexpr unsigned long long kNoTicket = ~0ull;
 
-// Takes a ticket, waits for its slot, writes the request and publishes it. `inlineSrc`, when not
-// null, is copied into the entry (`bytes` <= MORI_SHMEM_PROXY_INLINE_BYTES).
+// Takes a ticket, waits for its slot, writes the request and publishes it.
 __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, unsigned int op, int pe, int amo,
                                                         unsigned int type, unsigned long long local,
                                                         unsigned long long offset, unsigned long long bytes,
                                                         unsigned long long value, unsigned long long compare,
-                                                        unsigned long long signalOffset,
-                                                        const unsigned char* inlineSrc = nullptr) {
+                                                        unsigned long long signalOffset) {
   auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
   auto* tail = reinterpret_cast<unsigned long long*>(ctx.heapBase + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET);
   const unsigned long long ticket = atomicAdd_system(tail, 1ull);
-  const unsigned long long* head = ProxyHeadWord(ctx);
-  if (!ProxySpin(ctx, [&] { return ticket - LdAcquireSys(head) < MORI_SHMEM_PROXY_RING_ENTRIES; })) {
+  if (!ProxySpin(ctx, [&] { return ticket - LdAcquireSys(&ring->head) < MORI_SHMEM_PROXY_RING_ENTRIES; })) {
     return kNoTicket;
   }
   mori_shmem_proxy_entry_t* e = &ring->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
@@ -142,11 +113,6 @@ __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, uns
   e->value = value;
   e->compare = compare;
   e->signal_offset = signalOffset;
-  if (inlineSrc != nullptr) {
-    unsigned long long words[MORI_SHMEM_PROXY_INLINE_BYTES / 8] = {};
-    for (unsigned long long i = 0; i < bytes; ++i) reinterpret_cast<unsigned char*>(words)[i] = inlineSrc[i];
-    for (int i = 0; i < MORI_SHMEM_PROXY_INLINE_BYTES / 8; ++i) e->inline_data[i] = words[i];
-  }
   StReleaseSys(&e->state, ticket + 1);  // after the fields, for the proxy's acquire
   return ticket;
 }
@@ -154,8 +120,8 @@ __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, uns
 // Waits until the proxy has carried out `ticket` (and every earlier request).
 __device__ __forceinline__ void ProxyWaitDone(const ProxyCtx& ctx, unsigned long long ticket) {
   if (ticket == kNoTicket) return;
-  const unsigned long long* done = ProxyDoneWord(ctx);
-  ProxySpin(ctx, [&] { return LdAcquireSys(done) > ticket; });
+  auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
+  ProxySpin(ctx, [&] { return LdAcquireSys(&ring->done) > ticket; });
 }
 
 // Puts or gets [symmetric, +bytes) of pe, from or into local memory; returns when the proxy has
@@ -165,12 +131,6 @@ __device__ inline __noinline__ void ProxyTransfer(MORI_SHMEM_PROXY_PARAMS, unsig
   MORI_SHMEM_PROXY_CTX;
   unsigned long long offset;
   if (!ProxyOffset(ctx, symmetric, bytes, 1, &offset)) return;
-  if (op == MORI_SHMEM_PROXY_PUT && bytes <= MORI_SHMEM_PROXY_INLINE_BYTES) {
-    // The bytes travel in the entry: the source is free once it is posted.
-    ProxyPost(ctx, MORI_SHMEM_PROXY_PUT_INLINE, pe, 0, 0, 0, offset, bytes, 0, 0, 0,
-              static_cast<const unsigned char*>(local));
-    return;
-  }
   ProxyWaitDone(ctx, ProxyPost(ctx, op, pe, 0, 0, reinterpret_cast<unsigned long long>(local), offset, bytes, 0, 0, 0));
 }
 
@@ -210,11 +170,6 @@ __device__ inline __noinline__ void ProxyPutSignal(MORI_SHMEM_PROXY_PARAMS, void
   // The device API also takes AMO_SET / AMO_ADD as signal ops; the wire knows the SIGNAL_ spelling.
   if (sigOp == core::AMO_SET) sigOp = core::SIGNAL_SET;
   if (sigOp == core::AMO_ADD) sigOp = core::SIGNAL_ADD;
-  if (bytes <= MORI_SHMEM_PROXY_INLINE_BYTES) {
-    ProxyPost(ctx, MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE, pe, sigOp, 0, 0, offset, bytes, sigVal, 0, signalOffset,
-              static_cast<const unsigned char*>(src));
-    return;
-  }
   ProxyWaitDone(ctx, ProxyPost(ctx, MORI_SHMEM_PROXY_PUT_SIGNAL, pe, sigOp, 0, reinterpret_cast<unsigned long long>(src),
                                offset, bytes, sigVal, 0, signalOffset));
 }
