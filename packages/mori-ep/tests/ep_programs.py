@@ -386,14 +386,13 @@ def routing_misuse(
         n = int(x.shape[0])
         dest, _, _, total, src = handle.tensors()
         empty = torch.empty(0, dtype=torch.int32, device=device)
+        bare = EpDispatchRoutingHandle.from_tensors((dest, empty, empty, total, src), n)  # intra-node's shape
         calls = {
             "stale": lambda: second.dispatch(x, weights, None, indices, routing=handle),
             "wrong_tokens": lambda: first.dispatch(
                 x, weights, None, indices, routing=EpDispatchRoutingHandle.from_tensors(handle.tensors(), n + 1)
             ),
-            "no_inter_node_maps": lambda: first.dispatch(
-                x, weights, None, indices, routing=EpDispatchRoutingHandle.from_tensors((dest, empty, empty, total, src), n)
-            ),
+            "no_inter_node_maps": lambda: first.dispatch(x, weights, None, indices, routing=bare),
         }
         messages = {}
         for name, call in calls.items():

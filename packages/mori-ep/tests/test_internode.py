@@ -139,7 +139,8 @@ def test_routing_handle_replay_and_combine_across_hosts(
 ) -> None:
     w = ep_programs.replace(BASE, world_size=world_size, tokens=16, experts_per_rank=16 // world_size + 1)
     fields = {"kernel_type": kernel_type, "gpu_per_node": per_node}
-    totals = run_pes(ep_programs.routing_replay, world_size, backend, w, fields, env=_env(backend, per_node), timeout=240)
+    env = _env(backend, per_node)
+    totals = run_pes(ep_programs.routing_replay, world_size, backend, w, fields, env=env, timeout=240)
     assert sum(totals) > 0
 
 
