@@ -287,32 +287,52 @@ def make_op_error(
         shmem.shmem_finalize()
 
 
-def routing_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> int:
+def routing_replay(
+    rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any] | None = None
+) -> int:
     """A dispatch returns its routing handle; after a dispatch with other routing, replaying the
     handle with new token values lands them in the handle's slots, and combine by the handle sums
-    them for the handle's routing."""
+    them for the handle's routing. ``fields``: config fields (an inter-node kernel type; AsyncLL's
+    halves are called separately)."""
     init_pe(rank, nranks, uid)
     try:
         device = _device(backend)
-        op = make_op(w, rank)
+        fields = fields or {}
+        op = make_op(w, rank, **fields)
+        kernel_type = int(fields.get("kernel_type", 0))
+        split = kernel_type == 4  # AsyncLL: the receive halves are calls of their own
+
+        def dispatch(*args: Any, **kwargs: Any) -> Any:
+            outputs = op.dispatch(*args, **kwargs)
+            if split:
+                op.dispatch_recv()
+            return outputs
+
+        def combine(*args: Any, **kwargs: Any) -> Any:
+            outputs = op.combine(*args, **kwargs)
+            if split:
+                op.combine_recv()
+            return outputs
+
         indices = wl.routing(w, rank, 0).to(device)
         x0, w0, _ = wl.tokens(w, rank, 0)
-        *first, handle = op.dispatch(x0.to(device), w0.to(device), None, indices, return_routing=True)
+        *first, handle = dispatch(x0.to(device), w0.to(device), None, indices, return_routing=True)
         total = check_dispatch(w, rank, 0, op, first)
         positions = op.get_dispatch_src_token_pos().clone()
         assert torch.equal(handle.disp_tok_id_to_src_tok_id_local[:total].cpu(), positions.cpu())
+        assert int(handle.total_recv_token_num.item()) == total
         # A peer's next dispatch writes into this PE's receive buffers: read them before it starts.
         shmem.shmem_barrier_all()
 
         other = wl.routing(w, rank, 1).to(device)  # a dispatch with other routing in between
         x1, w1, _ = wl.tokens(w, rank, 1)
-        outputs = op.dispatch(x1.to(device), w1.to(device), None, other)
-        op.combine(outputs[0][: int(outputs[4].item())].to(torch.bfloat16), None, other)
+        outputs = dispatch(x1.to(device), w1.to(device), None, other)
+        combine(outputs[0][: int(outputs[4].item())].to(torch.bfloat16), None, other)
         op.check_error()
 
         # Replay: iteration 2's token values, iteration 0's routing and slots.
         x2, w2, _ = wl.tokens(w, rank, 2)
-        out, out_weights, _, out_indices, total_recv = op.dispatch(
+        out, out_weights, _, out_indices, total_recv = dispatch(
             x2.to(device), w2.to(device), None, indices, routing=handle
         )
         op.check_error()
@@ -325,18 +345,85 @@ def routing_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workl
             assert torch.equal(out[row].cpu().view(torch.uint8), x_src[token].view(torch.uint8)), f"row {row}"
             assert torch.equal(out_weights[row].cpu(), w_src[token])
             assert torch.equal(out_indices[row].cpu(), wl.routing(w, src, 0)[token])
-        combined, combined_weights = op.combine(
-            out[:total].to(torch.bfloat16), out_weights[:total].clone(), indices, routing=handle
-        )
+        expert_out, expert_weights = out[:total].to(torch.bfloat16).clone(), out_weights[:total].clone()
+        shmem.shmem_barrier_all()  # every PE read its rows: the next dispatch may overwrite them
+
+        # Another dispatch in between again, then combine by the handle (a backward pass's order).
+        # (Not a combine in between: on the inter-node types two combines in a row are unsafe, with
+        # or without handles, as ep.md says.)
+        dispatch(x1.to(device), w1.to(device), None, other)
+        combined, combined_weights = combine(expert_out, expert_weights, indices, routing=handle)
         op.check_error()
         count = wl.destinations(w, wl.routing(w, rank, 0)).sum(dim=1, keepdim=True).float()
         n = x2.shape[0]
-        torch.testing.assert_close(
-            combined[:n].cpu(), (x2.to(torch.bfloat16).float() * count).to(torch.bfloat16), rtol=0, atol=0
-        )
+        name = EpDispatchCombineKernelType(kernel_type).name
+        tolerance = reference.combine_tolerance(w, name, torch.bfloat16, "none", int(fields.get("gpu_per_node", 8)))
+        want = (x2.to(torch.bfloat16).float() * count).to(torch.bfloat16)
+        torch.testing.assert_close(combined[:n].cpu(), want, rtol=tolerance.rtol, atol=tolerance.atol)
         torch.testing.assert_close(combined_weights[:n].cpu(), w2 * count, rtol=1e-6, atol=1e-6)
         op.close()
         return total
+    finally:
+        shmem.shmem_finalize()
+
+
+def routing_misuse(
+    rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any]
+) -> dict[str, str]:
+    """Handles that do not belong to the call: another op's (stale), one of another token count,
+    one without the inter-node maps, and any after its op closed. Each raises before launching
+    anything; the other op still dispatches and combines by its own handle afterwards."""
+    from mori.ep import EpDispatchRoutingHandle
+
+    init_pe(rank, nranks, uid)
+    try:
+        device = _device(backend)
+        first, second = make_op(w, rank, **fields), make_op(w, rank, **fields)
+        split = int(fields.get("kernel_type", 0)) == 4
+        x, weights, _ = wl.tokens(w, rank)
+        indices = wl.routing(w, rank)
+        x, weights, indices = x.to(device), weights.to(device), indices.to(device)
+        *_, handle = first.dispatch(x, weights, None, indices, return_routing=True)
+        if split:
+            first.dispatch_recv()
+        n = int(x.shape[0])
+        dest, _, _, total, src = handle.tensors()
+        empty = torch.empty(0, dtype=torch.int32, device=device)
+        bare = EpDispatchRoutingHandle.from_tensors((dest, empty, empty, total, src), n)  # intra-node's shape
+        calls = {
+            "stale": lambda: second.dispatch(x, weights, None, indices, routing=handle),
+            "wrong_tokens": lambda: first.dispatch(
+                x, weights, None, indices, routing=EpDispatchRoutingHandle.from_tensors(handle.tensors(), n + 1)
+            ),
+            "no_inter_node_maps": lambda: first.dispatch(x, weights, None, indices, routing=bare),
+        }
+        messages = {}
+        for name, call in calls.items():
+            try:
+                call()
+                messages[name] = "no error"
+            except Exception as exc:  # the test inspects the type and message
+                messages[name] = f"{type(exc).__name__}: {exc}"
+        first.close()
+        for name, call in {
+            "closed": lambda: first.dispatch(x, weights, None, indices, routing=handle),
+            "closed_op_handle": lambda: second.combine(x, None, indices, routing=handle),
+        }.items():
+            try:
+                call()
+                messages[name] = "no error"
+            except Exception as exc:
+                messages[name] = f"{type(exc).__name__}: {exc}"
+        outputs = second.dispatch(x, weights, None, indices, return_routing=True)
+        if split:
+            second.dispatch_recv()
+        total_recv = check_dispatch(w, rank, 0, second, outputs[:5])
+        second.combine(outputs[0][:total_recv].to(torch.bfloat16), None, indices, routing=outputs[5])
+        if split:
+            second.combine_recv()
+        second.check_error()
+        second.close()
+        return messages
     finally:
         shmem.shmem_finalize()
 
@@ -389,8 +476,8 @@ def standard_moe(
 
 
 def split_misuse(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[str]:
-    """AsyncLL's halves out of order, and routing handles on an inter-node type: each raises
-    before launching anything, and the op still works afterwards."""
+    """AsyncLL's halves out of order: each raises before launching anything, and the op still
+    works afterwards."""
     init_pe(rank, nranks, uid)
     try:
         device = _device(backend)
@@ -399,11 +486,7 @@ def split_misuse(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workloa
         indices = wl.routing(w, rank)
         x, weights, indices = x.to(device), weights.to(device), indices.to(device)
         messages = []
-        for call in (
-            op.dispatch_recv,
-            op.combine_recv,
-            lambda: op.dispatch(x, weights, None, indices, return_routing=True),
-        ):
+        for call in (op.dispatch_recv, op.combine_recv):
             try:
                 call()
                 messages.append("no error")

@@ -109,13 +109,53 @@ def test_lazy_module_loading_is_refused(backend: str) -> None:
         assert all(r.startswith("EpConfigError") and "CUDA_MODULE_LOADING" in r for r in results), results
 
 
-def test_async_ll_halves_out_of_order_and_routing_handles_raise(backend: str) -> None:
+def test_async_ll_halves_out_of_order_raise(backend: str) -> None:
     env = _env(backend, 1)
     w = ep_programs.replace(BASE, world_size=2, tokens=8)
     for messages in run_pes(ep_programs.split_misuse, 2, backend, w, env=env, timeout=120):
-        recv, combine_recv, routing, twice, combine_early = messages
+        recv, combine_recv, twice, combine_early = messages
         assert recv.startswith("EpInputError") and "none is pending" in recv, recv
         assert combine_recv.startswith("EpInputError") and "none is pending" in combine_recv, combine_recv
-        assert routing.startswith("EpUnsupportedError") and "routing handles" in routing, routing
         assert twice.startswith("EpInputError") and "dispatch_send was called twice" in twice, twice
         assert combine_early.startswith("EpInputError") and "_recv half" in combine_early, combine_early
+
+
+# Routing handles across hosts: the intra-node replay test (ep_programs.routing_replay) for every
+# type on 2 hosts of 1 and 2 PEs; 2 hosts of 4 PEs for InterNodeV1 by default, the others -m slow.
+ROUTING_HANDLES = [
+    pytest.param(
+        kernel_type, world_size, per_node,
+        id=f"{name}-2x{per_node}",
+        marks=[pytest.mark.slow] if per_node == 4 and name != "InterNodeV1" else [],
+    )
+    for name, kernel_type in KERNEL_TYPES.items()
+    for world_size, per_node in ((2, 1), (4, 2), (8, 4))
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kernel_type", "world_size", "per_node"), ROUTING_HANDLES)
+def test_routing_handle_replay_and_combine_across_hosts(
+    backend: str, kernel_type: int, world_size: int, per_node: int
+) -> None:
+    w = ep_programs.replace(BASE, world_size=world_size, tokens=16, experts_per_rank=16 // world_size + 1)
+    fields = {"kernel_type": kernel_type, "gpu_per_node": per_node}
+    env = _env(backend, per_node)
+    totals = run_pes(ep_programs.routing_replay, world_size, backend, w, fields, env=env, timeout=240)
+    assert sum(totals) > 0
+
+
+@pytest.mark.parametrize("kernel_type", [2, 4], ids=["InterNodeV1", "AsyncLL"])
+def test_routing_handles_of_another_op_or_a_closed_one_raise(backend: str, kernel_type: int) -> None:
+    w = ep_programs.replace(BASE, tokens=8)
+    fields = {"kernel_type": kernel_type, "gpu_per_node": 2}
+    hop_rows = 4 // (2 if kernel_type == KERNEL_TYPES["InterNodeV1"] else 1) * BASE.max_tokens  # nodes x M
+    for messages in run_pes(ep_programs.routing_misuse, 4, backend, w, fields, env=_env(backend, 2), timeout=120):
+        for name, needle in (
+            ("stale", "routing is stale: it was made by another op"),
+            ("wrong_tokens", "routing was made by a dispatch of 9 tokens; this call has 8"),
+            ("no_inter_node_maps", f"routing.inter_node_disp_dest_tok_id_map must be int32 [{hop_rows}, 4]"),
+            ("closed", "dispatch() on a closed op"),
+            ("closed_op_handle", "routing is stale"),
+        ):
+            error = "EpOpClosedError" if name == "closed" else "EpRoutingError"
+            assert messages[name].startswith(error) and needle in messages[name], (name, messages[name])

@@ -145,7 +145,8 @@ def test_routing_encodings_round_trip() -> None:
     enc = Encoding(world_size=2, max_tokens=4, max_recv=8)
     dest = torch.tensor([[0, -1], [9, 15]], dtype=torch.int32)  # pe 0 slot 0; pe 1 slots 1 and 7
     src = torch.tensor([0, 3, 9, 10, 0, 0, 0, 0], dtype=torch.int32)  # v1: src_rank * 2 * 4 + token
-    v2 = enc.from_v1(V1Handle(dest, torch.tensor([4], dtype=torch.int32), src, 2), owner=7)
+    empty = torch.empty(0, dtype=torch.int32)
+    v2 = enc.from_v1(V1Handle(dest, empty, empty, torch.tensor([4], dtype=torch.int32), src, 2), owner=7)
     assert v2.disp_dest_tok_id_map.tolist() == [[0, 16], [9, 15]]  # -1 -> world_size * max_recv
     assert v2.disp_tok_id_to_src_tok_id_local[:4].tolist() == [0, 3, 5, 6]  # src_rank * 4 + token
     assert len(v2.tensors()) == 5 and v2.owner == 7

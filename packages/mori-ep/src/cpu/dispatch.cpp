@@ -129,7 +129,8 @@ void Dispatch(const mori_ep_args_t& a) {
   std::vector<int> dest(static_cast<size_t>(rows.size()) * K, -1);
   if (replay) {
     for (size_t i = 0; i < dest.size(); ++i) {
-      if (dest_map[i] >= 0) ++count[dest[i] = dest_map[i] / a.max_recv];
+      const int pe = dest_map[i] >= 0 ? dest_map[i] / a.max_recv : -1;
+      if (pe >= first && pe < end) ++count[dest[i] = pe];  // a stray entry never leaves the node
     }
   } else {
     dest = Route(a, rows, count);

@@ -10,13 +10,14 @@
 //   pack    each token becomes one record per destination node (however many of that node's
 //           PEs it picks) in the node's batch of the send buffer; the dest map keeps
 //           node * max_tokens + index of the record for combine;
+//           (MORI_EP_REPLAY: a routing handle's dest map, copied in by the host, places them);
 //   send    the batch goes to the node's proxy, the PE with our index within its node (rail
 //           aligned), into its hop buffer at our node's rows, with the signal (call << 32 | rows),
 //           after that proxy acknowledged our previous call's batch.
 // dispatch, receive half
 //   forward the proxy waits for every node's batch and fans the records out to its node's PEs
-//           with the intra-node protocol (dispatch.cpp with MORI_EP_FORWARD), then acknowledges
-//           each batch to its sender.
+//           with the intra-node protocol (dispatch.cpp with MORI_EP_FORWARD; with MORI_EP_REPLAY
+//           into the slots of the handle's forward map), then acknowledges each batch to its sender.
 // combine, send half
 //   stage   as intra-node, with the barrier among the node's PEs;
 //   reduce  for each record it forwarded, the proxy sums the node's rows for it (a pull over the
@@ -98,7 +99,16 @@ void NetDispatchSend(const mori_ep_args_t& a) {
   char* send = local.At<char>(a.off_net_send);
   const int* indices = reinterpret_cast<const int*>(a.indices);
   std::vector<uint32_t> count(nodes, 0);
-  for (int t = 0; t < a.num_tokens; ++t) {
+  if (a.flags & MORI_EP_REPLAY) {
+    // A routing handle's records: its dest map (copied in by the host) names each record's row.
+    for (int i = 0; i < a.num_tokens * K; ++i) {
+      const int flat = dest_map[i];
+      if (flat < 0 || flat >= nodes * M) continue;
+      WriteRecord(a, i / K, send + static_cast<size_t>(flat) * a.record_bytes);
+      ++count[flat / M];
+    }
+  }
+  for (int t = 0; t < a.num_tokens && !(a.flags & MORI_EP_REPLAY); ++t) {
     for (int k = 0; k < K; ++k) {
       const int expert = indices[t * K + k];
       int flat = -1;
@@ -141,8 +151,7 @@ void NetDispatchRecv(const mori_ep_args_t& a) {
              "dispatch: no records from PE " + std::to_string(RailPeer(a, node)));
   }
   mori_ep_args_t forward = a;
-  forward.flags |= MORI_EP_FORWARD;
-  forward.flags &= ~MORI_EP_REPLAY;
+  forward.flags |= MORI_EP_FORWARD;  // with MORI_EP_REPLAY: the slots of the handle's forward map
   Dispatch(forward);
   for (int node = 0; node < nodes; ++node) {
     const int source = RailPeer(a, node);

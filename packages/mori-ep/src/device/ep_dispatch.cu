@@ -12,7 +12,8 @@
 //   complete  the last block to finish signals every PE with (rows sent + 1), waits for every
 //             PE's signal, publishes the total and resets the receive state for the next call.
 // With MORI_EP_REPLAY in flags the slots come from the dest map (a routing handle's, copied there by
-// the host) and nothing is reserved: every PE replays the same earlier dispatch.
+// the host; a proxy's forward map with MORI_EP_NET) and nothing is reserved: every PE replays the
+// same earlier dispatch.
 // Steps reserve..complete span the PEs [local_first, +local_count) (all of them intra-node).
 // With MORI_EP_NET the kernel is an inter-node proxy's forward (src/cpu/net.cpp): its rows are the
 // records of the hop buffer (mori_ep_net_wait saw every node's batch arrive); picks of PEs outside
@@ -203,12 +204,13 @@ __device__ void Complete(const mori_ep_args_t& a, const unsigned long long* peer
 __device__ void SendReplay(const mori_ep_args_t& a, const unsigned long long* peers, unsigned* counts, int first,
                            int end) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int* dest_map = At<int>(a.region, a.off_dest_map);
+  const int* dest_map = DestMap(a);  // MORI_EP_NET: the handle's forward map of the hop rows
   for (int t = first + warp; t < end; t += warps) {
-    const int flat = lane < kTopk ? dest_map[t * kTopk + lane] : -1;  // replay is intra-node only
-    const int pe = flat >= 0 ? flat / a.max_recv : -1;
+    const int flat = lane < kTopk ? dest_map[t * kTopk + lane] : -1;
+    int pe = flat >= 0 ? flat / a.max_recv : -1;
+    if (pe < a.local_first || pe >= a.local_first + a.local_count) pe = -1;  // a stray entry never leaves the node
     if (pe >= 0) atomicAdd(&counts[pe], 1u);
-    WriteRows(a, peers, t, lane, pe, flat >= 0 ? flat % a.max_recv : -1);
+    WriteRows(a, peers, t, lane, pe, pe >= 0 ? flat % a.max_recv : -1);
   }
 }
 

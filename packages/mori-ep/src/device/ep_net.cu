@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The send halves of the inter-node kernel types (protocol: src/cpu/net.cpp):
 //   mori_ep_net_pack  a warp per token writes one record per destination node into that node's
-//                     batch of the send buffer (rows claimed with atomics) and the dest map;
+//                     batch of the send buffer (rows claimed with atomics) and the dest map
+//                     (MORI_EP_REPLAY: into the rows a routing handle's dest map names);
 //   mori_ep_net_send  puts node's batch (dispatch records, or with `replies` the combine replies)
 //                     to the PE of our rail on that node with the signal (call << 32 | rows): a
 //                     peer behind the device proxy gets the batch as one put-with-signal request;
@@ -62,7 +63,22 @@ extern "C" __global__ void mori_ep_net_pack(const __grid_constant__ mori_ep_args
   const int warps = gridDim.x * (blockDim.x >> 5);
   unsigned* batch_rows = At<unsigned>(a.region, MORI_EP_CTRL_NET_SEND_COUNT);
   int* dest_map = At<int>(a.region, a.off_dest_map);
+  const bool replay = (a.flags & MORI_EP_REPLAY) != 0;
+  const int rows = kWorld / a.group * a.max_tokens;
   for (int token = warp; token < a.num_tokens; token += warps) {
+    if (replay) {
+      // A routing handle's records: its dest map (copied in by the host) names each record's row,
+      // and the batches count the same rows as in the dispatch the handle came from.
+      int flat = lane < kTopk ? dest_map[token * kTopk + lane] : -1;
+      if (flat >= rows) flat = -1;
+      if (flat >= 0) atomicAdd(&batch_rows[flat / a.max_tokens], 1u);
+      for (unsigned rest = __ballot_sync(kFullMask, flat >= 0); rest != 0; rest &= rest - 1) {
+        const int row = __shfl_sync(kFullMask, flat, __ffs(rest) - 1);
+        WriteRecord(a, token, At<char>(a.region, a.off_net_send + static_cast<unsigned long long>(row) * a.record_bytes),
+                    lane);
+      }
+      continue;
+    }
     int node = -1;
     if (lane < kTopk) {
       const int expert = reinterpret_cast<const int*>(a.indices)[token * kTopk + lane];

@@ -46,13 +46,24 @@ class EpOverflowError(EpError, RuntimeError):
     """More rows arrived than max_total_recv_tokens leaves room for; the excess rows were dropped."""
 
 
+class EpRoutingError(EpInputError, TypeError):
+    """``routing=`` is not a routing handle, came from another op, or does not fit this call (token
+    count, shapes); nothing was launched. (A ``TypeError`` too, as MORI's v2 missing keyword is.)"""
+
+
+class EpOpClosedError(EpError, RuntimeError):
+    """The op was closed (``close()`` or the end of its ``with`` block) and cannot be used again."""
+
+
 __all__ = [
     "EpConfigError",
     "EpConfigMismatchError",
     "EpError",
     "EpInputError",
+    "EpOpClosedError",
     "EpOverflowError",
     "EpPeerLostError",
+    "EpRoutingError",
     "EpTimeoutError",
     "EpUnsupportedError",
 ]

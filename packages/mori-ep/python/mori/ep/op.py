@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 import mori.shmem as shmem
-from mori.ep import byte_rows, inputs, standard_moe
+from mori.ep import byte_rows, inputs, internode_routing, standard_moe
 from mori.ep.backends import CpuBackend, CudaBackend
 from mori.ep.config import (
     LOW_LATENCY_KERNEL_TYPES,
@@ -26,8 +26,10 @@ from mori.ep.config_check import check_same_config_on_every_pe
 from mori.ep.errors import (
     EpConfigError,
     EpInputError,
+    EpOpClosedError,
     EpOverflowError,
     EpPeerLostError,
+    EpRoutingError,
     EpTimeoutError,
     EpUnsupportedError,
 )
@@ -51,7 +53,7 @@ from mori.ep.layout import (
     reply_bytes,
 )
 from mori.ep.local_expert_count import count_local_experts
-from mori.ep.routing import EpDispatchRoutingHandle
+from mori.ep.routing import EpDispatchRoutingHandle, new_op_id
 from mori.ep.settings import note_geometry_without_effect, note_settings_without_effect, setting
 from mori.shmem.errors import HeapExhaustedError
 from mori.shmem.proxy_hazards import NEEDED_ENV
@@ -103,6 +105,8 @@ class EpDispatchCombineOp:
             )
         self.config = config
         self._torch = torch
+        self._id = new_op_id()  # its routing handles carry it
+        self._closed = False
         self.layout = Layout.for_config(config)
         if shmem.shmem_backend() == "cuda":
             self.device = torch.device("cuda", shmem.shmem_cuda_device())
@@ -141,6 +145,7 @@ class EpDispatchCombineOp:
         # The send half of an inter-node call until its receive half runs (AsyncLL: the user's call).
         self._pending_dispatch: tuple[EpArgs, bool, int, int, bool] | None = None
         self._pending_combine: tuple[EpArgs, str, int, int, int] | None = None
+        self._pending_routing: EpDispatchRoutingHandle | None = None  # inter-node: filled by the receive half
         self._moe_layout: standard_moe.StandardMoeLayout | None = None
         if self._inter_node and isinstance(self._backend, CudaBackend):
             self._backend.prepare_net(
@@ -179,11 +184,9 @@ class EpDispatchCombineOp:
             "set gpu_per_node to the PEs per host (MORI_SHMEM_PES_PER_NODE when one host stands for several)"
         )
 
-    def _no_routing_handles(self) -> EpUnsupportedError:
-        return EpUnsupportedError(
-            "routing handles (return_routing=True / routing=) are built for the intra-node kernel types; "
-            f"this op is {self.config.kernel_type.name}"
-        )
+    def _check_open(self, call: str) -> None:
+        if self._closed:
+            raise EpOpClosedError(f"{call}() on a closed op (rank {self.config.rank}): create a new op")
 
     def _usual_combine_dtypes(self) -> tuple[str, ...]:
         """bf16 and the config's data_type where combine takes it; an inter-node cuda op loads their
@@ -332,12 +335,12 @@ class EpDispatchCombineOp:
         out_indices [R, K], total_recv [1])``, views of the op's buffers of which rows
         ``[:total_recv]`` are valid (R = max_num_tokens_to_recv()), plus an
         ``EpDispatchRoutingHandle`` when ``return_routing``. With ``routing=h`` the rows go to the
-        slots of the dispatch ``h`` came from (every PE replays its own handle of it). No host sync
-        (except the expert-id check of MORI_EP_VALIDATE_INDICES outside graph capture)."""
+        slots of the dispatch ``h`` came from (every PE replays its own handle of it); AsyncLL's
+        handle, like its rows, is filled by ``dispatch_recv``. No host sync (except the expert-id
+        check of MORI_EP_VALIDATE_INDICES outside graph capture)."""
+        self._check_open("dispatch")
         config = self.config
         inputs.check_dispatch(config, self.device, input, weights, scales, indices)
-        if self._inter_node and (routing is not None or return_routing):
-            raise self._no_routing_handles()
         if self._pending_dispatch is not None:
             raise EpInputError("dispatch_send was called twice: call dispatch_recv for the first one")
         if routing is not None:
@@ -373,15 +376,17 @@ class EpDispatchCombineOp:
             args.scale_bytes = scale_cols * scales.element_size()
             flags |= HAS_SCALES
         if routing is not None:
-            self._load_routing(routing)
+            self._load_routing(routing, combine=False)
             flags |= REPLAY
         args.flags = flags
+        handle = internode_routing.new_handle(self, args.num_tokens) if return_routing and self._inter_node else None
         low_latency = config.kernel_type in LOW_LATENCY_KERNEL_TYPES
         grid, block = launch.block_num, 32 * launch.warp_per_block
         if self._inter_node:
             args.record_bytes = record_bytes(row_bytes, config.num_experts_per_token, args.scale_bytes)
             self._backend.net_dispatch_send(args, grid=grid, block=block, send_blocks=launch.rdma_block_num or grid)
             self._pending_dispatch = (args, low_latency, grid, block, call_local_expert_count)
+            self._pending_routing = handle
             if not self._split:
                 self.dispatch_recv()
         else:
@@ -398,20 +403,29 @@ class EpDispatchCombineOp:
         if call_local_expert_count and not self._inter_node:
             self._count_local_experts(out_indices, total_recv)
         if return_routing:
-            handle = EpDispatchRoutingHandle(
-                self._view("off_dest_map", args.num_tokens, topk, torch.int32).clone(),
-                total_recv.clone(),
-                self._view("off_disp_src_pos", recv, 1, torch.int32).view(-1).clone(),
-                args.num_tokens,
-            )
+            if handle is None:
+                empty = torch.empty(0, dtype=torch.int32, device=self.device)
+                handle = EpDispatchRoutingHandle(
+                    self._view("off_dest_map", args.num_tokens, topk, torch.int32).clone(),
+                    empty,
+                    empty.clone(),
+                    total_recv.clone(),
+                    self._view("off_disp_src_pos", recv, 1, torch.int32).view(-1).clone(),
+                    args.num_tokens,
+                )
+                handle.owner = self._id
             return out, out_weights, out_scales, out_indices, total_recv, handle
         return out, out_weights, out_scales, out_indices, total_recv
 
     def _check_routing(self, routing: Any, tokens: int) -> None:
         if not isinstance(routing, EpDispatchRoutingHandle):
-            raise EpInputError(f"routing must be an EpDispatchRoutingHandle, got {type(routing).__name__}")
+            raise EpRoutingError(f"routing must be an EpDispatchRoutingHandle, got {type(routing).__name__}")
+        if routing.owner is not None and routing.owner != self._id:
+            raise EpRoutingError(
+                f"routing is stale: it was made by another op (#{routing.owner}), not this one (#{self._id})"
+            )
         if routing.cur_rank_num_token != tokens:
-            raise EpInputError(
+            raise EpRoutingError(
                 f"routing was made by a dispatch of {routing.cur_rank_num_token} tokens; this call has {tokens}"
             )
         topk = self.config.num_experts_per_token
@@ -419,9 +433,18 @@ class EpDispatchCombineOp:
             "routing.disp_dest_tok_id_map", routing.disp_dest_tok_id_map, device=self.device, dtypes=("int32",),
             rows=(tokens, tokens), cols=topk,
         )  # fmt: skip
+        inputs.check_tensor(
+            "routing.total_recv_token_num", routing.total_recv_token_num, device=self.device, dtypes=("int32",),
+            ndim=1, rows=(1, 1),
+        )  # fmt: skip
+        if self._inter_node:
+            internode_routing.check(self, routing)
 
-    def _load_routing(self, routing: EpDispatchRoutingHandle) -> None:
+    def _load_routing(self, routing: EpDispatchRoutingHandle, *, combine: bool) -> None:
         """The handle's layout into the op's dest map and receive total (device copies, graph-safe)."""
+        if self._inter_node:
+            internode_routing.load(self, routing, combine=combine)
+            return
         tokens, topk = routing.cur_rank_num_token, self.config.num_experts_per_token
         self._view("off_dest_map", tokens, topk, self._torch.int32).copy_(routing.disp_dest_tok_id_map)
         self._total_recv_view().copy_(routing.total_recv_token_num)
@@ -450,8 +473,10 @@ class EpDispatchCombineOp:
                 f"{self.config.kernel_type.name})"
             )
         args, low_latency, grid, block, count_experts = self._pending_dispatch
-        self._pending_dispatch = None
+        routing, self._pending_dispatch, self._pending_routing = self._pending_routing, None, None
         self._backend.net_dispatch_recv(args, low_latency=low_latency, grid=grid, block=block)
+        if routing is not None:
+            internode_routing.fill(self, routing)
         self._after_call()
         if count_experts or call_local_expert_count:
             recv, topk = self.layout.max_recv, self.config.num_experts_per_token
@@ -479,12 +504,11 @@ class EpDispatchCombineOp:
         it: ``input`` row i (i < total_recv) with an external input, else row i of
         ``get_registered_combine_input_buffer()``. ``indices`` is this PE's routing of the last
         dispatch ([N, K], not dispatch's out_indices)."""
+        self._check_open("combine")
         if routing is None and self._dispatched_tokens is None:
             raise EpInputError("combine was called before any dispatch of this op")
         if self._pending_dispatch is not None or self._pending_combine is not None:
             raise EpInputError("an AsyncLL dispatch_send/combine_send is still waiting for its _recv half")
-        if self._inter_node and routing is not None:
-            raise self._no_routing_handles()
         config, torch = self.config, self._torch
         external = config.use_external_inp_buf if use_external_inp_buf == -1 else bool(use_external_inp_buf)
         tokens = routing.cur_rank_num_token if routing is not None else self._dispatched_tokens
@@ -529,7 +553,7 @@ class EpDispatchCombineOp:
         )
 
         if routing is not None:
-            self._load_routing(routing)
+            self._load_routing(routing, combine=True)
         args = EpArgs.from_buffer_copy(self._base)
         args.num_tokens = tokens
         args.hidden = hidden
@@ -746,9 +770,14 @@ class EpDispatchCombineOp:
         return pos // stride, pos % stride
 
     def close(self) -> None:
-        """Collective: frees the op's region. The op must not be used afterwards."""
+        """Collective: frees the op's region. Its dispatch and combine raise EpOpClosedError afterwards
+        (its routing handles are another op's to any new op: EpRoutingError); a second close does
+        nothing."""
+        if self._closed:
+            return
         self._backend.synchronize()
         self._buffer.free()
+        self._closed = True
 
     def __enter__(self) -> EpDispatchCombineOp:
         return self

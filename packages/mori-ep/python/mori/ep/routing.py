@@ -6,29 +6,74 @@ values to the same slots with no slot reservation (every PE must replay its hand
 earlier dispatch), and ``combine(..., routing=h)`` combines by that layout even after other
 dispatches (a backward pass, for instance). The tensors live on the op's device and are the
 caller's; ``tensors()`` / ``from_tensors()`` move them in and out of other code (autograd ctx).
+
+The fields are MORI's, in MORI's order. Their encodings are this package's (the kernels are not
+MORI's), so a handle is only meaningful to the op that made it:
+
+==========================================  ==========================  ===============================
+field                                       intra-node types            inter-node types
+==========================================  ==========================  ===============================
+``disp_dest_tok_id_map`` [N, K]             ``pe * R + slot``           ``node * M + record``: the
+                                                                        record of node's batch that
+                                                                        carries the pick
+``inter_node_disp_dest_tok_id_map``         empty                       [nodes * M, K]: as this PE's
+                                                                        node proxy, ``pe * R + slot``
+                                                                        of each pick of each record
+                                                                        it forwarded
+``inter_node_disp_send_map``                empty                       [nodes]: records of each source
+                                                                        node's batch it forwarded (the
+                                                                        replies combine sends back)
+``total_recv_token_num`` [1]                rows received               rows received
+``disp_tok_id_to_src_tok_id_local`` [R]     source positions            source positions
+==========================================  ==========================  ===============================
+
+(-1 = not sent; R = ``max_num_tokens_to_recv()``, M = ``max_num_inp_token_per_rank``, nodes =
+``world_size // gpu_per_node`` for InterNodeV1/V1LL, ``world_size`` for InterNode/AsyncLL.)
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
+_OP_IDS = itertools.count(1)
 
-@dataclass
+
+def new_op_id() -> int:
+    """A process-unique id for an op, which its handles carry (``owner``)."""
+    return next(_OP_IDS)
+
+
+@dataclass(eq=False)
 class EpDispatchRoutingHandle:
-    #: int32 [N, K]: ``dest_pe * max_num_tokens_to_recv() + slot`` of each pick, -1 = not sent.
+    #: int32 [N, K]: where each pick went (module docstring), -1 = not sent by this pick.
     disp_dest_tok_id_map: Any
+    #: inter-node types: int32 [nodes * M, K], the forward layout of this PE as its node's proxy.
+    inter_node_disp_dest_tok_id_map: Any
+    #: inter-node types: int32 [nodes], the records of each node's batch this PE forwarded.
+    inter_node_disp_send_map: Any
     #: int32 [1]: rows this PE received in that dispatch.
     total_recv_token_num: Any
     #: int32 [max_num_tokens_to_recv()]: source position of each received row (valid up to the total).
-    disp_tok_id_to_src_tok_id_local: Any
+    disp_tok_id_to_src_tok_id_local: Any = None
     #: N, the tokens this PE dispatched.
-    cur_rank_num_token: int
+    cur_rank_num_token: int = 0
 
-    def tensors(self) -> list[Any]:
-        return [self.disp_dest_tok_id_map, self.total_recv_token_num, self.disp_tok_id_to_src_tok_id_local]
+    def __post_init__(self) -> None:
+        # The op that made the handle (None: built by hand or by from_tensors); ops reject others'.
+        self.owner: int | None = None
+
+    def tensors(self) -> tuple[Any, Any, Any, Any, Any]:
+        return (
+            self.disp_dest_tok_id_map,
+            self.inter_node_disp_dest_tok_id_map,
+            self.inter_node_disp_send_map,
+            self.total_recv_token_num,
+            self.disp_tok_id_to_src_tok_id_local,
+        )
 
     @classmethod
-    def from_tensors(cls, tensors: list[Any], cur_rank_num_token: int) -> EpDispatchRoutingHandle:
-        dest_map, total, src = tensors
-        return cls(dest_map, total, src, cur_rank_num_token)
+    def from_tensors(cls, tensors: Any, cur_rank_num_token: int = 0) -> EpDispatchRoutingHandle:
+        dest, inter_dest, inter_send, total, src = tensors
+        return cls(dest, inter_dest, inter_send, total, src, cur_rank_num_token)

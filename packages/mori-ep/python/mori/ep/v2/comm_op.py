@@ -21,6 +21,7 @@ from mori.ep.errors import EpUnsupportedError
 from mori.ep.launch_config import gpu_model_name
 from mori.ep.layout import Layout
 from mori.ep.op import EpDispatchCombineOp as V1Op
+from mori.ep.routing import new_op_id
 from mori.ep.settings import setting
 from mori.ep.v2.memory import Block, SymmetricMemory
 
@@ -66,6 +67,9 @@ class CommV1Op(V1Op):
         self._dispatched_tokens: int | None = None
         self._pending_dispatch = None
         self._pending_combine = None
+        self._pending_routing = None
+        self._id = new_op_id()  # v1's routing handles carry it
+        self._closed = False
         self._moe_layout = None
         self._backend.synchronize()
         memory.barrier()  # every PE's control words are zero before any peer writes them

@@ -9,16 +9,10 @@ for MORI would catch: MORI's ``combine`` without ``routing=`` fails with a ``Typ
 
 from __future__ import annotations
 
-from mori.ep.errors import EpConfigError, EpError, EpInputError, EpUnsupportedError
+from mori.ep.errors import EpConfigError, EpOpClosedError, EpRoutingError, EpUnsupportedError
 
-
-class EpRoutingError(EpInputError, TypeError):
-    """``routing=`` is missing, is not a v2 ``EpDispatchRoutingHandle``, came from another op, or
-    does not fit this call (token count, shapes); nothing was launched."""
-
-
-class EpOpClosedError(EpError, RuntimeError):
-    """The op was closed (``close()`` or the end of its ``with`` block) and cannot be used again."""
+# EpRoutingError (``routing=`` missing, not a v2 handle, another op's, or not fitting the call) and
+# EpOpClosedError are v1's classes (mori.ep.errors), the same objects under v2's names.
 
 
 class EpCommunicatorError(EpConfigError):

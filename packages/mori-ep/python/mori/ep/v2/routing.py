@@ -102,4 +102,5 @@ class Encoding:
             v1_src = ((src // self.max_tokens) * self.world_size * self.max_tokens + src % self.max_tokens).to(
                 torch.int32
             )
-        return V1Handle(v1_dest, handle.total_recv_token_num, v1_src, handle.cur_rank_num_token)
+        empty = torch.empty(0, dtype=torch.int32, device=dest.device)
+        return V1Handle(v1_dest, empty, empty, handle.total_recv_token_num, v1_src, handle.cur_rank_num_token)
