@@ -183,3 +183,31 @@ def test_an_owner_dying_in_an_inline_put_leaves_no_key_reported_stored_missing(w
         for p in peers:
             p.kill()
         master.kill()
+
+
+def test_a_peer_without_the_inline_call_gets_the_block_by_slots(counted, monkeypatch):
+    """A peer of an older version answers BatchPutInline UNIMPLEMENTED (as gRPC does for a method
+    it does not serve): the put still lands on that peer, the only owner, by the slot path, and
+    the client does not ask that peer inline again."""
+    asked = []
+
+    def older(self, req, ctx):
+        asked.append(len(req.entries))
+        ctx.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+
+    monkeypatch.setattr(PeerServicer, "BatchPutInline", older)  # before the peer registers its handlers
+    with (
+        MasterServer(master_config()) as master,
+        make_client(master.address, "owner", 64 * PAGE) as owner,
+        make_client(master.address, "writer") as w,
+    ):
+        data = [_block(20 + i, 4000) for i in range(2)]
+        assert w.put_from_ptr("a", data[0].ctypes.data, 4000)
+        assert w.put_from_ptr("b", data[1].ctypes.data, 4000)
+        assert asked == [1]
+        assert sorted(owner.store.keys()) == ["a", "b"]
+        assert counted["BatchAllocateSlots"] == 2 and counted["BatchCommitSlots"] == 2
+        for key, value in zip("ab", data, strict=True):
+            out = np.zeros_like(value)
+            assert w.get_into_ptr(key, out.ctypes.data, out.nbytes)
+            assert np.array_equal(out, value)

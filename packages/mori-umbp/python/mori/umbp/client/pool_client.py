@@ -182,6 +182,7 @@ class DistributedClient(UMBPClient):
         self._peers: dict[str, Any] = {}
         self._peers_lock = threading.Lock()
         self._owners = OwnerCache()  # NOTE [owner cache]
+        self._no_inline: set[str] = set()  # peer addresses that answered BatchPutInline UNIMPLEMENTED
         try:
             interval_ms = self._register_node()
         except Exception:
@@ -315,9 +316,10 @@ class DistributedClient(UMBPClient):
                 remote.setdefault(route.node_id, []).append(i)
         if local:
             self._put_local(local, keys, ptrs, sizes, routes, depths, devs, out, retry)
-        inline = self._take_inline(remote, sizes, devs)
+        inline = self._take_inline(remote, routes, sizes, devs)
         if inline:
-            self._put_inline(inline, keys, ptrs, sizes, routes, depths, out, retry)
+            for node, idx in self._put_inline(inline, keys, sizes, ptrs, routes, depths, out, retry).items():
+                remote.setdefault(node, []).extend(idx)  # peers without BatchPutInline: the slot path
         if remote:
             self._put_remote(remote, keys, ptrs, sizes, routes, depths, devs, out, retry)
         for i, node, failure in retry:
@@ -326,12 +328,15 @@ class DistributedClient(UMBPClient):
             out[i] = out[j]
         return out
 
-    @staticmethod
-    def _take_inline(remote: dict[str, list[int]], sizes: Sequence[int], devs: list[int]) -> dict[str, list[int]]:
+    def _take_inline(
+        self, remote: dict[str, list[int]], routes: Any, sizes: Sequence[int], devs: list[int]
+    ) -> dict[str, list[int]]:
         """Moves the host-memory blocks of at most INLINE_MAX_BYTES out of ``remote``: they go
-        inline (NOTE [inline put] in mori.umbp.peer.service)."""
+        inline (NOTE [inline put] in mori.umbp.peer.service), unless their peer lacks the call."""
         inline: dict[str, list[int]] = {}
         for node in list(remote):
+            if routes[remote[node][0]].peer_address in self._no_inline:
+                continue
             small = [i for i in remote[node] if sizes[i] <= INLINE_MAX_BYTES and devs[i] == devmem.HOST]
             if not small:
                 continue
@@ -347,15 +352,16 @@ class DistributedClient(UMBPClient):
         self,
         groups: dict[str, list[int]],
         keys: Sequence[str],
-        ptrs: Sequence[int],
         sizes: Sequence[int],
+        ptrs: Sequence[int],
         routes: Any,
         depths: Sequence[int],
         out: list[bool],
         retry: list[tuple[int, str, PeerUnavailableError | None]],
-    ) -> None:
+    ) -> dict[str, list[int]]:
         """One BatchPutInline per owning peer and chunk, peers in parallel: the bytes ride in the
-        call, and an answer of STORED means committed and acknowledged by the master."""
+        call, and an answer of STORED means committed and acknowledged by the master. Returns the
+        keys of peers that do not serve the call (an older version), for the slot path."""
         ppb = rpc.peer_pb
         res_t = ppb.PutInlineResult
         chunks = [
@@ -377,13 +383,19 @@ class DistributedClient(UMBPClient):
             calls.append(
                 (node, idx, rpc.start(what, stub.BatchPutInline, req, PeerUnavailableError, overlap=len(chunks) > 1))
             )
+        older: dict[str, list[int]] = {}
         for node, idx, pending in calls:
+            route = routes[idx[0]]
             try:
                 res = pending.result()
             except PeerUnavailableError as exc:
-                retry.extend((i, node, exc) for i in idx)
+                if exc.unimplemented:
+                    log.info("peer %r at %s has no BatchPutInline: putting by slots", node, route.peer_address)
+                    self._no_inline.add(route.peer_address)
+                    older.setdefault(node, []).extend(idx)
+                else:
+                    retry.extend((i, node, exc) for i in idx)
                 continue
-            route = routes[idx[0]]
             owner = self._owners.owner(node, route.peer_address, route.engine_desc)
             for i, e in zip(idx, res.entries, strict=True):
                 if e.outcome == res_t.STORED:
@@ -399,6 +411,7 @@ class DistributedClient(UMBPClient):
                 else:
                     why = f"BatchPutInline on peer {node!r} at {route.peer_address} failed: {e.message}"
                     retry.append((i, node, PeerUnavailableError(why)))
+        return older
 
     def _put_local(
         self,

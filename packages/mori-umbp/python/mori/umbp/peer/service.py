@@ -64,7 +64,8 @@ def inline_refusal(entries: list[tuple[str, int]]) -> str:
             )
     total = sum(size for _, size in entries)
     if total > INLINE_BATCH_MAX_BYTES:
-        return f"data={total} bytes in one request exceeds the inline limit INLINE_BATCH_MAX_BYTES={INLINE_BATCH_MAX_BYTES}"
+        limit = INLINE_BATCH_MAX_BYTES
+        return f"data={total} bytes in one request exceeds the inline limit INLINE_BATCH_MAX_BYTES={limit}"
     return ""
 
 
