@@ -223,8 +223,8 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         finally:
             if may_wait:
                 self._waiters.release()
-        done = self._commit_all([(slot_id, entries[i].key) for i, slot_id in slots])
-        for (i, _), (ok, why) in zip(slots, done, strict=True):
+        committed = self._commit_all([(slot_id, entries[i].key) for i, slot_id in slots])
+        for (i, _), (ok, why) in zip(slots, committed, strict=True):
             outcome = result.STORED if ok else result.FAILED_COMMIT
             answers[i] = result(outcome=outcome, message=why)
         return peer_pb.BatchPutInlineResponse(entries=answers)
