@@ -76,6 +76,10 @@ def _peer_calls():
         ("ResolveKey", peer_pb.ResolveKeyRequest(key="tenant-block")),
         ("EvictKey", peer_pb.EvictKeyRequest(keys=["tenant-block"])),
         ("CommitSlot", peer_pb.CommitSlotRequest(slot_id=1, key="intruder-block")),
+        (
+            "BatchPutInline",
+            peer_pb.BatchPutInlineRequest(entries=[peer_pb.PutInlineEntry(key="intruder-block", tier=DRAM, data=b"x")]),
+        ),
     ]
 
 

@@ -78,12 +78,14 @@ def test_a_batch_costs_one_rpc_of_each_kind_per_owner(counted):
             assert np.array_equal(out, value)
 
 
+@pytest.mark.parametrize("size", [PAGE, PAGE + 1], ids=["inline", "slots"])
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when):
+def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when, size):
     """The doomed owner has the most room, so the master routes the whole batch to it; it dies in
-    its commit RPC: before committing, or after committing with the master's acknowledgement (the
-    index then names it for every key until the reaper expires it). Every key must be reported
-    stored only where a get finds it, with its bytes."""
+    its commit (BatchPutInline for blocks up to INLINE_MAX_BYTES, BatchCommitSlots above): before
+    committing, or after committing with the master's acknowledgement (the index then names it
+    for every key until the reaper expires it). Every key must be reported stored only where a
+    get finds it, with its bytes."""
     master = MasterProcess(free_port())
     peers = []
     client = None
@@ -91,17 +93,17 @@ def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when):
         doomed = PeerProcess(master.address, "doomed", 128 * PAGE, die_in_commit=when)
         peers = [doomed, *(PeerProcess(master.address, f"live-{i}", 64 * PAGE) for i in range(2))]
         client = make_client(master.address, "writer", 0)
-        data = _blocks(16, 4)
+        data = _blocks(16, 4, size)
         keys = [f"k{i}" for i in range(16)]
-        ok = client.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [PAGE] * 16)
+        ok = client.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [size] * 16)
         doomed.proc.join(10)
         assert doomed.proc.exitcode == 17  # it did die in the commit
         assert ok == [True] * 16  # routed again, past the dead owner
         live = sorted(k for p in peers[1:] for k in p.ask("keys"))
         assert live == sorted(keys)
-        back = np.zeros(PAGE, np.uint8)
+        back = np.zeros(size, np.uint8)
         for key, value in zip(keys, data, strict=True):
-            assert client.get_into_ptr(key, back.ctypes.data, PAGE)
+            assert client.get_into_ptr(key, back.ctypes.data, size)
             assert np.array_equal(back, value)
     finally:
         if client is not None:

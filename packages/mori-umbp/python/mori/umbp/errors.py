@@ -14,6 +14,9 @@ from __future__ import annotations
 class UMBPError(RuntimeError):
     """Base class of every mori.umbp error; a RuntimeError, as MORI raises."""
 
+    #: True when a server answered UNIMPLEMENTED (an older version without the call).
+    unimplemented: bool = False
+
 
 class InvalidArgumentError(UMBPError, ValueError):
     """An argument is malformed or outside its allowed range."""

@@ -90,7 +90,9 @@ def _mapped(what: str, exc: Any, error: type[UMBPError], deadline: float) -> UMB
         )
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and PENDING_LIMIT_TAG in (detail or ""):
         return PendingLimitError(f"{what} refused: {detail}")
-    return error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}")
+    mapped = error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}")
+    mapped.unimplemented = code == grpc.StatusCode.UNIMPLEMENTED  # a server of an older version
+    return mapped
 
 
 def server(auth: ServerAuth, workers: int = 16) -> Any:

@@ -93,6 +93,11 @@ class UMBPPeerStub:
                 request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysRequest.SerializeToString,
                 response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysResponse.FromString,
                 _registered_method=True)
+        self.BatchPutInline = channel.unary_unary(
+                '/umbp.UMBPPeer/BatchPutInline',
+                request_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchPutInlineRequest.SerializeToString,
+                response_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchPutInlineResponse.FromString,
+                _registered_method=True)
 
 
 class UMBPPeerServicer:
@@ -164,6 +169,12 @@ class UMBPPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchPutInline(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_UMBPPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -221,6 +232,11 @@ def add_UMBPPeerServicer_to_server(servicer, server):
                     servicer.BatchResolveKeys,
                     request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysRequest.FromString,
                     response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysResponse.SerializeToString,
+            ),
+            'BatchPutInline': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchPutInline,
+                    request_deserializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchPutInlineRequest.FromString,
+                    response_serializer=mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchPutInlineResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -520,6 +536,33 @@ class UMBPPeer:
             '/umbp.UMBPPeer/BatchResolveKeys',
             mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysRequest.SerializeToString,
             mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchResolveKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchPutInline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/umbp.UMBPPeer/BatchPutInline',
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchPutInlineRequest.SerializeToString,
+            mori_dot_umbp_dot___proto_dot_umbp__peer__pb2.BatchPutInlineResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,6 +12,7 @@ never via the master; GPU <-> GPU on one host through mori-io's P2P backend.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import re
 import threading
@@ -40,7 +41,7 @@ from mori.umbp.errors import (
     PendingLimitError,
 )
 from mori.umbp.peer.pools import DevicePagePool, HostPagePool, PagePool, host_memory
-from mori.umbp.peer.service import PeerServicer
+from mori.umbp.peer.service import INLINE_MAX_BYTES, PeerServicer
 from mori.umbp.peer.ssd import SsdTier
 from mori.umbp.peer.ssd_staging import SsdStaging
 from mori.umbp.peer.store import PeerStore
@@ -181,6 +182,7 @@ class DistributedClient(UMBPClient):
         self._peers: dict[str, Any] = {}
         self._peers_lock = threading.Lock()
         self._owners = OwnerCache()  # NOTE [owner cache]
+        self._no_inline: set[str] = set()  # peer addresses that answered BatchPutInline UNIMPLEMENTED
         try:
             interval_ms = self._register_node()
         except Exception:
@@ -284,8 +286,10 @@ class DistributedClient(UMBPClient):
     # peer (peers in parallel, each in chunks of at most PEER_CHUNK keys so a node stays under
     # its pending-slot cap) one BatchAllocateSlots, one mori-io batch transfer and one
     # BatchCommitSlots, whose ADDs reach the master in one acknowledged heartbeat before it
-    # answers. A single put is a batch of one. Keys a peer could not take (full, dead, refused)
-    # are routed again one by one, excluding that peer, as before.
+    # answers. A single put is a batch of one. Blocks of at most INLINE_MAX_BYTES in host memory
+    # skip the allocate/write/commit sequence: one BatchPutInline per owning peer carries their
+    # bytes (NOTE [inline put] in mori.umbp.peer.service). Keys a peer could not take (full,
+    # dead, refused) are routed again one by one, excluding that peer, as before.
     def _put_batch(
         self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int], devs: list[int]
     ) -> list[bool]:
@@ -312,6 +316,10 @@ class DistributedClient(UMBPClient):
                 remote.setdefault(route.node_id, []).append(i)
         if local:
             self._put_local(local, keys, ptrs, sizes, routes, depths, devs, out, retry)
+        inline = self._take_inline(remote, routes, sizes, devs)
+        if inline:
+            for node, idx in self._put_inline(inline, keys, sizes, ptrs, routes, depths, out, retry).items():
+                remote.setdefault(node, []).extend(idx)  # peers without BatchPutInline: the slot path
         if remote:
             self._put_remote(remote, keys, ptrs, sizes, routes, depths, devs, out, retry)
         for i, node, failure in retry:
@@ -319,6 +327,91 @@ class DistributedClient(UMBPClient):
         for i, j in dups:
             out[i] = out[j]
         return out
+
+    def _take_inline(
+        self, remote: dict[str, list[int]], routes: Any, sizes: Sequence[int], devs: list[int]
+    ) -> dict[str, list[int]]:
+        """Moves the host-memory blocks of at most INLINE_MAX_BYTES out of ``remote``: they go
+        inline (NOTE [inline put] in mori.umbp.peer.service), unless their peer lacks the call."""
+        inline: dict[str, list[int]] = {}
+        for node in list(remote):
+            if routes[remote[node][0]].peer_address in self._no_inline:
+                continue
+            small = [i for i in remote[node] if sizes[i] <= INLINE_MAX_BYTES and devs[i] == devmem.HOST]
+            if not small:
+                continue
+            inline[node] = small
+            rest = [i for i in remote[node] if sizes[i] > INLINE_MAX_BYTES or devs[i] != devmem.HOST]
+            if rest:
+                remote[node] = rest
+            else:
+                del remote[node]
+        return inline
+
+    def _put_inline(
+        self,
+        groups: dict[str, list[int]],
+        keys: Sequence[str],
+        sizes: Sequence[int],
+        ptrs: Sequence[int],
+        routes: Any,
+        depths: Sequence[int],
+        out: list[bool],
+        retry: list[tuple[int, str, PeerUnavailableError | None]],
+    ) -> dict[str, list[int]]:
+        """One BatchPutInline per owning peer and chunk, peers in parallel: the bytes ride in the
+        call, and an answer of STORED means committed and acknowledged by the master. Returns the
+        keys of peers that do not serve the call (an older version), for the slot path."""
+        ppb = rpc.peer_pb
+        res_t = ppb.PutInlineResult
+        chunks = [
+            (node, idx[k : k + PEER_CHUNK]) for node, idx in groups.items() for k in range(0, len(idx), PEER_CHUNK)
+        ]
+        calls = []
+        for node, idx in chunks:
+            route = routes[idx[0]]
+            req = ppb.BatchPutInlineRequest(
+                entries=[
+                    ppb.PutInlineEntry(
+                        key=keys[i], tier=int(routes[i].tier), depth=depths[i], data=ctypes.string_at(ptrs[i], sizes[i])
+                    )
+                    for i in idx
+                ]
+            )
+            what = f"BatchPutInline on peer {node!r} at {route.peer_address}"
+            stub = self._peer(route.peer_address)
+            calls.append(
+                (node, idx, rpc.start(what, stub.BatchPutInline, req, PeerUnavailableError, overlap=len(chunks) > 1))
+            )
+        older: dict[str, list[int]] = {}
+        for node, idx, pending in calls:
+            route = routes[idx[0]]
+            try:
+                res = pending.result()
+            except PeerUnavailableError as exc:
+                if exc.unimplemented:
+                    log.info("peer %r at %s has no BatchPutInline: putting by slots", node, route.peer_address)
+                    self._no_inline.add(route.peer_address)
+                    older.setdefault(node, []).extend(idx)
+                else:
+                    retry.extend((i, node, exc) for i in idx)
+                continue
+            owner = self._owners.owner(node, route.peer_address, route.engine_desc)
+            for i, e in zip(idx, res.entries, strict=True):
+                if e.outcome == res_t.STORED:
+                    out[i] = True
+                    self._owners.remember(keys[i], owner)
+                elif e.outcome == res_t.ALREADY_EXISTS:
+                    out[i] = True
+                elif e.outcome == res_t.FAILED_PENDING:
+                    log.warning("put %r: %s; not stored", keys[i], e.message)
+                elif e.outcome == res_t.FAILED_NO_SPACE:
+                    log.info("peer %r was full for %r: routing again", node, keys[i])
+                    retry.append((i, node, None))
+                else:
+                    why = f"BatchPutInline on peer {node!r} at {route.peer_address} failed: {e.message}"
+                    retry.append((i, node, PeerUnavailableError(why)))
+        return older
 
     def _put_local(
         self,

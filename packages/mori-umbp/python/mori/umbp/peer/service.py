@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
+import numpy as np
 
 from mori.umbp import rpc
 from mori.umbp.auth import caller_node
@@ -25,6 +26,47 @@ from mori.umbp.types import PAGE_TIERS, UMBPTierType, check_key, tier_name
 
 #: Entries of one batch RPC a peer serves (a client sends at most its pending-slot cap per call).
 MAX_BATCH = 1024
+
+#: NOTE [inline put]: a put of a block of at most INLINE_MAX_BYTES sends the bytes inside one
+#: BatchPutInline to the owner (allocate, copy, commit and the master's acknowledgement there),
+#: so it costs the master's route plus one peer round trip instead of three round trips and a
+#: mori-io write. Larger blocks take the slot path, whose mori-io transfer beats gRPC's copies.
+#: A peer refuses an entry over INLINE_MAX_BYTES, or a request over INLINE_BATCH_MAX_BYTES (the
+#: bytes of a full client chunk, under gRPC's 4 MiB message cap) before any allocation.
+INLINE_MAX_BYTES = 64 << 10
+INLINE_BATCH_MAX_BYTES = 32 * INLINE_MAX_BYTES
+
+#: What _claim found, as the outcome of the two RPCs that claim pages.
+_Claim = tuple[str, int, list[int], str]
+_ALLOCATE_OUTCOME = {
+    "EXISTS": peer_pb.AllocateSlotResponse.SUCCESS_ALREADY_EXISTS,
+    "PENDING": peer_pb.AllocateSlotResponse.FAILED_PENDING,
+    "NO_SPACE": peer_pb.AllocateSlotResponse.FAILED_NO_SPACE,
+    "FAILED": peer_pb.AllocateSlotResponse.FAILED,
+}
+_INLINE_OUTCOME = {
+    "EXISTS": peer_pb.PutInlineResult.ALREADY_EXISTS,
+    "PENDING": peer_pb.PutInlineResult.FAILED_PENDING,
+    "NO_SPACE": peer_pb.PutInlineResult.FAILED_NO_SPACE,
+    "FAILED": peer_pb.PutInlineResult.FAILED,
+}
+
+
+def inline_refusal(entries: list[tuple[str, int]]) -> str:
+    """Why a BatchPutInline of these (key, bytes) entries is refused ('' when it is not)."""
+    if len(entries) > MAX_BATCH:
+        return f"entries={len(entries)} exceeds the limit {MAX_BATCH}"
+    for i, (key, size) in enumerate(entries):
+        if size > INLINE_MAX_BYTES:
+            return (
+                f"entries[{i}].data={size} bytes (key {key!r}) exceeds the inline limit "
+                f"INLINE_MAX_BYTES={INLINE_MAX_BYTES}; larger blocks go through AllocateSlot"
+            )
+    total = sum(size for _, size in entries)
+    if total > INLINE_BATCH_MAX_BYTES:
+        limit = INLINE_BATCH_MAX_BYTES
+        return f"data={total} bytes in one request exceeds the inline limit INLINE_BATCH_MAX_BYTES={limit}"
+    return ""
 
 
 def _wait_budget(ctx: Any) -> float:
@@ -96,11 +138,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
                     for done in out:
                         if done.outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED:
                             self.s.abort(int(done.slot_id))
-                    ctx.abort(
-                        grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"node {owner!r} holds {self.s.max_pending_per_node} pending slots on this peer "
-                        f"(the limit, {PENDING_LIMIT_TAG}={self.s.max_pending_per_node}); commit or abort first",
-                    )
+                    ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._limit_message(owner))
                 out.append(res)
         finally:
             if may_wait:
@@ -110,34 +148,12 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
     def _allocate(self, req: Any, owner: str, wait_s: float) -> Any:
         """The AllocateSlotResponse for ``req``; None when ``owner`` is at its pending cap."""
         out = peer_pb.AllocateSlotResponse
-        try:  # the client checked already; a peer still refuses what it must never store
-            check_key(req.key)
-        except InvalidKeyError as exc:
-            return out(outcome=out.FAILED, message=str(exc))
-        if req.size == 0:
-            return out(outcome=out.FAILED, message="size=0 must be positive")
-        tier = int(req.tier)
-        if tier not in PAGE_TIERS:
-            allowed = ", ".join(t.name for t in PAGE_TIERS)
-            return out(outcome=out.FAILED, message=f"tier={tier_name(tier)} is not a page tier (allowed: {allowed})")
-        pool = self.s.pool(tier)
-        if pool is None or pool.desc is None:
-            have = ", ".join(tier_name(t) for t in self.s.capacities() if t in PAGE_TIERS) or "none"
-            return out(
-                outcome=out.FAILED_NO_SPACE, message=f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
-            )
-        outcome, slot_id, pages = self.s.allocate(req.key, int(req.size), tier, int(req.depth), owner, wait_s)
-        if outcome == "EXISTS":
-            return out(outcome=out.SUCCESS_ALREADY_EXISTS)
-        if outcome == "PENDING":
-            return out(
-                outcome=out.FAILED_PENDING,
-                message=f"key {req.key!r} is held by another writer, still uncommitted after {wait_s:.2f}s",
-            )
+        outcome, slot_id, pages, why = self._claim(req.key, int(req.size), int(req.tier), int(req.depth), owner, wait_s)
         if outcome == "LIMIT":
             return None
         if outcome != "ALLOCATED":
-            return out(outcome=out.FAILED_NO_SPACE, message=f"{pool.alloc.available} bytes free in {tier_name(tier)}")
+            return out(outcome=_ALLOCATE_OUTCOME[outcome], message=why)
+        pool = self.s.pools[int(req.tier)]
         return out(
             outcome=out.SUCCESS_ALLOCATED,
             slot_id=slot_id,
@@ -145,6 +161,79 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             page_size=pool.page_size,
             descs=self._descs(pool),
             pending_ttl_ms=int(self.s.pending_ttl_s * 1000),
+        )
+
+    def _claim(self, key: str, size: int, tier: int, depth: int, owner: str, wait_s: float) -> _Claim:
+        """(outcome, slot id, pages, why): outcome is ALLOCATED, EXISTS, PENDING, LIMIT (``owner``
+        is at its pending cap), NO_SPACE or FAILED (a request this peer must never store)."""
+        try:  # the client checked already; a peer still refuses what it must never store
+            check_key(key)
+        except InvalidKeyError as exc:
+            return "FAILED", 0, [], str(exc)
+        if size == 0:
+            return "FAILED", 0, [], "size=0 must be positive"
+        if tier not in PAGE_TIERS:
+            allowed = ", ".join(t.name for t in PAGE_TIERS)
+            return "FAILED", 0, [], f"tier={tier_name(tier)} is not a page tier (allowed: {allowed})"
+        pool = self.s.pool(tier)
+        if pool is None or pool.desc is None:
+            have = ", ".join(tier_name(t) for t in self.s.capacities() if t in PAGE_TIERS) or "none"
+            return "NO_SPACE", 0, [], f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
+        outcome, slot_id, pages = self.s.allocate(key, size, tier, depth, owner, wait_s)
+        if outcome == "PENDING":
+            why = f"key {key!r} is held by another writer, still uncommitted after {wait_s:.2f}s"
+            return "PENDING", 0, [], why
+        if outcome in ("EXISTS", "LIMIT", "ALLOCATED"):
+            return outcome, slot_id, pages, ""
+        return "NO_SPACE", 0, [], f"{pool.alloc.available} bytes free in {tier_name(tier)}"
+
+    def BatchPutInline(self, req: Any, ctx: Any) -> Any:
+        """NOTE [inline put]: allocate, copy the bytes in, commit, and answer once the master
+        acknowledged the ADDs; the request's size is checked before any of it."""
+        entries = list(req.entries)
+        refusal = inline_refusal([(e.key, len(e.data)) for e in entries])
+        if refusal:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, refusal)
+        result = peer_pb.PutInlineResult
+        owner = caller_node.get()
+        may_wait = self._waiters.acquire(blocking=False)
+        deadline = time.monotonic() + (_wait_budget(ctx) if may_wait else 0.0)
+        answers: list[Any] = [None] * len(entries)
+        slots: list[tuple[int, int]] = []  # (entry, slot id) allocated and filled by this call
+        try:
+            for i, e in enumerate(entries):
+                tier = int(e.tier)
+                wait_s = max(0.0, deadline - time.monotonic())
+                outcome, slot_id, pages, why = self._claim(e.key, len(e.data), tier, int(e.depth), owner, wait_s)
+                if outcome == "LIMIT":  # undo this call's own slots, as BatchAllocateSlots does
+                    for _, done in slots:
+                        self.s.abort(done)
+                    ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._limit_message(owner))
+                if outcome != "ALLOCATED":
+                    answers[i] = result(outcome=_INLINE_OUTCOME[outcome], message=why)
+                    continue
+                try:
+                    data = np.frombuffer(e.data, dtype=np.uint8)
+                    self.s.copy_in(tier, pages, int(data.ctypes.data), data.nbytes)
+                except Exception as exc:  # the slot must not outlive a failed copy
+                    self.s.abort(slot_id)
+                    answers[i] = result(outcome=result.FAILED, message=f"copy into tier {tier_name(tier)}: {exc}")
+                    continue
+                slots.append((i, slot_id))
+        finally:
+            if may_wait:
+                self._waiters.release()
+        committed = self._commit_all([(slot_id, entries[i].key) for i, slot_id in slots])
+        for (i, _), (ok, why) in zip(slots, committed, strict=True):
+            outcome = result.STORED if ok else result.FAILED_COMMIT
+            answers[i] = result(outcome=outcome, message=why)
+        return peer_pb.BatchPutInlineResponse(entries=answers)
+
+    def _limit_message(self, owner: str) -> str:
+        cap = self.s.max_pending_per_node
+        return (
+            f"node {owner!r} holds {cap} pending slots on this peer "
+            f"(the limit, {PENDING_LIMIT_TAG}={cap}); commit or abort first"
         )
 
     def CommitSlot(self, req: Any, ctx: Any) -> Any:
