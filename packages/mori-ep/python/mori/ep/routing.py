@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 _OP_IDS = itertools.count(1)
+_Handle = TypeVar("_Handle", bound="EpDispatchRoutingHandle")
 
 
 def new_op_id() -> int:
@@ -74,6 +75,6 @@ class EpDispatchRoutingHandle:
         )
 
     @classmethod
-    def from_tensors(cls, tensors: Any, cur_rank_num_token: int = 0) -> EpDispatchRoutingHandle:
+    def from_tensors(cls: type[_Handle], tensors: Any, cur_rank_num_token: int = 0) -> _Handle:
         dest, inter_dest, inter_send, total, src = tensors
         return cls(dest, inter_dest, inter_send, total, src, cur_rank_num_token)

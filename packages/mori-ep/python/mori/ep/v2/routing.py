@@ -19,48 +19,21 @@ operations on the device (no host sync, so replay and combine stay graph-captura
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from mori.ep.routing import EpDispatchRoutingHandle as V1Handle
 
 
 @dataclass(eq=False)
-class EpDispatchRoutingHandle:
+class EpDispatchRoutingHandle(V1Handle):
     """The slot layout of one dispatch; ``combine`` needs it, ``dispatch(routing=h)`` replays it.
 
-    Its tensors are the caller's (on the op's device); the handle stays valid after later
-    dispatches and until its op is closed.
+    The fields, ``tensors()`` and ``from_tensors()`` are v1's (v2 is intra-node only, so the two
+    inter-node fields stay empty, kept for MORI's 5-tensor unpacking); the encodings of
+    ``disp_dest_tok_id_map`` (``dest_pe * R + slot``, ``world_size * R`` = not sent) and
+    ``disp_tok_id_to_src_tok_id_local`` (``src_rank * M + src_token``) are MORI's v2 ones (module
+    docstring). Its tensors are the caller's (on the op's device); the handle stays valid after
+    later dispatches and until its op is closed.
     """
-
-    #: int32 [N, K]: ``dest_pe * R + slot`` of each pick; ``world_size * R`` = not sent.
-    disp_dest_tok_id_map: Any
-    #: Empty int32: v2 is intra-node only (kept so MORI's 5-tensor unpacking works).
-    inter_node_disp_dest_tok_id_map: Any
-    inter_node_disp_send_map: Any
-    #: int32 [1]: rows this PE received in that dispatch.
-    total_recv_token_num: Any
-    #: int32 [R]: ``src_rank * M + src_token`` of each received row (valid up to the total).
-    disp_tok_id_to_src_tok_id_local: Any = None
-    #: N, the tokens this PE dispatched.
-    cur_rank_num_token: int = 0
-
-    def __post_init__(self) -> None:
-        # Which op made the handle (None: rebuilt with from_tensors); the op rejects others' handles.
-        self.owner: int | None = None
-
-    def tensors(self) -> tuple[Any, Any, Any, Any, Any]:
-        return (
-            self.disp_dest_tok_id_map,
-            self.inter_node_disp_dest_tok_id_map,
-            self.inter_node_disp_send_map,
-            self.total_recv_token_num,
-            self.disp_tok_id_to_src_tok_id_local,
-        )
-
-    @classmethod
-    def from_tensors(cls, tensors: Any, cur_rank_num_token: int = 0) -> EpDispatchRoutingHandle:
-        dest, inter_dest, inter_send, total, src = tensors
-        return cls(dest, inter_dest, inter_send, total, src, cur_rank_num_token)
 
 
 @dataclass(frozen=True)
