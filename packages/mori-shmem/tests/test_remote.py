@@ -302,6 +302,30 @@ def test_num_qp_per_pe_is_the_connections_to_each_remote_pe(conduit: str, tmp_pa
         assert r["num_qp_per_pe"] == (3 if conduit == "tcp" else 1), r
 
 
+@pytest.mark.parametrize(
+    ("settings", "streams"),
+    [({"MORI_NUM_QP_PER_PE": "3"}, 3), ({"MORI_NUM_QP_PER_PE": "3", "MORI_SHMEM_REMOTE_STREAMS": "1"}, 1)],
+)
+def test_moris_num_qp_per_pe_sets_the_tcp_streams(settings: dict[str, str], streams: int, tmp_path: Path) -> None:
+    """MORI's MORI_NUM_QP_PER_PE takes effect with the tcp conduit: the connections it opens to each
+    remote PE (init's log says how many), unless mori's own MORI_SHMEM_REMOTE_STREAMS is set."""
+    env = conduit_env("tcp", {**TWO_NODES, "MORI_LOG_LEVEL": "info", **settings})
+    results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
+    for rank, r in enumerate(results):
+        assert r["error"] is None, f"rank {rank}: {r['error']}"
+        assert r["num_qp_per_pe"] == streams, r
+        assert any(f"{streams} TCP stream(s) per remote PE" in line for line in r["log"]), r["log"]
+        assert r["received"] == 0x5EED_0000 + 1 - rank
+
+
+def test_num_qp_per_pe_out_of_range_is_refused_naming_it(tmp_path: Path) -> None:
+    env = conduit_env("tcp", {**TWO_NODES, "MORI_NUM_QP_PER_PE": "65"})
+    results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
+    for r in results:
+        assert r["error"] is not None and r["error"]["type"] == "ConfigError", r
+        assert "MORI_NUM_QP_PER_PE=65" in r["error"]["message"] and "[1, 64]" in r["error"]["message"], r
+
+
 @pytest.mark.skipif(not _ucx_findable(), reason="no UCX (pip install libucx-cu12)")
 def test_rdma_devices_reach_the_ucx_conduit(tmp_path: Path) -> None:
     """MORI_RDMA_DEVICES narrows the devices init hands UCX; a name that matches no device here is

@@ -76,6 +76,11 @@ const std::vector<Var>& registry() {
        "TCP connections per remote PE of the tcp conduit (PEs on other hosts); transfers above 512 KiB are striped "
        "over them.",
        nullptr},
+      {"MORI_NUM_QP_PER_PE", Type::Int, "0",
+       "MORI's queue pairs per remote PE. With the tcp conduit: its connections per remote PE when "
+       "MORI_SHMEM_REMOTE_STREAMS is not set (1..64; 0 = unset). The ucx conduit keeps one endpoint per PE, whose "
+       "lanes UCX chooses, and ignores it.",
+       nullptr},
       {"MORI_SHMEM_PES_PER_NODE", Type::Int, "0",
        "Treat PEs rank/N as nodes (one host standing for several, like MORI's gpu_per_node): PEs of different "
        "nodes talk through the remote transport. 0 groups PEs by host.",

@@ -2,6 +2,7 @@
 #include "core/state.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,10 +65,31 @@ void start_remote_transport(PeState& state, const Topology& topology, const remo
 
 }  // namespace
 
+namespace {
+
+// MORI_SHMEM_REMOTE_STREAMS when set, else MORI's MORI_NUM_QP_PER_PE when set (what MORI's users set
+// for the same purpose), else MORI_SHMEM_REMOTE_STREAMS's default.
+int remote_streams() {
+  const char* own = std::getenv("MORI_SHMEM_REMOTE_STREAMS");
+  if (own == nullptr || own[0] == '\0') {
+    const int64_t qps = env::get_int("MORI_NUM_QP_PER_PE");
+    if (qps != 0) {
+      if (qps < 1 || qps > 64) {
+        throw_error(MORI_SHMEM_ERR_CONFIG, "MORI_NUM_QP_PER_PE=", qps,
+                    " must be in [1, 64]: the tcp conduit's connections per remote PE (0 leaves it unset)");
+      }
+      return static_cast<int>(qps);
+    }
+  }
+  return static_cast<int>(env::get_int("MORI_SHMEM_REMOTE_STREAMS"));
+}
+
+}  // namespace
+
 remote::ConduitConfig read_conduit_config(double wait_timeout_s) {
   remote::ConduitConfig config;
   config.choice = env::get_choice("MORI_SHMEM_REMOTE_CONDUIT");
-  config.streams = static_cast<int>(env::get_int("MORI_SHMEM_REMOTE_STREAMS"));
+  config.streams = remote_streams();
   config.timeout_s = wait_timeout_s;
   config.ifname = env::get_string("MORI_SOCKET_IFNAME");
   config.ucx_dir = env::get_string("MORI_SHMEM_UCX_DIR");

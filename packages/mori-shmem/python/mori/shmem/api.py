@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,7 +126,7 @@ def shmem_init_attr(flags: int, rank: int, nranks: int, unique_id: Any) -> int:
         )
     provide_ucx_dir()
     global _streams_at_init
-    _streams_at_init = int(setting("MORI_SHMEM_REMOTE_STREAMS"))
+    _streams_at_init = _remote_streams()
     _C.init_uniqueid(rank, nranks, bytes(unique_id))
     logger.debug("PE %d of %d initialized", rank, nranks)
     note_init_settings(shmem_remote_conduit())
@@ -168,10 +169,19 @@ def shmem_npes() -> int:
     return n
 
 
+def _remote_streams() -> int:
+    """The tcp conduit's connections per remote PE as init resolves them (src/core/state.cpp):
+    MORI_SHMEM_REMOTE_STREAMS when set, else MORI's MORI_NUM_QP_PER_PE when set, else the default."""
+    if not os.environ.get("MORI_SHMEM_REMOTE_STREAMS") and int(setting("MORI_NUM_QP_PER_PE")) != 0:
+        return int(setting("MORI_NUM_QP_PER_PE"))
+    return int(setting("MORI_SHMEM_REMOTE_STREAMS"))
+
+
 def shmem_num_qp_per_pe() -> int:
     """MORI's queue pairs per PE: the connections this PE's remote transport keeps to each remote PE.
 
-    ``MORI_SHMEM_REMOTE_STREAMS`` with the tcp conduit (or when no PE is remote), 1 with the ucx
+    ``MORI_SHMEM_REMOTE_STREAMS`` (else MORI's ``MORI_NUM_QP_PER_PE``) with the tcp conduit (or
+    when no PE is remote), 1 with the ucx
     conduit (one UCP endpoint per PE, whose lanes UCX chooses). Raises NotInitializedError before
     init, as MORI's does.
     """

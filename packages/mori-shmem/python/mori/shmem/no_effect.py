@@ -21,6 +21,11 @@ RDMA_DEVICES_REASON = (
     "(MORI_SOCKET_IFNAME picks its interface) or no PE is remote"
 )
 
+NUM_QP_REASON = (
+    "the ucx conduit keeps one UCP endpoint per remote PE and UCX chooses its lanes; with the tcp conduit "
+    "it sets the connections per remote PE (when MORI_SHMEM_REMOTE_STREAMS is not set)"
+)
+
 
 def note_init_settings(conduit: str | None) -> None:
     """After init: the settings init accepted without effect. conduit: shmem_remote_conduit()."""
@@ -30,6 +35,9 @@ def note_init_settings(conduit: str | None) -> None:
     rdma_devices = setting("MORI_RDMA_DEVICES")
     if rdma_devices and conduit != "ucx":
         note_no_effect("MORI_RDMA_DEVICES", rdma_devices, RDMA_DEVICES_REASON)
+    num_qp = int(setting("MORI_NUM_QP_PER_PE"))
+    if num_qp != 0 and conduit == "ucx":
+        note_no_effect("MORI_NUM_QP_PER_PE", num_qp, NUM_QP_REASON)
 
 
 def note_malloc_flags(flags: int) -> None:
