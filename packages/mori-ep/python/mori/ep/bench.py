@@ -192,10 +192,12 @@ def _identity_expert(expert_in: Any, total: int, dispatched: Any) -> None:
     expert_in.copy_(dispatched[0][:total])
 
 
-def _dequantising_expert(expert_in: Any, dequantised: Any, dispatched: Any) -> None:
-    """The identity expert of a block-scaled payload: the received rows dequantised (once, after
-    the first dispatch: every replay receives the same rows, and the check verifies the last)."""
-    expert_in.copy_(dequantised)
+def _dequantising_expert(expert_in: Any, w: Workload, total: int, combine_dtype: Any, dispatched: Any) -> None:
+    """The identity expert of a block-scaled payload: the received rows of ``dispatched`` (out,
+    weights, scales, ...) dequantised, anew on every call: a replay receives the same rows, but
+    the order in which PEs reserve slots, and so which slot holds which row, varies."""
+    rows, scales = dispatched[0][:total], dispatched[2][:total]
+    expert_in.copy_(reference.identity_expert(w, rows, scales, combine_dtype))
 
 
 def combine_row_bytes(hidden: int, elem_bytes: int, quant: str, quant_blocks: int) -> int:
@@ -348,8 +350,8 @@ def pe_program(
             )
             identity_expert: Callable[[Any], None] = functools.partial(_identity_expert, expert_in, total)
             if w.payload != "none":
-                identity_expert = functools.partial(_dequantising_expert, expert_in, expert_out.clone())
-            identity_expert((out,))
+                identity_expert = functools.partial(_dequantising_expert, expert_in, w, total, combine_dtype)
+            identity_expert((out, out_weights, out_scales))
             # Bytes of a row as it moves: payload + scales (dispatch), wire row + block scales (combine).
             dispatch_row = x.shape[1] * x.element_size() + (
                 scales.shape[1] * scales.element_size() if scales is not None else 0
