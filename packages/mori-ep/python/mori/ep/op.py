@@ -86,16 +86,7 @@ class EpDispatchCombineOp:
     def __init__(self, config: EpDispatchCombineConfig) -> None:
         import torch
 
-        if not shmem.shmem_is_initialized():
-            raise EpConfigError("mori.shmem is not initialised: call shmem_init_attr (or a framework init) first")
-        check_same_config_on_every_pe(config, self._buffer_settings(config))  # collective
-        note_settings_without_effect(config)
-        if shmem.shmem_npes() != config.world_size or shmem.shmem_mype() != config.rank:
-            raise EpConfigError(
-                f"config says rank {config.rank} of {config.world_size}, but mori.shmem runs PE "
-                f"{shmem.shmem_mype()} of {shmem.shmem_npes()}"
-            )
-        self._check_reachable(config)
+        self.check_creation(config, "call shmem_init_attr (or a framework init) first")
         hazards = shmem.device_proxy_hazards() if config.routing_group else []
         if hazards:
             needed = " and ".join(f"{name}={value}" for name, value in NEEDED_ENV.items())
@@ -155,6 +146,23 @@ class EpDispatchCombineOp:
             )
         self._backend.synchronize()
         shmem.shmem_barrier_all()  # every PE's control words are zero before any peer writes them
+
+    @classmethod
+    def check_creation(cls, config: EpDispatchCombineConfig, init_hint: str) -> None:
+        """What creating an op on ``config`` checks first, here and in mori.jax (collective: the
+        config fingerprint): mori.shmem initialised (else EpConfigError with ``init_hint``), the
+        same config on every PE, the config's rank and world those of mori.shmem, every peer
+        reachable; settings without effect are logged."""
+        if not shmem.shmem_is_initialized():
+            raise EpConfigError(f"mori.shmem is not initialised: {init_hint}")
+        check_same_config_on_every_pe(config, cls._buffer_settings(config))  # collective
+        note_settings_without_effect(config)
+        if shmem.shmem_npes() != config.world_size or shmem.shmem_mype() != config.rank:
+            raise EpConfigError(
+                f"config says rank {config.rank} of {config.world_size}, but mori.shmem runs PE "
+                f"{shmem.shmem_mype()} of {shmem.shmem_npes()}"
+            )
+        cls._check_reachable(config)
 
     @staticmethod
     def _buffer_settings(config: EpDispatchCombineConfig) -> dict[str, Any]:

@@ -19,12 +19,11 @@ from mori.ep.config import (
     EpDispatchCombineConfig,
     EpDispatchCombineQuantType,
 )
-from mori.ep.config_check import check_same_config_on_every_pe
-from mori.ep.errors import EpConfigError, EpUnsupportedError
+from mori.ep.errors import EpUnsupportedError
 from mori.ep.inputs import COMBINE_DTYPES
 from mori.ep.layout import CTRL_ERROR, DTYPE_CODES, EpArgs, Layout
 from mori.ep.op import EpDispatchCombineOp
-from mori.ep.settings import note_settings_without_effect, setting
+from mori.ep.settings import setting
 from mori.shmem.errors import HeapExhaustedError
 
 logger = logging.getLogger("mori.jax")
@@ -74,18 +73,12 @@ class Region:
 
     @classmethod
     def create(cls, config: EpDispatchCombineConfig) -> Region:
-        if config.quant == EpDispatchCombineQuantType.Fp4BlockwiseQuant:  # as mori.ep's op refuses it
-            raise EpUnsupportedError("quant_type='fp4_blockwise' is not supported yet; use fp8_blockwise")
-        if not shmem.shmem_is_initialized():
-            raise EpConfigError("mori.shmem is not initialised: call mori.jax.shmem_init_attr (or mori.shmem's) first")
-        check_same_config_on_every_pe(config, EpDispatchCombineOp._buffer_settings(config))  # collective
-        note_settings_without_effect(config)
-        if shmem.shmem_npes() != config.world_size or shmem.shmem_mype() != config.rank:
-            raise EpConfigError(
-                f"config says rank {config.rank} of {config.world_size}, but mori.shmem runs PE "
-                f"{shmem.shmem_mype()} of {shmem.shmem_npes()}"
+        # mori.ep's op combines fp4_blockwise; the JAX handlers do not pass its wire format yet.
+        if config.quant == EpDispatchCombineQuantType.Fp4BlockwiseQuant:
+            raise EpUnsupportedError(
+                "quant_type='fp4_blockwise' is not supported through mori.jax yet; use fp8_blockwise"
             )
-        EpDispatchCombineOp._check_reachable(config)
+        EpDispatchCombineOp.check_creation(config, "call mori.jax.shmem_init_attr (or mori.shmem's) first")
         on_cuda = shmem.shmem_backend() == "cuda"
         if on_cuda and config.kernel_type not in INTRA_NODE_KERNEL_TYPES:
             raise EpUnsupportedError(
