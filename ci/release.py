@@ -39,12 +39,14 @@ DIST = ROOT / "dist"
 #: less: mori-ir's wheel must carry its bitcode.
 SETUP_ARGS: dict[str, tuple[str, ...]] = {"ir": ("-Dbitcode=enabled",)}
 
-#: The smoke job each installed wheel runs after its import check (a script, relative to the
-#: repository), and what that script needs beyond the wheel's own dependencies.
-SMOKE: dict[str, tuple[str, tuple[str, ...]]] = {
-    "shmem": ("ci/smoke/shmem_ring.py", ()),
-    "io": ("packages/mori-io/examples/two_process_transfer.py", ("numpy",)),
-    "ir": ("ci/smoke/ir_bitcode.py", ()),
+#: The smoke job each installed wheel runs after its import check (a script relative to the
+#: repository, with its arguments), and what that script needs beyond the wheel's own dependencies.
+SMOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "shmem": (("ci/smoke/shmem_ring.py",), ()),
+    # A verified dispatch -> experts -> combine round trip against a single-process reference.
+    "ep": (("packages/mori-ep/examples/dispatch_combine.py", "--pes", "2"), ("torch==2.13.0",)),
+    "io": (("packages/mori-io/examples/two_process_transfer.py",), ("numpy",)),
+    "ir": (("ci/smoke/ir_bitcode.py",), ()),
 }
 
 #: Run in each fresh venv: the module imports from that venv, and its version is meson.build's.
@@ -158,7 +160,7 @@ class Release:
         """A fresh venv with only this wheel and what it declares: pip check, import, smoke job."""
         venv_dir = work / f"install-{python}"
         py = self._venv(python, venv_dir)
-        script, smoke_deps = SMOKE.get(self.pkg, ("", ()))
+        smoke, smoke_deps = SMOKE.get(self.pkg, ((), ()))
         run = self.session.run
         run(str(py), "-m", "pip", "install", "-q", str(wheel), *smoke_deps, env=self._pip_env(), external=True)
         run(str(py), "-m", "pip", "check", external=True, silent=True)
@@ -176,8 +178,9 @@ class Release:
             silent=True,
         )
         self.session.log(str(found).strip())
-        if script:
-            run(str(py), "-I", str(ROOT / script), external=True)
+        if smoke:
+            script, *args = smoke
+            run(str(py), "-I", str(ROOT / script), *args, external=True)
 
     def wheel_for(self, python: str, wheels: Sequence[Path]) -> Path:
         tag = f"-cp{python.replace('.', '')}-"

@@ -31,22 +31,22 @@ SHMEM_LIBRARY_HOME = "mori/shmem/lib/"
 #: machine's (loaded lazily anyway). ``auditwheel show`` lists them as external libraries.
 EXCLUDED_LIBS: tuple[str, ...] = (SHMEM_LIBRARY, "libcuda.so.1")
 
-_PROJECT_VERSION = re.compile(r"project\(.*?version:\s*'([^']+)'", re.DOTALL)
+PROJECT_VERSION = re.compile(r"project\(.*?version:\s*'([^']+)'", re.DOTALL)
 _CHANGELOG_SECTION = re.compile(r"^## \[([^]]+)\]", re.MULTILINE)
 _MANYLINUX = re.compile(r"manylinux_\d+_\d+_x86_64")
 
 
 def meson_version(pkg: str) -> str:
     """The version in ``project(version:)`` of the package's meson.build."""
-    found = _PROJECT_VERSION.search((package_dir(pkg) / "meson.build").read_text())
+    found = PROJECT_VERSION.search((package_dir(pkg) / "meson.build").read_text())
     if not found:
         raise ValueError(f"{distribution(pkg)}/meson.build: project() has no version")
     return found.group(1)
 
 
-def changelog_sections(pkg: str) -> list[str]:
+def changelog_sections(pkg: str, repo: Path = ROOT) -> list[str]:
     """The ``## [x]`` headings of the package's CHANGELOG.md, newest first."""
-    return _CHANGELOG_SECTION.findall((package_dir(pkg) / "CHANGELOG.md").read_text())
+    return _CHANGELOG_SECTION.findall((repo / "packages" / distribution(pkg) / "CHANGELOG.md").read_text())
 
 
 def check_changelog(pkg: str, version: str) -> list[str]:
@@ -58,7 +58,7 @@ def check_changelog(pkg: str, version: str) -> list[str]:
 _PIN = re.compile(r'"(mori(?:-[a-z]+)?)(==|>=)([^",<]+)(?:,<([^"]+))?"')
 
 
-def _series(version: str) -> tuple[int, int]:
+def release_series(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
 
@@ -71,7 +71,7 @@ def check_pins(pkg: str, pyproject: str | None = None) -> list[str]:
     problems = []
     for dist, op, low, high in _PIN.findall(text):
         dep = "root" if dist == "mori" else dist.removeprefix("mori-")
-        major, minor = _series(meson_version(dep))
+        major, minor = release_series(meson_version(dep))
         same_series = f"{dist}=={major}.{minor}.*"
         expected = same_series if op == "==" else f"{dist}>={major}.{minor}.0,<{major}.{minor + 1}"
         got = f"{dist}{op}{low}" + (f",<{high}" if high else "")
