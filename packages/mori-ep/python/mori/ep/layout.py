@@ -41,7 +41,8 @@ BLOCKWISE_QUANT_TYPES = (EpDispatchCombineQuantType.Fp8BlockwiseQuant, EpDispatc
 
 
 class EpArgs(ctypes.Structure):
-    """``mori_ep_args_t``; keep the two in step (bump MORI_EP_ARGS_VERSION on a change)."""
+    """``mori_ep_args_t`` (src/device/ep_args.h), field for field: tests/test_struct_mirrors.py pins the
+    two together; bump MORI_EP_ARGS_VERSION on a change."""
 
     _fields_ = [
         ("region", ctypes.c_uint64),
