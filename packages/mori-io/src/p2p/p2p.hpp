@@ -20,8 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/status.hpp"
-#include "engine/transfer.hpp"
+#include "backend/backend.hpp"
+#include "core/segment.hpp"
+#include "core/status.hpp"
 #include "gpu/copy_kernels.hpp"
 #include "gpu/cuda_driver.hpp"
 #include "gpu/resident.hpp"
@@ -55,18 +56,22 @@ struct PeerRegion {
   bool same_process = false;
 };
 
-// Called (from the completion thread) when copies failed after they were enqueued; the engine
-// retries the transfer over TCP into the same status.
-using Fallback = std::function<void(const std::string& reason)>;
-
-class P2PBackend {
+class P2PBackend : public Backend, public std::enable_shared_from_this<P2PBackend> {
  public:
   using Clock = std::chrono::steady_clock;
 
   explicit P2PBackend(const P2PConfig& config);  // throws Error(Unsupported) without driver or GPU
-  ~P2PBackend();
+  ~P2PBackend() override;
   P2PBackend(const P2PBackend&) = delete;
   P2PBackend& operator=(const P2PBackend&) = delete;
+
+  // Backend. The pair goes P2P when both sides are GPU memory, the peer runs on this host, and
+  // it is this process or exported its region with a CUDA IPC handle.
+  BackendType type() const override { return BackendType::XGMI; }
+  bool can_route(const TransferRequest& request) const override;
+  bool submit(const TransferRequest& request, Fallback& fallback, std::string* why, bool* repeated) override;
+  void forget_remote(const std::string& key, const std::string& reason, bool deregistered) override;
+  void stop(const std::string& reason) override;
 
   // Enqueues one transfer between the local GPU region and the peer's. Returns false with *why
   // when nothing could be enqueued (no byte moved: the caller falls back; `fallback` is left to
