@@ -398,7 +398,8 @@ class IOEngine:
         it directly)."""
         self._own_memory(local, "local memory")
         self._known_remote(remote, "remote memory")
-        return self._native.transfer(is_read, local.id, _remote_memory(remote), local_offsets, remote_offsets, sizes, uid)
+        native_remote = _remote_memory(remote)
+        return self._native.transfer(is_read, local.id, native_remote, local_offsets, remote_offsets, sizes, uid)
 
     def _batch(self, is_read: bool, locals_: Sequence[MemoryDesc], local_offsets: Sequence[Any],
                remotes: Sequence[MemoryDesc], remote_offsets: Sequence[Any], sizes: Sequence[Any],
