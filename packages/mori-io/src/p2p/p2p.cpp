@@ -319,7 +319,7 @@ size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintpt
                            const std::vector<Segment>& runs, size_t first) {
   const cuda::Driver& d = cuda::driver();
   const size_t n = state.streams.size();
-  const int threshold = config_.kernel_min_segments;
+  const int threshold = config_.scatter_gather_threshold;
   const bool batch = threshold > 0 && runs.size() >= static_cast<size_t>(threshold);
   const bool single = !batch && config_.run_kernel && runs.size() == 1;
   const CopyKernels* kernels = batch || single ? copy_kernels(state, op.device) : nullptr;

@@ -35,7 +35,7 @@ struct P2PConfig {
   int64_t op_timeout_ms = 30000;
   // A transfer of at least this many separate runs is copied by one kernel launch instead of one
   // cuMemcpyAsync per run (MORI_IO_XGMI_SCATTER_GATHER_THRESHOLD); 0 never uses the kernel.
-  int kernel_min_segments = 16;
+  int scatter_gather_threshold = 16;
   // A transfer of one contiguous run is copied by mori-io's run kernel, which reports completion
   // through host memory; false copies it with cuMemcpyAsync (between GPUs the copy engines do
   // that work, leaving the SMs to compute kernels) and waits on an event.

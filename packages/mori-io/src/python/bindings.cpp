@@ -301,6 +301,42 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("id", &RemoteMemory::id)
       .def_readonly("size", &RemoteMemory::size);
 
+  // Each backend's settings: the native structs field for field, filled by mori.io.config.
+  py::class_<mori::io::tcp::TcpConfig>(m, "TcpConfig")
+      .def(py::init<>())
+      .def_readwrite("num_data_conns", &mori::io::tcp::TcpConfig::num_data_conns)
+      .def_readwrite("striping_threshold_bytes", &mori::io::tcp::TcpConfig::striping_threshold_bytes)
+      .def_readwrite("min_stripe_bytes", &mori::io::tcp::TcpConfig::min_stripe_bytes)
+      .def_readwrite("chunk_bytes", &mori::io::tcp::TcpConfig::chunk_bytes)
+      .def_readwrite("op_timeout_ms", &mori::io::tcp::TcpConfig::op_timeout_ms)
+      .def_readwrite("sock_sndbuf_bytes", &mori::io::tcp::TcpConfig::sock_sndbuf_bytes)
+      .def_readwrite("sock_rcvbuf_bytes", &mori::io::tcp::TcpConfig::sock_rcvbuf_bytes)
+      .def_readwrite("enable_keepalive", &mori::io::tcp::TcpConfig::enable_keepalive)
+      .def_readwrite("keepalive_idle_sec", &mori::io::tcp::TcpConfig::keepalive_idle_sec)
+      .def_readwrite("keepalive_intvl_sec", &mori::io::tcp::TcpConfig::keepalive_intvl_sec)
+      .def_readwrite("keepalive_cnt", &mori::io::tcp::TcpConfig::keepalive_cnt)
+      .def_readwrite("enable_ctrl_nodelay", &mori::io::tcp::TcpConfig::enable_ctrl_nodelay);
+  py::class_<mori::io::gpu::P2PConfig>(m, "P2PConfig")
+      .def(py::init<>())
+      .def_readwrite("num_streams", &mori::io::gpu::P2PConfig::num_streams)
+      .def_readwrite("num_events", &mori::io::gpu::P2PConfig::num_events)
+      .def_readwrite("op_timeout_ms", &mori::io::gpu::P2PConfig::op_timeout_ms)
+      .def_readwrite("scatter_gather_threshold", &mori::io::gpu::P2PConfig::scatter_gather_threshold)
+      .def_readwrite("run_kernel", &mori::io::gpu::P2PConfig::run_kernel)
+      .def_readwrite("resident_blocks", &mori::io::gpu::P2PConfig::resident_blocks)
+      .def_readwrite("resident_idle_us", &mori::io::gpu::P2PConfig::resident_idle_us);
+  py::class_<mori::io::ucx::RdmaConfig>(m, "RdmaConfig")
+      .def(py::init<>())
+      .def_readwrite("lib_dir", &mori::io::ucx::RdmaConfig::lib_dir)
+      .def_readwrite("net_devices", &mori::io::ucx::RdmaConfig::net_devices)
+      .def_readwrite("lanes", &mori::io::ucx::RdmaConfig::lanes)
+      .def_readwrite("post_batch", &mori::io::ucx::RdmaConfig::post_batch)
+      .def_readwrite("polling", &mori::io::ucx::RdmaConfig::polling)
+      .def_readwrite("notify", &mori::io::ucx::RdmaConfig::notify)
+      .def_readwrite("chunk_bytes", &mori::io::ucx::RdmaConfig::chunk_bytes)
+      .def_readwrite("max_chunks", &mori::io::ucx::RdmaConfig::max_chunks)
+      .def_readwrite("op_timeout_ms", &mori::io::ucx::RdmaConfig::op_timeout_ms);
+
   py::class_<Engine>(m, "Engine")
       .def(py::init([](const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret,
                        const std::string& node_id, const std::string& hostname, int64_t connect_timeout_ms, int64_t handshake_timeout_ms, int64_t io_timeout_ms,
@@ -332,75 +368,15 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("key", &Engine::key)
       .def_property_readonly("secret", [](const Engine& e) { return py::bytes(e.secret()); })
       .def_property_readonly("port", &Engine::port)
-      .def(
-          "create_tcp_backend",
-          [](Engine& e, int num_data_conns, uint64_t striping_threshold_bytes, uint64_t min_stripe_bytes,
-             uint64_t chunk_bytes,
-             int64_t op_timeout_ms, int sndbuf, int rcvbuf, bool keepalive, int idle, int intvl, int cnt,
-             bool ctrl_nodelay) {
-            mori::io::tcp::TcpConfig c;
-            c.num_data_conns = num_data_conns;
-            c.striping_threshold_bytes = striping_threshold_bytes;
-            c.min_stripe_bytes = min_stripe_bytes;
-            c.chunk_bytes = chunk_bytes;
-            c.op_timeout_ms = op_timeout_ms;
-            c.data.sndbuf = sndbuf;
-            c.data.rcvbuf = rcvbuf;
-            c.data.keepalive = keepalive;
-            c.data.keepalive_idle_s = idle;
-            c.data.keepalive_intvl_s = intvl;
-            c.data.keepalive_cnt = cnt;
-            c.control = c.data;
-            c.control.sndbuf = 0;
-            c.control.rcvbuf = 0;
-            c.control.nodelay = ctrl_nodelay;
-            e.create_tcp_backend(c);
-          },
-          py::arg("num_data_conns"), py::arg("striping_threshold_bytes"), py::arg("min_stripe_bytes"),
-          py::arg("chunk_bytes"),
-          py::arg("op_timeout_ms"), py::arg("sock_sndbuf_bytes"), py::arg("sock_rcvbuf_bytes"),
-          py::arg("enable_keepalive"), py::arg("keepalive_idle_sec"), py::arg("keepalive_intvl_sec"),
-          py::arg("keepalive_cnt"), py::arg("enable_ctrl_nodelay"))
+      .def("create_tcp_backend", &Engine::create_tcp_backend, py::arg("config"))
       .def("remove_tcp_backend", &Engine::remove_tcp_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_tcp_backend", &Engine::has_tcp_backend)
-      .def(
-          "create_p2p_backend",
-          [](Engine& e, int num_streams, int num_events, int64_t op_timeout_ms, int kernel_min_segments,
-             bool run_kernel, uint32_t resident_blocks, uint64_t resident_idle_us) {
-            mori::io::gpu::P2PConfig c;
-            c.num_streams = num_streams;
-            c.num_events = num_events;
-            c.op_timeout_ms = op_timeout_ms;
-            c.kernel_min_segments = kernel_min_segments;
-            c.run_kernel = run_kernel;
-            c.resident_blocks = resident_blocks;
-            c.resident_idle_us = resident_idle_us;
-            e.create_p2p_backend(c);
-          },
-          py::arg("num_streams"), py::arg("num_events"), py::arg("op_timeout_ms"), py::arg("kernel_min_segments"),
-          py::arg("run_kernel"), py::arg("resident_blocks"), py::arg("resident_idle_us"),
-          py::call_guard<py::gil_scoped_release>())
+      .def("create_p2p_backend", &Engine::create_p2p_backend, py::arg("config"),
+           py::call_guard<py::gil_scoped_release>())
       .def("remove_p2p_backend", &Engine::remove_p2p_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_p2p_backend", &Engine::has_p2p_backend)
-      .def(
-          "create_rdma_backend",
-          [](Engine& e, const std::string& lib_dir, const std::string& net_devices, int lanes, int post_batch,
-             bool polling, bool notify, uint64_t chunk_bytes, uint32_t max_chunks, int64_t op_timeout_ms) {
-            mori::io::ucx::RdmaConfig c;
-            c.lib_dir = lib_dir;
-            c.net_devices = net_devices;
-            c.lanes = lanes;
-            c.post_batch = post_batch;
-            c.polling = polling;
-            c.notify = notify;
-            c.chunk_bytes = chunk_bytes;
-            c.max_chunks = max_chunks;
-            c.op_timeout_ms = op_timeout_ms;
-            e.create_rdma_backend(c);
-          },
-          py::arg("lib_dir"), py::arg("net_devices"), py::arg("lanes"), py::arg("post_batch"), py::arg("polling"),
-          py::arg("notify"), py::arg("chunk_bytes"), py::arg("max_chunks"), py::arg("op_timeout_ms"),
-          py::call_guard<py::gil_scoped_release>())
+      .def("create_rdma_backend", &Engine::create_rdma_backend, py::arg("config"),
+           py::call_guard<py::gil_scoped_release>())
       .def("remove_rdma_backend", &Engine::remove_rdma_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_rdma_backend", &Engine::has_rdma_backend)
       .def("rdma_supports_gpu", &Engine::rdma_supports_gpu)

@@ -7,8 +7,8 @@
 // transfer is checked against the region its owner reported, cut into ucp_put_nbx/ucp_get_nbx
 // operations over the peer's endpoints (lanes), flushed (writes), then announced to the target
 // with an active message that the target acknowledges once it recorded the inbound transfer.
-// A transport error fails the transfer over to the engine's TCP backend; a peer silent past
-// op_timeout_ms fails it (ERR_RDMA_OP) and closes its endpoints.
+// A transport error hands the transfer to the next backend of the engine's route chain (TCP); a
+// peer silent past op_timeout_ms fails it (ERR_RDMA_OP) and closes its endpoints.
 #pragma once
 
 #include <atomic>

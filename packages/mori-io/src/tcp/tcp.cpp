@@ -14,6 +14,26 @@ const char* const kNoBackend = "No available backend found, create backend first
 
 }  // namespace
 
+net::SocketOptions data_socket_options(const TcpConfig& config) {
+  net::SocketOptions options;
+  options.sndbuf = config.sock_sndbuf_bytes;
+  options.rcvbuf = config.sock_rcvbuf_bytes;
+  options.keepalive = config.enable_keepalive;
+  options.keepalive_idle_s = config.keepalive_idle_sec;
+  options.keepalive_intvl_s = config.keepalive_intvl_sec;
+  options.keepalive_cnt = config.keepalive_cnt;
+  return options;
+}
+
+net::SocketOptions control_socket_options(const TcpConfig& config) {
+  // Small requests and answers: the kernel's buffer sizes, Nagle off unless asked.
+  net::SocketOptions options = data_socket_options(config);
+  options.sndbuf = 0;
+  options.rcvbuf = 0;
+  options.nodelay = config.enable_ctrl_nodelay;
+  return options;
+}
+
 TcpBackend::TcpBackend(const TcpConfig& config, const LinkDefaults& defaults) : defaults_(defaults), config_(config) {
   watchdog_ = std::thread([this] { watchdog_loop(); });
 }
@@ -116,8 +136,8 @@ void TcpBackend::with_link(const RemoteEngine& remote, LinkWaiter waiter) {
     link.secret = remote.secret;
     link.lanes = config_.num_data_conns;
     link.connect_timeout_ms = defaults_.connect_timeout_ms;
-    link.data_options = config_.data;
-    link.control_options = config_.control;
+    link.data_options = data_socket_options(config_);
+    link.control_options = control_socket_options(config_);
   }
   std::unique_lock<std::mutex> lock(slot->mutex);
   if (slot->retired) {

@@ -26,15 +26,25 @@
 
 namespace mori::io::tcp {
 
+// MORI's TcpBackendConfig, field for field (mori.io.config.TcpBackendConfig fills it by name).
 struct TcpConfig {
   int num_data_conns = 8;
   uint64_t striping_threshold_bytes = 65536;
   uint64_t min_stripe_bytes = 512 * 1024;
   uint64_t chunk_bytes = 4ull << 20;
   int64_t op_timeout_ms = 30000;
-  net::SocketOptions data;
-  net::SocketOptions control;
+  int sock_sndbuf_bytes = 32 * 1024 * 1024;  // data connections only: 0 leaves the kernel's autotuning
+  int sock_rcvbuf_bytes = 32 * 1024 * 1024;
+  bool enable_keepalive = true;
+  int keepalive_idle_sec = 30;
+  int keepalive_intvl_sec = 10;
+  int keepalive_cnt = 3;
+  bool enable_ctrl_nodelay = true;
 };
+
+// The socket options of a link's data connections and of its control connection.
+net::SocketOptions data_socket_options(const TcpConfig& config);
+net::SocketOptions control_socket_options(const TcpConfig& config);
 
 // What the backend takes from the engine's own configuration.
 struct LinkDefaults {

@@ -74,6 +74,43 @@ class RemoteMemory:
     @property
     def size(self) -> int: ...
 
+class TcpConfig:
+    num_data_conns: int
+    striping_threshold_bytes: int
+    min_stripe_bytes: int
+    chunk_bytes: int
+    op_timeout_ms: int
+    sock_sndbuf_bytes: int
+    sock_rcvbuf_bytes: int
+    enable_keepalive: bool
+    keepalive_idle_sec: int
+    keepalive_intvl_sec: int
+    keepalive_cnt: int
+    enable_ctrl_nodelay: bool
+    def __init__(self) -> None: ...
+
+class P2PConfig:
+    num_streams: int
+    num_events: int
+    op_timeout_ms: int
+    scatter_gather_threshold: int
+    run_kernel: bool
+    resident_blocks: int
+    resident_idle_us: int
+    def __init__(self) -> None: ...
+
+class RdmaConfig:
+    lib_dir: str
+    net_devices: str
+    lanes: int
+    post_batch: int
+    polling: bool
+    notify: bool
+    chunk_bytes: int
+    max_chunks: int
+    op_timeout_ms: int
+    def __init__(self) -> None: ...
+
 class Engine:
     def __init__(
         self,
@@ -98,47 +135,13 @@ class Engine:
     def secret(self) -> bytes: ...
     @property
     def port(self) -> int: ...
-    def create_tcp_backend(
-        self,
-        num_data_conns: int,
-        striping_threshold_bytes: int,
-        min_stripe_bytes: int,
-        chunk_bytes: int,
-        op_timeout_ms: int,
-        sock_sndbuf_bytes: int,
-        sock_rcvbuf_bytes: int,
-        enable_keepalive: bool,
-        keepalive_idle_sec: int,
-        keepalive_intvl_sec: int,
-        keepalive_cnt: int,
-        enable_ctrl_nodelay: bool,
-    ) -> None: ...
+    def create_tcp_backend(self, config: TcpConfig) -> None: ...
     def remove_tcp_backend(self) -> None: ...
     def has_tcp_backend(self) -> bool: ...
-    def create_p2p_backend(
-        self,
-        num_streams: int,
-        num_events: int,
-        op_timeout_ms: int,
-        kernel_min_segments: int,
-        run_kernel: bool,
-        resident_blocks: int,
-        resident_idle_us: int,
-    ) -> None: ...
+    def create_p2p_backend(self, config: P2PConfig) -> None: ...
     def remove_p2p_backend(self) -> None: ...
     def has_p2p_backend(self) -> bool: ...
-    def create_rdma_backend(
-        self,
-        lib_dir: str,
-        net_devices: str,
-        lanes: int,
-        post_batch: int,
-        polling: bool,
-        notify: bool,
-        chunk_bytes: int,
-        max_chunks: int,
-        op_timeout_ms: int,
-    ) -> None: ...
+    def create_rdma_backend(self, config: RdmaConfig) -> None: ...
     def remove_rdma_backend(self) -> None: ...
     def has_rdma_backend(self) -> bool: ...
     def rdma_supports_gpu(self) -> bool: ...
