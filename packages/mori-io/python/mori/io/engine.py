@@ -54,6 +54,8 @@ MAX_UID = 2**63 - 1
 MIN_FRAME_BYTES = 64 * 1024
 MAX_FRAME_BYTES = 1 << 30
 MAX_SEGMENTS = 1 << 20
+#: Remote MemoryDescs whose native form an engine keeps (IOEngine._native_remote).
+_NATIVE_REMOTES_KEPT = 4096
 _DEFAULT_CONFIGS: dict[Any, type] = {
     BackendType.TCP: TcpBackendConfig,
     BackendType.RDMA: RdmaBackendConfig,
@@ -163,6 +165,10 @@ class IOEngine:
         self._backends: dict[Any, BackendConfig] = {}
         self._memory: dict[int, MemoryDesc] = {}
         self._remotes: dict[str, EngineDesc] = {}
+        # The native form of remote MemoryDescs recently transferred with, by (engine key, id), kept
+        # with the descriptor it was made from: building one costs more than a small transfer's
+        # Python side. Bounded; a miss only builds it again.
+        self._native_remotes: dict[tuple[str, int], tuple[MemoryDesc, _C.RemoteMemory]] = {}
         # MORI's engine handles its own key: a transfer between two of its own memories loops back
         # through its own listener (and P2P, for GPU memory with that backend).
         _register_native(self._native, self._desc)
@@ -324,7 +330,7 @@ class IOEngine:
         """
         self._own_memory(local_mem, "local_mem")
         self._known_remote(remote_mem, "remote_mem")
-        remote = _remote_memory(remote_mem)
+        remote = self._native_remote(remote_mem)
         if BackendType.TCP not in self._backends and BackendType.RDMA not in self._backends:
             # P2P alone (or nothing): no control connection to ask the peer over.
             if self._native.first_route(local_mem.id, remote) is None:
@@ -392,13 +398,25 @@ class IOEngine:
                 )
         return desc
 
+    def _native_remote(self, desc: MemoryDesc) -> _C.RemoteMemory:
+        """``desc`` as the native engine takes it, reused while the caller passes the same object."""
+        key = (desc.engine_key, desc.id)
+        cached = self._native_remotes.get(key)
+        if cached is not None and cached[0] is desc:
+            return cached[1]
+        native = _remote_memory(desc)
+        if len(self._native_remotes) >= _NATIVE_REMOTES_KEPT:
+            self._native_remotes.clear()
+        self._native_remotes[key] = (desc, native)
+        return native
+
     def _transfer(self, is_read: bool, local: MemoryDesc, local_offsets: Any, remote: MemoryDesc,
                   remote_offsets: Any, sizes: Any, uid: int) -> TransferStatus:  # fmt: skip
         """One pair's transfer; the native engine checks the offsets, sizes and uid (sessions call
         it directly)."""
         self._own_memory(local, "local memory")
         self._known_remote(remote, "remote memory")
-        native_remote = _remote_memory(remote)
+        native_remote = self._native_remote(remote)
         return self._native.transfer(is_read, local.id, native_remote, local_offsets, remote_offsets, sizes, uid)
 
     def _batch(self, is_read: bool, locals_: Sequence[MemoryDesc], local_offsets: Sequence[Any],
