@@ -138,10 +138,11 @@ class Engine {
   void route(const TransferRequest& request, size_t from);
   // Starts the request on chain[index]; its failures go on down the chain.
   void start_on(const Chain& backends, size_t index, const TransferRequest& request);
-  // Backend chain[index] failed `pending` (it started, or could not start: `started`): the next
-  // backend that takes it retries it into the same status, or the status reports the failure.
-  void fail_over(size_t index, const std::shared_ptr<Pending>& pending, const std::string& why, bool started,
-                 bool repeated);
+  // Backend chain[index] (of type `failed`) failed `pending` (after it started, or could not
+  // start it): the next backend that takes it retries it into the same status, or the status
+  // reports the failure in the failed backend's words.
+  void fail_over(BackendType failed, size_t index, const std::shared_ptr<Pending>& pending, const std::string& why,
+                 bool started, bool repeated);
   // route() for a transfer a backend gave up, resolving the remote engine anew.
   void reroute(const std::shared_ptr<Pending>& pending, size_t from);
   std::shared_ptr<tcp::TcpBackend> tcp_backend() const;

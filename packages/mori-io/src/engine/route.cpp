@@ -41,7 +41,9 @@ void Engine::start_on(const Chain& backends, size_t index, const TransferRequest
     pending->total = request.total;
     pending->uid = request.uid;
     pending->status = request.status;
-    fallback = [this, index, pending](const std::string& why) { fail_over(index, pending, why, true, false); };
+    fallback = [this, type = backend.type(), index, pending](const std::string& why) {
+      fail_over(type, index, pending, why, true, false);
+    };
   }
   std::string why;
   bool repeated = false;
@@ -50,18 +52,18 @@ void Engine::start_on(const Chain& backends, size_t index, const TransferRequest
     request.status->update(StatusCode::ERR_BAD_STATE, why);
     return;
   }
-  fail_over(index, pending, why, false, repeated);
+  fail_over(backend.type(), index, pending, why, false, repeated);
 }
 
-void Engine::fail_over(size_t index, const std::shared_ptr<Pending>& pending, const std::string& why, bool started,
-                       bool repeated) {
+void Engine::fail_over(BackendType failed, size_t index, const std::shared_ptr<Pending>& pending,
+                       const std::string& why, bool started, bool repeated) {
   Chain backends = chain();
   bool later = false;
   for (size_t i = index + 1; i < backends.size(); ++i) later = later || backends[i] != nullptr;
   const std::string& remote = pending->memory.engine_key;
   const uint64_t uid = pending->uid;
   TransferStatus& status = *pending->status;
-  if (index == 0) {  // P2P: a start that failed reads like a failure
+  if (failed == BackendType::XGMI) {  // P2P: a start that failed reads like a failure
     const std::string reason = started ? why : "could not start: " + why;
     if (!later) {
       MORI_IO_LOG(Warning, "P2P transfer " << uid << " to engine '" << remote << "' failed: " << reason);
@@ -78,7 +80,10 @@ void Engine::fail_over(size_t index, const std::shared_ptr<Pending>& pending, co
     }
     return;
   }
-  // RDMA
+  if (failed != BackendType::RDMA) {  // only the last backend (TCP) never fails over
+    status.update(StatusCode::ERR_BAD_STATE, why);
+    return;
+  }
   if (!started) {
     if (!later) {
       status.update(StatusCode::ERR_RDMA_OP, "RDMA transfer could not start: " + why + " (and no TCP backend)");
