@@ -60,7 +60,7 @@ void Engine::check_open() const {
 }
 
 void Engine::shutdown() {
-  std::shared_ptr<gpu::P2PBackend> p2p;
+  std::shared_ptr<p2p::P2PBackend> p2p;
   std::shared_ptr<ucx::RdmaBackend> rdma;
   std::shared_ptr<tcp::TcpBackend> tcp;
   {
@@ -110,15 +110,15 @@ std::shared_ptr<tcp::TcpBackend> Engine::tcp_backend() const {
   return tcp_;
 }
 
-void Engine::create_p2p_backend(const gpu::P2PConfig& config) {
-  auto backend = std::make_shared<gpu::P2PBackend>(config);
+void Engine::create_p2p_backend(const p2p::P2PConfig& config) {
+  auto backend = std::make_shared<p2p::P2PBackend>(config);
   std::lock_guard<std::mutex> lock(state_mutex_);
   if (closed_) throw Error(Code::Closed, "engine '" + config_.key + "' is shut down");
   p2p_ = std::move(backend);  // a replaced backend finishes its transfers when its last user lets go
 }
 
 void Engine::remove_p2p_backend() {
-  std::shared_ptr<gpu::P2PBackend> old;
+  std::shared_ptr<p2p::P2PBackend> old;
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     old.swap(p2p_);
@@ -128,7 +128,7 @@ void Engine::remove_p2p_backend() {
 
 bool Engine::has_p2p_backend() const { return p2p_backend() != nullptr; }
 
-std::shared_ptr<gpu::P2PBackend> Engine::p2p_backend() const {
+std::shared_ptr<p2p::P2PBackend> Engine::p2p_backend() const {
   std::lock_guard<std::mutex> lock(state_mutex_);
   return p2p_;
 }

@@ -68,7 +68,7 @@ class Engine {
   void remove_tcp_backend();
   bool has_tcp_backend() const;
   // The P2P backend (BackendType.XGMI); throws Error(Unsupported) without a CUDA driver or GPU.
-  void create_p2p_backend(const gpu::P2PConfig& config);
+  void create_p2p_backend(const p2p::P2PConfig& config);
   void remove_p2p_backend();
   bool has_p2p_backend() const;
   // The RDMA backend (BackendType.RDMA) on UCX; throws Error(Unsupported) naming why when UCX
@@ -146,7 +146,7 @@ class Engine {
   // route() for a transfer a backend gave up, resolving the remote engine anew.
   void reroute(const std::shared_ptr<Pending>& pending, size_t from);
   std::shared_ptr<tcp::TcpBackend> tcp_backend() const;
-  std::shared_ptr<gpu::P2PBackend> p2p_backend() const;
+  std::shared_ptr<p2p::P2PBackend> p2p_backend() const;
   std::shared_ptr<ucx::RdmaBackend> rdma_backend() const;
   void check_open() const;  // throws Error(Closed) after shutdown()
 
@@ -160,7 +160,7 @@ class Engine {
   mutable std::mutex state_mutex_;  // remotes_, the backends, closed_
   std::map<std::string, std::shared_ptr<const Remote>> remotes_;
   std::shared_ptr<tcp::TcpBackend> tcp_;
-  std::shared_ptr<gpu::P2PBackend> p2p_;
+  std::shared_ptr<p2p::P2PBackend> p2p_;
   std::shared_ptr<ucx::RdmaBackend> rdma_;
   bool closed_ = false;
 };

@@ -8,7 +8,12 @@
 #include "core/log.hpp"
 #include "gpu/device.hpp"
 
-namespace mori::io::gpu {
+namespace mori::io::p2p {
+
+using gpu::bind;
+using gpu::device_count;
+using gpu::KeepCurrentContext;
+using gpu::multiprocessor_count;
 
 namespace {
 
@@ -601,4 +606,4 @@ void P2PBackend::stop(const std::string& reason) {
   stop();
 }
 
-}  // namespace mori::io::gpu
+}  // namespace mori::io::p2p

@@ -27,7 +27,15 @@
 #include "gpu/cuda_driver.hpp"
 #include "gpu/resident.hpp"
 
-namespace mori::io::gpu {
+namespace mori::io::p2p {
+
+// The GPU helpers this backend is built from (gpu/).
+using gpu::CompletionSlots;
+using gpu::CopyDesc;
+using gpu::CopyKernels;
+using gpu::DescriptorTable;
+using gpu::DoneSignal;
+using gpu::ResidentCopier;
 
 struct P2PConfig {
   int num_streams = 64;  // MORI's XgmiBackendConfig names
@@ -177,4 +185,4 @@ class P2PBackend : public Backend, public std::enable_shared_from_this<P2PBacken
   std::thread completer_;
 };
 
-}  // namespace mori::io::gpu
+}  // namespace mori::io::p2p

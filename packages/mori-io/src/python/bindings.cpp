@@ -316,15 +316,15 @@ PYBIND11_MODULE(_C, m) {
       .def_readwrite("keepalive_intvl_sec", &mori::io::tcp::TcpConfig::keepalive_intvl_sec)
       .def_readwrite("keepalive_cnt", &mori::io::tcp::TcpConfig::keepalive_cnt)
       .def_readwrite("enable_ctrl_nodelay", &mori::io::tcp::TcpConfig::enable_ctrl_nodelay);
-  py::class_<mori::io::gpu::P2PConfig>(m, "P2PConfig")
+  py::class_<mori::io::p2p::P2PConfig>(m, "P2PConfig")
       .def(py::init<>())
-      .def_readwrite("num_streams", &mori::io::gpu::P2PConfig::num_streams)
-      .def_readwrite("num_events", &mori::io::gpu::P2PConfig::num_events)
-      .def_readwrite("op_timeout_ms", &mori::io::gpu::P2PConfig::op_timeout_ms)
-      .def_readwrite("scatter_gather_threshold", &mori::io::gpu::P2PConfig::scatter_gather_threshold)
-      .def_readwrite("run_kernel", &mori::io::gpu::P2PConfig::run_kernel)
-      .def_readwrite("resident_blocks", &mori::io::gpu::P2PConfig::resident_blocks)
-      .def_readwrite("resident_idle_us", &mori::io::gpu::P2PConfig::resident_idle_us);
+      .def_readwrite("num_streams", &mori::io::p2p::P2PConfig::num_streams)
+      .def_readwrite("num_events", &mori::io::p2p::P2PConfig::num_events)
+      .def_readwrite("op_timeout_ms", &mori::io::p2p::P2PConfig::op_timeout_ms)
+      .def_readwrite("scatter_gather_threshold", &mori::io::p2p::P2PConfig::scatter_gather_threshold)
+      .def_readwrite("run_kernel", &mori::io::p2p::P2PConfig::run_kernel)
+      .def_readwrite("resident_blocks", &mori::io::p2p::P2PConfig::resident_blocks)
+      .def_readwrite("resident_idle_us", &mori::io::p2p::P2PConfig::resident_idle_us);
   py::class_<mori::io::ucx::RdmaConfig>(m, "RdmaConfig")
       .def(py::init<>())
       .def_readwrite("lib_dir", &mori::io::ucx::RdmaConfig::lib_dir)
