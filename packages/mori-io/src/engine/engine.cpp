@@ -180,7 +180,11 @@ std::shared_ptr<ucx::RdmaBackend> Engine::rdma_backend() const {
 
 Engine::Chain Engine::chain() const {
   std::lock_guard<std::mutex> lock(state_mutex_);
-  return Chain{p2p_, rdma_, tcp_};
+  Chain backends;
+  backends[kP2P] = p2p_;
+  backends[kRdma] = rdma_;
+  backends[kTcp] = tcp_;
+  return backends;
 }
 
 // -- remote engines ---------------------------------------------------------------------------
@@ -223,8 +227,8 @@ void Engine::deregister_remote(const std::string& key) {
   }
   Chain backends = chain();
   // TCP first, then P2P and RDMA, as before the backends shared one interface.
-  if (backends[2]) backends[2]->forget_remote(key, "the remote engine was deregistered", true);
-  for (size_t i = 0; i < 2; ++i) {
+  if (backends[kTcp]) backends[kTcp]->forget_remote(key, "the remote engine was deregistered", true);
+  for (size_t i = 0; i < kTcp; ++i) {
     if (backends[i]) backends[i]->forget_remote(key, "the remote engine was deregistered", true);
   }
 }
@@ -270,8 +274,9 @@ void Engine::deregister_memory(uint32_t id) {
   if (!region) throw Error(Code::NotFound, "memory id " + std::to_string(id) + " is not registered");
   Chain backends = chain();
   // The TCP backend's op_timeout_ms (30 s without one), or a longer one of another backend.
-  int64_t grace_ms = backends[2] && backends[2]->op_timeout_ms() > 0 ? backends[2]->op_timeout_ms() : 30000;
-  for (size_t i = 0; i < 2; ++i) {
+  int64_t grace_ms =
+      backends[kTcp] && backends[kTcp]->op_timeout_ms() > 0 ? backends[kTcp]->op_timeout_ms() : 30000;
+  for (size_t i = 0; i < kTcp; ++i) {
     if (backends[i]) grace_ms = std::max(grace_ms, backends[i]->op_timeout_ms());
   }
   std::unique_lock<std::mutex> lock(region->mutex);
@@ -280,8 +285,8 @@ void Engine::deregister_memory(uint32_t id) {
     MORI_IO_LOG(Warning, "memory id " << id << " still in use " << grace_ms
                                       << " ms after deregistration began; aborting the connections that use it");
     server_->abort_users_of(id);
-    if (backends[2]) backends[2]->abort_users_of(id);
-    for (size_t i = 0; i < 2; ++i) {
+    if (backends[kTcp]) backends[kTcp]->abort_users_of(id);
+    for (size_t i = 0; i < kTcp; ++i) {
       if (backends[i]) backends[i]->abort_users_of(id);
     }
     lock.lock();

@@ -119,7 +119,10 @@ class Engine {
     RemoteEngine engine;
     Placement placement;
   };
-  using Chain = std::array<std::shared_ptr<Backend>, 3>;  // P2P, RDMA, TCP; null where absent
+  // The route chain's slots in MORI's order, the most specific transport first; TCP, which takes
+  // every pair, is last.
+  static constexpr size_t kP2P = 0, kRdma = 1, kTcp = 2;
+  using Chain = std::array<std::shared_ptr<Backend>, kTcp + 1>;  // null where the engine has none
   // A transfer the chain may still hand on: what a fallback needs after the caller returned.
   struct Pending {
     bool is_read = false;
