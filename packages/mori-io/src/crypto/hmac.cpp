@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 
 namespace mori::io::crypto {
 

@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 #include "gpu/device.hpp"
 
 namespace mori::io::gpu {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "gpu/completion.hpp"
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 #include "gpu/device.hpp"
 
 namespace mori::io::gpu {

@@ -3,7 +3,7 @@
 
 #include <dlfcn.h>
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 
 namespace mori::io::cuda {
 

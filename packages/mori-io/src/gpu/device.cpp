@@ -7,8 +7,8 @@
 #include <map>
 #include <mutex>
 
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace mori::io::gpu {
 

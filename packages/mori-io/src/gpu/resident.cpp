@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "gpu/resident.hpp"
 
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "gpu/copy_kernels.hpp"
 #include "gpu/device.hpp"
 

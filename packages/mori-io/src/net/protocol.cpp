@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "crypto/hmac.hpp"
-#include "engine/error.hpp"
+#include "core/error.hpp"
 
 namespace mori::io::net {
 

@@ -15,7 +15,7 @@
 #include <climits>
 #include <cstring>
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 
 namespace mori::io::net {
 

@@ -12,29 +12,30 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/remote.hpp"
+#include "core/status.hpp"
 #include "engine/engine.hpp"
-#include "engine/error.hpp"
-#include "engine/log.hpp"
-#include "engine/status.hpp"
+#include "engine/wait.hpp"
 #include "gpu/ceiling.hpp"
-#include "gpu/cuda_driver.hpp"
 #include "gpu/device.hpp"
-#include "gpu/p2p.hpp"
-#include "ucx/backend.hpp"
+#include "p2p/p2p.hpp"
+#include "rdma/rdma.hpp"
 #include "ucx/loader.hpp"
 
 namespace py = pybind11;
+using mori::io::BackendType;
 using mori::io::Code;
 using mori::io::Engine;
 using mori::io::Error;
 using mori::io::MemoryLocation;
+using mori::io::RemoteMemory;
 using mori::io::StatusCode;
 using mori::io::TransferStatus;
 
 namespace {
-
-enum class BackendType : int { Unknown = 0, XGMI = 1, RDMA = 2, TCP = 3, FABRIC = 4 };
-enum class PollCqMode : int { POLLING = 0, EVENT = 1 };
 
 // Leaked on purpose: Python objects must outlive nothing that runs after interpreter teardown.
 std::map<int, py::object>& error_classes() {
@@ -149,42 +150,18 @@ py::object status_code_object(StatusCode code) {
   return it->second;
 }
 
-StatusCode wait_all(const std::vector<std::shared_ptr<TransferStatus>>& statuses, int64_t timeout_ms) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
-  bool timed_out = false;
-  for (const auto& status : statuses) {
-    int64_t left = -1;
-    if (timeout_ms >= 0) {
-      left = std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-    }
-    StatusCode code = status->wait_for(left);
-    if (mori::io::is_error(code)) return code;
-    if (code != StatusCode::SUCCESS) timed_out = true;
-  }
-  if (!timed_out) return StatusCode::SUCCESS;
-  for (const auto& status : statuses) {  // a failure anywhere wins over "still running"
-    StatusCode code = status->code();
-    if (mori::io::is_error(code)) return code;
-  }
-  return StatusCode::IN_PROGRESS;
-}
-
 // Engine::transfer from Python: offsets, sizes and uid converted (and checked) with the GIL held,
 // the transfer started without it.
-std::shared_ptr<TransferStatus> post_transfer(Engine& e, bool is_read, uint32_t local_id, const std::string& remote_key,
-                                              uint32_t remote_id, uint64_t remote_size,
+std::shared_ptr<TransferStatus> post_transfer(Engine& e, bool is_read, uint32_t local_id, const RemoteMemory& remote,
                                               const py::handle& local_offsets, const py::handle& remote_offsets,
-                                              const py::handle& sizes, const py::handle& uid,
-                                              const mori::io::gpu::PeerRegion* peer) {
+                                              const py::handle& sizes, const py::handle& uid) {
   thread_local std::vector<uint64_t> lo, ro, sz;
   to_u64(local_offsets, "local_offsets", lo);
   to_u64(remote_offsets, "remote_offsets", ro);
   to_u64(sizes, "sizes", sz);
   const uint64_t checked_uid = to_uid(uid);
   py::gil_scoped_release release;
-  return e.transfer(is_read, local_id, remote_key, remote_id, remote_size, lo, ro, sz, checked_uid, peer);
+  return e.transfer(is_read, local_id, remote, lo, ro, sz, checked_uid);
 }
 
 }  // namespace
@@ -193,10 +170,7 @@ std::shared_ptr<TransferStatus> post_transfer(Engine& e, bool is_read, uint32_t 
 struct SessionPair {
   Engine* engine;
   uint32_t local_id;
-  std::string remote_key;
-  uint32_t remote_id;
-  uint64_t remote_size;
-  std::optional<mori::io::gpu::PeerRegion> peer;
+  RemoteMemory remote;
 };
 
 PYBIND11_MODULE(_C, m) {
@@ -259,9 +233,9 @@ PYBIND11_MODULE(_C, m) {
       .value("TCP", BackendType::TCP)
       .value("FABRIC", BackendType::FABRIC)
       .finalize();
-  py::native_enum<PollCqMode>(m, "PollCqMode", "enum.IntEnum")
-      .value("POLLING", PollCqMode::POLLING)
-      .value("EVENT", PollCqMode::EVENT)
+  py::native_enum<mori::io::ucx::PollCqMode>(m, "PollCqMode", "enum.IntEnum")
+      .value("POLLING", mori::io::ucx::PollCqMode::POLLING)
+      .value("EVENT", mori::io::ucx::PollCqMode::EVENT)
       .finalize();
 
   py::class_<TransferStatus, std::shared_ptr<TransferStatus>>(m, "TransferStatus")
@@ -312,31 +286,60 @@ PYBIND11_MODULE(_C, m) {
         return "TransferStatus(" + name + (msg.empty() ? "" : ", " + std::string(py::repr(py::str(msg)))) + ")";
       });
 
-  m.def("wait_all", &wait_all, py::arg("statuses"), py::arg("timeout_ms") = -1,
+  m.def("wait_all", &mori::io::wait_all, py::arg("statuses"), py::arg("timeout_ms") = -1,
         py::call_guard<py::gil_scoped_release>());
 
-  // Built once per (local, remote) pair by the Python layer when the pair goes P2P, and handed to
-  // every transfer of that pair as is.
-  py::class_<mori::io::gpu::PeerRegion>(m, "PeerRegion")
-      .def(py::init([](const std::string& engine_key, uintptr_t data, uint64_t size, const py::bytes& ipc_handle,
-                       uint64_t ipc_offset, bool same_process) {
-             mori::io::gpu::PeerRegion r;
-             r.engine_key = engine_key;
-             r.data = data;
-             r.size = size;
-             r.ipc_handle = ipc_handle;
-             r.ipc_offset = ipc_offset;
-             r.same_process = same_process;
-             return r;
+  // A remote MemoryDesc as the native engine takes it; the route chain reads its GPU fields.
+  py::class_<RemoteMemory>(m, "RemoteMemory")
+      .def(py::init([](const std::string& engine_key, uint32_t id, uint64_t size, MemoryLocation loc, uintptr_t data,
+                       const py::bytes& ipc_handle, uint64_t ipc_offset) {
+             return RemoteMemory{engine_key, id, size, loc, data, std::string(ipc_handle), ipc_offset};
            }),
-           py::arg("engine_key"), py::arg("data"), py::arg("size"), py::arg("ipc_handle"), py::arg("ipc_offset"),
-           py::arg("same_process"))
-      .def_readonly("engine_key", &mori::io::gpu::PeerRegion::engine_key)
-      .def_readonly("same_process", &mori::io::gpu::PeerRegion::same_process);
+           py::arg("engine_key"), py::arg("id"), py::arg("size"), py::arg("loc"), py::arg("data"),
+           py::arg("ipc_handle"), py::arg("ipc_offset"))
+      .def_readonly("engine_key", &RemoteMemory::engine_key)
+      .def_readonly("id", &RemoteMemory::id)
+      .def_readonly("size", &RemoteMemory::size);
+
+  // Each backend's settings: the native structs field for field, filled by mori.io.config.
+  py::class_<mori::io::tcp::TcpConfig>(m, "TcpConfig")
+      .def(py::init<>())
+      .def_readwrite("num_data_conns", &mori::io::tcp::TcpConfig::num_data_conns)
+      .def_readwrite("striping_threshold_bytes", &mori::io::tcp::TcpConfig::striping_threshold_bytes)
+      .def_readwrite("min_stripe_bytes", &mori::io::tcp::TcpConfig::min_stripe_bytes)
+      .def_readwrite("chunk_bytes", &mori::io::tcp::TcpConfig::chunk_bytes)
+      .def_readwrite("op_timeout_ms", &mori::io::tcp::TcpConfig::op_timeout_ms)
+      .def_readwrite("sock_sndbuf_bytes", &mori::io::tcp::TcpConfig::sock_sndbuf_bytes)
+      .def_readwrite("sock_rcvbuf_bytes", &mori::io::tcp::TcpConfig::sock_rcvbuf_bytes)
+      .def_readwrite("enable_keepalive", &mori::io::tcp::TcpConfig::enable_keepalive)
+      .def_readwrite("keepalive_idle_sec", &mori::io::tcp::TcpConfig::keepalive_idle_sec)
+      .def_readwrite("keepalive_intvl_sec", &mori::io::tcp::TcpConfig::keepalive_intvl_sec)
+      .def_readwrite("keepalive_cnt", &mori::io::tcp::TcpConfig::keepalive_cnt)
+      .def_readwrite("enable_ctrl_nodelay", &mori::io::tcp::TcpConfig::enable_ctrl_nodelay);
+  py::class_<mori::io::p2p::P2PConfig>(m, "P2PConfig")
+      .def(py::init<>())
+      .def_readwrite("num_streams", &mori::io::p2p::P2PConfig::num_streams)
+      .def_readwrite("num_events", &mori::io::p2p::P2PConfig::num_events)
+      .def_readwrite("op_timeout_ms", &mori::io::p2p::P2PConfig::op_timeout_ms)
+      .def_readwrite("scatter_gather_threshold", &mori::io::p2p::P2PConfig::scatter_gather_threshold)
+      .def_readwrite("run_kernel", &mori::io::p2p::P2PConfig::run_kernel)
+      .def_readwrite("resident_blocks", &mori::io::p2p::P2PConfig::resident_blocks)
+      .def_readwrite("resident_idle_us", &mori::io::p2p::P2PConfig::resident_idle_us);
+  py::class_<mori::io::ucx::RdmaConfig>(m, "RdmaConfig")
+      .def(py::init<>())
+      .def_readwrite("lib_dir", &mori::io::ucx::RdmaConfig::lib_dir)
+      .def_readwrite("net_devices", &mori::io::ucx::RdmaConfig::net_devices)
+      .def_readwrite("lanes", &mori::io::ucx::RdmaConfig::lanes)
+      .def_readwrite("post_batch", &mori::io::ucx::RdmaConfig::post_batch)
+      .def_readwrite("polling", &mori::io::ucx::RdmaConfig::polling)
+      .def_readwrite("notify", &mori::io::ucx::RdmaConfig::notify)
+      .def_readwrite("chunk_bytes", &mori::io::ucx::RdmaConfig::chunk_bytes)
+      .def_readwrite("max_chunks", &mori::io::ucx::RdmaConfig::max_chunks)
+      .def_readwrite("op_timeout_ms", &mori::io::ucx::RdmaConfig::op_timeout_ms);
 
   py::class_<Engine>(m, "Engine")
       .def(py::init([](const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret,
-                       int64_t connect_timeout_ms, int64_t handshake_timeout_ms, int64_t io_timeout_ms,
+                       const std::string& node_id, const std::string& hostname, int64_t connect_timeout_ms, int64_t handshake_timeout_ms, int64_t io_timeout_ms,
                        uint64_t max_frame_bytes,
                        uint32_t max_segments, size_t max_connections, size_t max_pending_connections,
                        size_t max_inbound_per_peer) {
@@ -345,6 +348,8 @@ PYBIND11_MODULE(_C, m) {
              c.host = host;
              c.port = port;
              c.secret = secret;
+             c.node_id = node_id;
+             c.hostname = hostname;
              c.connect_timeout_ms = connect_timeout_ms;
              c.handshake_timeout_ms = handshake_timeout_ms;
              c.io_timeout_ms = io_timeout_ms;
@@ -356,92 +361,35 @@ PYBIND11_MODULE(_C, m) {
              py::gil_scoped_release release;
              return std::make_unique<Engine>(c);
            }),
-           py::arg("key"), py::arg("host"), py::arg("port"), py::arg("secret"), py::arg("connect_timeout_ms"),
+           py::arg("key"), py::arg("host"), py::arg("port"), py::arg("secret"), py::arg("node_id"),
+           py::arg("hostname"), py::arg("connect_timeout_ms"),
            py::arg("handshake_timeout_ms"), py::arg("io_timeout_ms"), py::arg("max_frame_bytes"), py::arg("max_segments"),
            py::arg("max_connections"), py::arg("max_pending_connections"), py::arg("max_inbound_per_peer"))
       .def_property_readonly("key", &Engine::key)
       .def_property_readonly("secret", [](const Engine& e) { return py::bytes(e.secret()); })
       .def_property_readonly("port", &Engine::port)
-      .def(
-          "create_tcp_backend",
-          [](Engine& e, int num_data_conns, uint64_t striping_threshold_bytes, uint64_t min_stripe_bytes,
-             uint64_t chunk_bytes,
-             int64_t op_timeout_ms, int sndbuf, int rcvbuf, bool keepalive, int idle, int intvl, int cnt,
-             bool ctrl_nodelay) {
-            mori::io::TcpConfig c;
-            c.num_data_conns = num_data_conns;
-            c.striping_threshold_bytes = striping_threshold_bytes;
-            c.min_stripe_bytes = min_stripe_bytes;
-            c.chunk_bytes = chunk_bytes;
-            c.op_timeout_ms = op_timeout_ms;
-            c.data.sndbuf = sndbuf;
-            c.data.rcvbuf = rcvbuf;
-            c.data.keepalive = keepalive;
-            c.data.keepalive_idle_s = idle;
-            c.data.keepalive_intvl_s = intvl;
-            c.data.keepalive_cnt = cnt;
-            c.control = c.data;
-            c.control.sndbuf = 0;
-            c.control.rcvbuf = 0;
-            c.control.nodelay = ctrl_nodelay;
-            e.create_tcp_backend(c);
-          },
-          py::arg("num_data_conns"), py::arg("striping_threshold_bytes"), py::arg("min_stripe_bytes"),
-          py::arg("chunk_bytes"),
-          py::arg("op_timeout_ms"), py::arg("sock_sndbuf_bytes"), py::arg("sock_rcvbuf_bytes"),
-          py::arg("enable_keepalive"), py::arg("keepalive_idle_sec"), py::arg("keepalive_intvl_sec"),
-          py::arg("keepalive_cnt"), py::arg("enable_ctrl_nodelay"))
+      .def("create_tcp_backend", &Engine::create_tcp_backend, py::arg("config"))
       .def("remove_tcp_backend", &Engine::remove_tcp_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_tcp_backend", &Engine::has_tcp_backend)
-      .def(
-          "create_p2p_backend",
-          [](Engine& e, int num_streams, int num_events, int64_t op_timeout_ms, int kernel_min_segments,
-             bool run_kernel, uint32_t resident_blocks, uint64_t resident_idle_us) {
-            mori::io::gpu::P2PConfig c;
-            c.num_streams = num_streams;
-            c.num_events = num_events;
-            c.op_timeout_ms = op_timeout_ms;
-            c.kernel_min_segments = kernel_min_segments;
-            c.run_kernel = run_kernel;
-            c.resident_blocks = resident_blocks;
-            c.resident_idle_us = resident_idle_us;
-            e.create_p2p_backend(c);
-          },
-          py::arg("num_streams"), py::arg("num_events"), py::arg("op_timeout_ms"), py::arg("kernel_min_segments"),
-          py::arg("run_kernel"), py::arg("resident_blocks"), py::arg("resident_idle_us"),
-          py::call_guard<py::gil_scoped_release>())
+      .def("create_p2p_backend", &Engine::create_p2p_backend, py::arg("config"),
+           py::call_guard<py::gil_scoped_release>())
       .def("remove_p2p_backend", &Engine::remove_p2p_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_p2p_backend", &Engine::has_p2p_backend)
-      .def(
-          "create_rdma_backend",
-          [](Engine& e, const std::string& lib_dir, const std::string& net_devices, int lanes, int post_batch,
-             bool polling, bool notify, uint64_t chunk_bytes, uint32_t max_chunks, int64_t op_timeout_ms) {
-            mori::io::ucx::RdmaConfig c;
-            c.lib_dir = lib_dir;
-            c.net_devices = net_devices;
-            c.lanes = lanes;
-            c.post_batch = post_batch;
-            c.polling = polling;
-            c.notify = notify;
-            c.chunk_bytes = chunk_bytes;
-            c.max_chunks = max_chunks;
-            c.op_timeout_ms = op_timeout_ms;
-            e.create_rdma_backend(c);
-          },
-          py::arg("lib_dir"), py::arg("net_devices"), py::arg("lanes"), py::arg("post_batch"), py::arg("polling"),
-          py::arg("notify"), py::arg("chunk_bytes"), py::arg("max_chunks"), py::arg("op_timeout_ms"),
-          py::call_guard<py::gil_scoped_release>())
+      .def("create_rdma_backend", &Engine::create_rdma_backend, py::arg("config"),
+           py::call_guard<py::gil_scoped_release>())
       .def("remove_rdma_backend", &Engine::remove_rdma_backend, py::call_guard<py::gil_scoped_release>())
       .def("has_rdma_backend", &Engine::has_rdma_backend)
       .def("rdma_supports_gpu", &Engine::rdma_supports_gpu)
       .def(
           "register_remote",
-          [](Engine& e, const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret) {
-            std::string s = secret;
+          [](Engine& e, const std::string& key, const std::string& host, uint16_t port, const py::bytes& secret,
+             const std::string& node_id, const std::string& hostname, int64_t pid) {
+            mori::io::RemoteEngine remote{key, host, port, std::string(secret), node_id, hostname, pid};
             py::gil_scoped_release release;
-            e.register_remote(key, host, port, s);
+            e.register_remote(remote);
           },
-          py::arg("key"), py::arg("host"), py::arg("port"), py::arg("secret"))
+          py::arg("key"), py::arg("host"), py::arg("port"), py::arg("secret"), py::arg("node_id"),
+          py::arg("hostname"), py::arg("pid"))
       .def("deregister_remote", &Engine::deregister_remote, py::arg("key"), py::call_guard<py::gil_scoped_release>())
       .def("knows_remote", &Engine::knows_remote, py::arg("key"))
       .def(
@@ -460,35 +408,34 @@ PYBIND11_MODULE(_C, m) {
       .def("allocate_uid", &Engine::allocate_uid)
       .def(
           "transfer",
-          // peer: the remote GPU region when the Python layer chose P2P for this pair, else None.
-          [](Engine& e, bool is_read, uint32_t local_id, const std::string& remote_key, uint32_t remote_id,
-             uint64_t remote_size, const py::handle& local_offsets, const py::handle& remote_offsets,
-             const py::handle& sizes, const py::handle& uid, const mori::io::gpu::PeerRegion* peer) {
-            return post_transfer(e, is_read, local_id, remote_key, remote_id, remote_size, local_offsets,
-                                 remote_offsets, sizes, uid, peer);
+          [](Engine& e, bool is_read, uint32_t local_id, const RemoteMemory& remote, const py::handle& local_offsets,
+             const py::handle& remote_offsets, const py::handle& sizes, const py::handle& uid) {
+            return post_transfer(e, is_read, local_id, remote, local_offsets, remote_offsets, sizes, uid);
           },
-          py::arg("is_read"), py::arg("local_id"), py::arg("remote_key"), py::arg("remote_id"),
-          py::arg("remote_size"), py::arg("local_offsets"), py::arg("remote_offsets"), py::arg("sizes"),
-          py::arg("uid"), py::arg("peer") = py::none())
+          py::arg("is_read"), py::arg("local_id"), py::arg("remote"), py::arg("local_offsets"),
+          py::arg("remote_offsets"), py::arg("sizes"), py::arg("uid"))
+      .def(
+          "first_route",
+          [](Engine& e, uint32_t local_id, const RemoteMemory& remote) -> std::optional<BackendType> {
+            return e.first_route(local_id, remote);
+          },
+          py::arg("local_id"), py::arg("remote"),
+          "The backend the route chain tries first for the pair; None when no backend takes it.")
       .def("pop_inbound", &Engine::pop_inbound, py::arg("remote_key"), py::arg("uid"))
       .def("query_remote_memory", &Engine::query_remote_memory, py::arg("remote_key"), py::arg("mem_id"),
            py::call_guard<py::gil_scoped_release>())
       .def("ping", &Engine::ping, py::arg("remote_key"), py::call_guard<py::gil_scoped_release>())
       .def("shutdown", &Engine::shutdown, py::call_guard<py::gil_scoped_release>());
 
-  // A session's fixed arguments of Engine::transfer (memory pair, P2P peer), bound once so that a
-  // post converts only its offsets, sizes and uid: pybind11 converts every argument of every call.
+  // A session's fixed arguments of Engine::transfer (memory pair), bound once so that a post
+  // converts only its offsets, sizes and uid: pybind11 converts every argument of every call.
   py::class_<SessionPair>(m, "SessionPair")
-      .def(py::init([](Engine& e, uint32_t local_id, const std::string& remote_key, uint32_t remote_id,
-                       uint64_t remote_size, const mori::io::gpu::PeerRegion* peer) {
-             return SessionPair{&e, local_id, remote_key, remote_id, remote_size,
-                                peer ? std::optional<mori::io::gpu::PeerRegion>(*peer) : std::nullopt};
+      .def(py::init([](Engine& e, uint32_t local_id, const RemoteMemory& remote) {
+             return SessionPair{&e, local_id, remote};
            }),
-           py::arg("engine"), py::arg("local_id"), py::arg("remote_key"), py::arg("remote_id"), py::arg("remote_size"),
-           py::arg("peer") = py::none(), py::keep_alive<1, 2>())
+           py::arg("engine"), py::arg("local_id"), py::arg("remote"), py::keep_alive<1, 2>())
       .def("post", [](const SessionPair& p, bool is_read, const py::handle& local_offsets,
                       const py::handle& remote_offsets, const py::handle& sizes, const py::handle& uid) {
-        return post_transfer(*p.engine, is_read, p.local_id, p.remote_key, p.remote_id, p.remote_size, local_offsets,
-                             remote_offsets, sizes, uid, p.peer ? &*p.peer : nullptr);
+        return post_transfer(*p.engine, is_read, p.local_id, p.remote, local_offsets, remote_offsets, sizes, uid);
       });
 }

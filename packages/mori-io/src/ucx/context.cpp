@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "ucx/context.hpp"
 
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "ucx/loader.hpp"
 
 namespace mori::io::ucx {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "ucx/control.hpp"
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 #include "ucx/wire.hpp"
 
 namespace mori::io::ucx {

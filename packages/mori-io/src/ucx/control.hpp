@@ -9,18 +9,12 @@
 #include <mutex>
 #include <string>
 
-#include "engine/status.hpp"
+#include "core/remote.hpp"
+#include "core/status.hpp"
 #include "net/protocol.hpp"
 #include "net/socket.hpp"
 
 namespace mori::io::ucx {
-
-struct RemoteEngine {
-  std::string key;
-  std::string host;
-  uint16_t port = 0;
-  std::string secret;  // from its EngineDesc
-};
 
 class ControlChannel {
  public:

@@ -6,8 +6,8 @@
 
 #include <mutex>
 
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace mori::io::ucx {
 

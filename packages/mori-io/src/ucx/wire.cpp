@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 #include "net/protocol.hpp"
 
 namespace mori::io::ucx::wire {

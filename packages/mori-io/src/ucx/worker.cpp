@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "engine/log.hpp"
+#include "core/log.hpp"
 #include "ucx/loader.hpp"
 
 namespace mori::io::ucx {

@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 #include "net/socket.hpp"
 #include "ucx/context.hpp"
 

@@ -56,14 +56,60 @@ def time_device_copies(
 ) -> list[float]: ...
 def wait_all(statuses: Sequence[TransferStatus], timeout_ms: int = -1) -> StatusCode: ...
 
-class PeerRegion:
+class RemoteMemory:
     def __init__(
-        self, engine_key: str, data: int, size: int, ipc_handle: bytes, ipc_offset: int, same_process: bool
+        self,
+        engine_key: str,
+        id: int,
+        size: int,
+        loc: MemoryLocationType,
+        data: int,
+        ipc_handle: bytes,
+        ipc_offset: int,
     ) -> None: ...
     @property
     def engine_key(self) -> str: ...
     @property
-    def same_process(self) -> bool: ...
+    def id(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+
+class TcpConfig:
+    num_data_conns: int
+    striping_threshold_bytes: int
+    min_stripe_bytes: int
+    chunk_bytes: int
+    op_timeout_ms: int
+    sock_sndbuf_bytes: int
+    sock_rcvbuf_bytes: int
+    enable_keepalive: bool
+    keepalive_idle_sec: int
+    keepalive_intvl_sec: int
+    keepalive_cnt: int
+    enable_ctrl_nodelay: bool
+    def __init__(self) -> None: ...
+
+class P2PConfig:
+    num_streams: int
+    num_events: int
+    op_timeout_ms: int
+    scatter_gather_threshold: int
+    run_kernel: bool
+    resident_blocks: int
+    resident_idle_us: int
+    def __init__(self) -> None: ...
+
+class RdmaConfig:
+    lib_dir: str
+    net_devices: str
+    lanes: int
+    post_batch: int
+    polling: bool
+    notify: bool
+    chunk_bytes: int
+    max_chunks: int
+    op_timeout_ms: int
+    def __init__(self) -> None: ...
 
 class Engine:
     def __init__(
@@ -72,6 +118,8 @@ class Engine:
         host: str,
         port: int,
         secret: bytes,
+        node_id: str,
+        hostname: str,
         connect_timeout_ms: int,
         handshake_timeout_ms: int,
         io_timeout_ms: int,
@@ -87,51 +135,19 @@ class Engine:
     def secret(self) -> bytes: ...
     @property
     def port(self) -> int: ...
-    def create_tcp_backend(
-        self,
-        num_data_conns: int,
-        striping_threshold_bytes: int,
-        min_stripe_bytes: int,
-        chunk_bytes: int,
-        op_timeout_ms: int,
-        sock_sndbuf_bytes: int,
-        sock_rcvbuf_bytes: int,
-        enable_keepalive: bool,
-        keepalive_idle_sec: int,
-        keepalive_intvl_sec: int,
-        keepalive_cnt: int,
-        enable_ctrl_nodelay: bool,
-    ) -> None: ...
+    def create_tcp_backend(self, config: TcpConfig) -> None: ...
     def remove_tcp_backend(self) -> None: ...
     def has_tcp_backend(self) -> bool: ...
-    def create_p2p_backend(
-        self,
-        num_streams: int,
-        num_events: int,
-        op_timeout_ms: int,
-        kernel_min_segments: int,
-        run_kernel: bool,
-        resident_blocks: int,
-        resident_idle_us: int,
-    ) -> None: ...
+    def create_p2p_backend(self, config: P2PConfig) -> None: ...
     def remove_p2p_backend(self) -> None: ...
     def has_p2p_backend(self) -> bool: ...
-    def create_rdma_backend(
-        self,
-        lib_dir: str,
-        net_devices: str,
-        lanes: int,
-        post_batch: int,
-        polling: bool,
-        notify: bool,
-        chunk_bytes: int,
-        max_chunks: int,
-        op_timeout_ms: int,
-    ) -> None: ...
+    def create_rdma_backend(self, config: RdmaConfig) -> None: ...
     def remove_rdma_backend(self) -> None: ...
     def has_rdma_backend(self) -> bool: ...
     def rdma_supports_gpu(self) -> bool: ...
-    def register_remote(self, key: str, host: str, port: int, secret: bytes) -> None: ...
+    def register_remote(
+        self, key: str, host: str, port: int, secret: bytes, node_id: str, hostname: str, pid: int
+    ) -> None: ...
     def deregister_remote(self, key: str) -> None: ...
     def knows_remote(self, key: str) -> bool: ...
     def register_memory(
@@ -143,28 +159,18 @@ class Engine:
         self,
         is_read: bool,
         local_id: int,
-        remote_key: str,
-        remote_id: int,
-        remote_size: int,
+        remote: RemoteMemory,
         local_offsets: Any,
         remote_offsets: Any,
         sizes: Any,
         uid: int,
-        peer: PeerRegion | None = None,
     ) -> TransferStatus: ...
+    def first_route(self, local_id: int, remote: RemoteMemory) -> BackendType | None: ...
     def pop_inbound(self, remote_key: str, uid: int) -> tuple[StatusCode, str] | None: ...
     def query_remote_memory(self, remote_key: str, mem_id: int) -> int: ...
     def ping(self, remote_key: str) -> bool: ...
     def shutdown(self) -> None: ...
 
 class SessionPair:
-    def __init__(
-        self,
-        engine: Engine,
-        local_id: int,
-        remote_key: str,
-        remote_id: int,
-        remote_size: int,
-        peer: PeerRegion | None = None,
-    ) -> None: ...
+    def __init__(self, engine: Engine, local_id: int, remote: RemoteMemory) -> None: ...
     def post(self, is_read: bool, local_offsets: Any, remote_offsets: Any, sizes: Any, uid: int) -> TransferStatus: ...

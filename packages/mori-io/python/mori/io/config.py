@@ -15,13 +15,25 @@ from __future__ import annotations
 import importlib.util
 import ipaddress
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, TypeVar
 
 from mori._compat import note_no_effect
 from mori.io import settings
 from mori.io._native import _C
 from mori.io.errors import ConfigError, InvalidArgumentError, UnsupportedError, check_int
+
+_NativeConfig = TypeVar("_NativeConfig", _C.TcpConfig, _C.P2PConfig)
+
+
+def _native_config(native: _NativeConfig, config: Any) -> _NativeConfig:
+    """``native`` with every field of the (validated) dataclass ``config`` copied by name: the
+    native backend config has MORI's field names, so a setting is spelled once per language."""
+    for f in fields(config):
+        setattr(native, f.name, getattr(config, f.name))
+    return native
+
 
 #: TcpBackendConfig.num_data_conns bounds (MORI's TCP backend: [1, 16]).
 MAX_DATA_CONNS = 16
@@ -72,20 +84,7 @@ class TcpBackendConfig:
 
     def apply(self, native: _C.Engine) -> None:
         self.validate()
-        native.create_tcp_backend(
-            num_data_conns=self.num_data_conns,
-            striping_threshold_bytes=self.striping_threshold_bytes,
-            min_stripe_bytes=self.min_stripe_bytes,
-            chunk_bytes=self.chunk_bytes,
-            op_timeout_ms=self.op_timeout_ms,
-            sock_sndbuf_bytes=self.sock_sndbuf_bytes,
-            sock_rcvbuf_bytes=self.sock_rcvbuf_bytes,
-            enable_keepalive=bool(self.enable_keepalive),
-            keepalive_idle_sec=self.keepalive_idle_sec,
-            keepalive_intvl_sec=self.keepalive_intvl_sec,
-            keepalive_cnt=self.keepalive_cnt,
-            enable_ctrl_nodelay=bool(self.enable_ctrl_nodelay),
-        )
+        native.create_tcp_backend(_native_config(_C.TcpConfig(), self))
 
 
 #: RdmaBackendConfig bounds: UCP endpoints per peer; operations posted per progress pass.
@@ -249,18 +248,18 @@ def _create_rdma_backend(native: _C.Engine, config: RdmaBackendConfig, host: str
         if value != default:
             note_no_effect(f"RdmaBackendConfig.{name}", value, reason)
     lib_dir, source = ucx_library_dir()
+    native_config = _C.RdmaConfig()
+    native_config.lib_dir = lib_dir
+    native_config.net_devices = _ucx_net_devices(host)
+    native_config.lanes = config.qp_per_transfer
+    native_config.post_batch = DEFAULT_POST_BATCH if config.post_batch_size == -1 else config.post_batch_size
+    native_config.polling = config.poll_cq_mode == _C.PollCqMode.POLLING
+    native_config.notify = bool(config.enable_notification)
+    native_config.chunk_bytes = config.chunk_bytes if config.enable_transfer_chunking else 0
+    native_config.max_chunks = config.max_chunks_per_transfer
+    native_config.op_timeout_ms = config.op_timeout_ms
     try:
-        native.create_rdma_backend(
-            lib_dir=lib_dir,
-            net_devices=_ucx_net_devices(host),
-            lanes=config.qp_per_transfer,
-            post_batch=DEFAULT_POST_BATCH if config.post_batch_size == -1 else config.post_batch_size,
-            polling=config.poll_cq_mode == _C.PollCqMode.POLLING,
-            notify=bool(config.enable_notification),
-            chunk_bytes=config.chunk_bytes if config.enable_transfer_chunking else 0,
-            max_chunks=config.max_chunks_per_transfer,
-            op_timeout_ms=config.op_timeout_ms,
-        )
+        native.create_rdma_backend(native_config)
     except UnsupportedError as exc:
         log.info("no RDMA backend: UCX from %s is unusable: %s", source, exc)
         raise UnsupportedError(f"UCX from {source} is unusable: {exc}") from None
@@ -311,11 +310,7 @@ class XgmiBackendConfig:
 
     def apply(self, native: _C.Engine) -> None:
         self.validate()
-        native.create_p2p_backend(
-            num_streams=self.num_streams, num_events=self.num_events, op_timeout_ms=self.op_timeout_ms,
-            kernel_min_segments=self.scatter_gather_threshold, run_kernel=self.run_kernel,
-            resident_blocks=self.resident_blocks, resident_idle_us=self.resident_idle_us,
-        )  # fmt: skip
+        native.create_p2p_backend(_native_config(_C.P2PConfig(), self))
 
 
 @dataclass

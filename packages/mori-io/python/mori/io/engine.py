@@ -2,11 +2,12 @@
 """IOEngine: MORI's point-to-point transfer engine over the native TCP, P2P and RDMA backends.
 
 One-sided and asynchronous: ``read``/``write`` return a ``TransferStatus`` at once and IO threads
-(TCP), the GPU's copy engines (P2P) or UCX (RDMA) move the bytes. The backend is chosen per memory
-pair, in MORI's order: P2P (``BackendType.XGMI``) when both sides are GPU memory of engines on one
-host and that backend was created, then RDMA (``BackendType.RDMA``, through UCX) when created,
-then TCP, which stages GPU memory through pinned host buffers. A transfer that fails to start or
-fails on one backend is retried on the next (logged).
+(TCP), the GPU's copy engines (P2P) or UCX (RDMA) move the bytes. The native engine's route chain
+(src/engine/route.cpp) picks the backend per memory pair, in MORI's order: P2P
+(``BackendType.XGMI``) when both sides are GPU memory of engines on one host and that backend was
+created, then RDMA (``BackendType.RDMA``, through UCX) when created, then TCP, which stages GPU
+memory through pinned host buffers. A transfer that fails to start or fails on one backend is
+retried on the next (logged). This layer checks arguments and hands the descriptors over.
 
 Arguments are checked before anything is sent (typed exceptions naming the
 argument, value and limit); failures after that (peer unreachable, lost, silent past
@@ -53,6 +54,8 @@ MAX_UID = 2**63 - 1
 MIN_FRAME_BYTES = 64 * 1024
 MAX_FRAME_BYTES = 1 << 30
 MAX_SEGMENTS = 1 << 20
+#: Remote MemoryDescs whose native form an engine keeps (IOEngine._native_remote).
+_NATIVE_REMOTES_KEPT = 4096
 _DEFAULT_CONFIGS: dict[Any, type] = {
     BackendType.TCP: TcpBackendConfig,
     BackendType.RDMA: RdmaBackendConfig,
@@ -71,11 +74,13 @@ def _node_id() -> str:
         return socket.gethostname()
 
 
-def _same_host(a: EngineDesc, b: EngineDesc) -> bool:
-    # MORI's rule: the node id (boot id or MORI_NODE_ID), falling back to the hostname.
-    if a.node_id and b.node_id:
-        return a.node_id == b.node_id
-    return a.hostname == b.hostname
+def _remote_memory(desc: MemoryDesc) -> _C.RemoteMemory:
+    """The native form of a remote MemoryDesc: what the route chain reads of it."""
+    return _C.RemoteMemory(desc.engine_key, desc.id, desc.size, desc.loc, desc.data, desc.ipc_handle, desc.ipc_offset)
+
+
+def _register_native(native: _C.Engine, desc: EngineDesc) -> None:
+    native.register_remote(desc.key, desc.host, desc.port, desc.secret, desc.node_id, desc.hostname, desc.pid)
 
 
 def _advertised_host(host: str) -> str:
@@ -127,11 +132,15 @@ class IOEngine:
         if not isinstance(host, str):
             raise InvalidArgumentError(f"config.host={host!r} must be a str")
         apply_log_level()
+        node_id = _node_id()
+        hostname = socket.gethostname()
         self._native = _C.Engine(
             key=key,
             host=host,
             port=port,
             secret=_secret(config),
+            node_id=node_id,
+            hostname=hostname,
             connect_timeout_ms=_setting("MORI_IO_CP_TIMEOUT_MS", 1, 2**40),
             handshake_timeout_ms=_setting("MORI_IO_HANDSHAKE_TIMEOUT_MS", 1, 2**40),
             io_timeout_ms=_setting("MORI_IO_TCP_OP_TIMEOUT_MS", 0, 2**40),
@@ -145,8 +154,8 @@ class IOEngine:
         self._host = host
         self._desc = EngineDesc(
             key=key,
-            node_id=_node_id(),
-            hostname=socket.gethostname(),
+            node_id=node_id,
+            hostname=hostname,
             host=_advertised_host(host),
             port=self._native.port,
             pid=os.getpid(),
@@ -156,10 +165,13 @@ class IOEngine:
         self._backends: dict[Any, BackendConfig] = {}
         self._memory: dict[int, MemoryDesc] = {}
         self._remotes: dict[str, EngineDesc] = {}
-        self._route_epoch = 0  # bumped when backends or peers change: sessions look their route up again
+        # The native form of remote MemoryDescs recently transferred with, by (engine key, id), kept
+        # with the descriptor it was made from: building one costs more than a small transfer's
+        # Python side. Bounded; a miss only builds it again.
+        self._native_remotes: dict[tuple[str, int], tuple[MemoryDesc, _C.RemoteMemory]] = {}
         # MORI's engine handles its own key: a transfer between two of its own memories loops back
         # through its own listener (and P2P, for GPU memory with that backend).
-        self._native.register_remote(key, self._desc.host, self._desc.port, self._desc.secret)
+        _register_native(self._native, self._desc)
         self._remotes[key] = self._desc
         log.info("IOEngine %r listening on %s:%d", key, host, self._desc.port)
 
@@ -211,7 +223,6 @@ class IOEngine:
         else:
             raise UnsupportedError(f"type={type.name}: this build of mori.io has the TCP, XGMI (P2P) and RDMA backends")
         self._backends[type] = cfg
-        self._route_epoch += 1
 
     def remove_backend(self, type: _C.BackendType) -> None:
         """Removes a backend; TCP and RDMA transfers still in flight fail, P2P ones finish first."""
@@ -224,16 +235,14 @@ class IOEngine:
         if type == BackendType.RDMA and type in self._backends:
             self._native.remove_rdma_backend()
         self._backends.pop(type, None)
-        self._route_epoch += 1
 
     def register_remote_engine(self, desc: EngineDesc) -> None:
         """Makes a peer known (its address and secret); the connection opens on first use."""
         if not isinstance(desc, EngineDesc):
             raise InvalidArgumentError(f"desc={desc!r} must be an EngineDesc")
-        self._native.register_remote(desc.key, desc.host, desc.port, desc.secret)
+        _register_native(self._native, desc)
         with self._lock:
             self._remotes[desc.key] = desc
-            self._route_epoch += 1
 
     def deregister_remote_engine(self, desc: EngineDesc) -> None:
         """Forgets a peer; its transfers in flight fail."""
@@ -242,7 +251,6 @@ class IOEngine:
         self._native.deregister_remote(desc.key)
         with self._lock:
             self._remotes.pop(desc.key, None)
-            self._route_epoch += 1
 
     # -- memory -------------------------------------------------------------------------------
     def register_memory(self, ptr: int, size: int, device_id: int, mem_loc: _C.MemoryLocationType) -> MemoryDesc:
@@ -322,17 +330,19 @@ class IOEngine:
         """
         self._own_memory(local_mem, "local_mem")
         self._known_remote(remote_mem, "remote_mem")
+        remote = self._native_remote(remote_mem)
         if BackendType.TCP not in self._backends and BackendType.RDMA not in self._backends:
-            if self._p2p_peer(local_mem, remote_mem) is not None:
-                return IOEngineSession(self, local_mem, remote_mem)
-            return None
+            # P2P alone (or nothing): no control connection to ask the peer over.
+            if self._native.first_route(local_mem.id, remote) is None:
+                return None
+            return IOEngineSession(self, local_mem, remote_mem, remote)
         size = self._native.query_remote_memory(remote_mem.engine_key, remote_mem.id)
         if size != remote_mem.size:
             raise InvalidArgumentError(
                 f"remote_mem is stale: memory id {remote_mem.id} of engine {remote_mem.engine_key!r} has "
                 f"{size} bytes, the descriptor says {remote_mem.size}"
             )
-        return IOEngineSession(self, local_mem, remote_mem)
+        return IOEngineSession(self, local_mem, remote_mem, remote)
 
     def pop_inbound_transfer_status(self, remote_key: str, transfer_uid: int) -> TransferStatus | None:
         """Target side: the state of initiator ``remote_key``'s transfer ``transfer_uid`` into (or
@@ -388,25 +398,17 @@ class IOEngine:
                 )
         return desc
 
-    def _p2p_peer(self, local: MemoryDesc, remote: MemoryDesc) -> _C.PeerRegion | None:
-        """What the P2P backend needs of ``remote`` when the pair can go P2P: both GPU memory, the
-        backend created, the peer on this host (node id, else hostname) and either in this process
-        or exported with a CUDA IPC handle. None sends the pair over TCP."""
-        if BackendType.XGMI not in self._backends:
-            return None
-        if local.loc != MemoryLocationType.GPU or remote.loc != MemoryLocationType.GPU:
-            return None
-        with self._lock:
-            peer = self._remotes.get(remote.engine_key)
-        if peer is None or not _same_host(self._desc, peer):
-            return None
-        # pid and hostname: containers on one host share the boot id but may reuse pids.
-        same_process = peer.pid == self._desc.pid and peer.hostname == self._desc.hostname
-        if not same_process and not remote.ipc_handle:
-            log.debug("memory id %d of engine %r has no CUDA IPC handle: TCP, not P2P", remote.id, remote.engine_key)
-            return None
-        return _C.PeerRegion(remote.engine_key, remote.data, remote.size, remote.ipc_handle, remote.ipc_offset,
-                             same_process)  # fmt: skip
+    def _native_remote(self, desc: MemoryDesc) -> _C.RemoteMemory:
+        """``desc`` as the native engine takes it, reused while the caller passes the same object."""
+        key = (desc.engine_key, desc.id)
+        cached = self._native_remotes.get(key)
+        if cached is not None and cached[0] is desc:
+            return cached[1]
+        native = _remote_memory(desc)
+        if len(self._native_remotes) >= _NATIVE_REMOTES_KEPT:
+            self._native_remotes.clear()
+        self._native_remotes[key] = (desc, native)
+        return native
 
     def _transfer(self, is_read: bool, local: MemoryDesc, local_offsets: Any, remote: MemoryDesc,
                   remote_offsets: Any, sizes: Any, uid: int) -> TransferStatus:  # fmt: skip
@@ -414,10 +416,8 @@ class IOEngine:
         it directly)."""
         self._own_memory(local, "local memory")
         self._known_remote(remote, "remote memory")
-        return self._native.transfer(
-            is_read, local.id, remote.engine_key, remote.id, remote.size, local_offsets, remote_offsets, sizes, uid,
-            self._p2p_peer(local, remote),
-        )  # fmt: skip
+        native_remote = self._native_remote(remote)
+        return self._native.transfer(is_read, local.id, native_remote, local_offsets, remote_offsets, sizes, uid)
 
     def _batch(self, is_read: bool, locals_: Sequence[MemoryDesc], local_offsets: Sequence[Any],
                remotes: Sequence[MemoryDesc], remote_offsets: Sequence[Any], sizes: Sequence[Any],

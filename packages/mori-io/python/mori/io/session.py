@@ -16,17 +16,15 @@ if TYPE_CHECKING:
 class IOEngineSession:
     """Made by ``IOEngine.create_session``; each batch call returns one status for the whole batch."""
 
-    def __init__(self, engine: IOEngine, local: MemoryDesc, remote: MemoryDesc) -> None:
+    def __init__(self, engine: IOEngine, local: MemoryDesc, remote: MemoryDesc, native_remote: _C.RemoteMemory) -> None:
         self._engine = engine
         self.local = local
         self.remote = remote
-        # The pair was checked when the session was made; per call only the route (P2P or the
-        # network) is looked up again, and only after the engine's backends or peers changed. The
-        # native engine still refuses memory deregistered since, and peers forgotten since.
-        # (engine route epoch, native pair bound to that epoch's P2P peer or None), replaced whole
-        # so threads sharing the session never pair one epoch with another epoch's route. The
-        # native pair holds the call's fixed arguments: a post converts only its own four.
-        self._route: tuple[int, _C.SessionPair | None] = (-1, None)
+        # The pair was checked when the session was made; the native engine routes every post
+        # (P2P or the network, as its backends and peers are then) and still refuses memory
+        # deregistered since, and peers forgotten since. The native pair holds the call's fixed
+        # arguments: a post converts only its own four.
+        self._pair = _C.SessionPair(engine._native, local.id, native_remote)
 
     def __repr__(self) -> str:
         return (f"IOEngineSession(local={self.local.engine_key!r}#{self.local.id}, "
@@ -36,30 +34,19 @@ class IOEngineSession:
         return self._engine.allocate_transfer_uid()
 
     def read(self, local_offset: int, remote_offset: int, size: int, transfer_uid: int) -> _C.TransferStatus:
-        return self._pair().post(True, local_offset, remote_offset, size, transfer_uid)
+        return self._pair.post(True, local_offset, remote_offset, size, transfer_uid)
 
     def write(self, local_offset: int, remote_offset: int, size: int, transfer_uid: int) -> _C.TransferStatus:
-        return self._pair().post(False, local_offset, remote_offset, size, transfer_uid)
+        return self._pair.post(False, local_offset, remote_offset, size, transfer_uid)
 
     def batch_read(self, local_offsets: Sequence[int] | Any, remote_offsets: Sequence[int] | Any,
                    sizes: Sequence[int] | Any, transfer_uid: int) -> _C.TransferStatus:  # fmt: skip
         """Offsets and sizes may be lists or 1-D int64/uint64 numpy arrays (the cheap path)."""
-        return self._pair().post(True, local_offsets, remote_offsets, sizes, transfer_uid)
+        return self._pair.post(True, local_offsets, remote_offsets, sizes, transfer_uid)
 
     def batch_write(self, local_offsets: Sequence[int] | Any, remote_offsets: Sequence[int] | Any,
                     sizes: Sequence[int] | Any, transfer_uid: int) -> _C.TransferStatus:  # fmt: skip
-        return self._pair().post(False, local_offsets, remote_offsets, sizes, transfer_uid)
-
-    def _pair(self) -> _C.SessionPair:
-        epoch, pair = self._route
-        engine = self._engine
-        if pair is None or epoch != engine._route_epoch:
-            epoch = engine._route_epoch
-            local, remote = self.local, self.remote
-            pair = _C.SessionPair(engine._native, local.id, remote.engine_key, remote.id, remote.size,
-                                  engine._p2p_peer(local, remote))  # fmt: skip
-            self._route = (epoch, pair)
-        return pair
+        return self._pair.post(False, local_offsets, remote_offsets, sizes, transfer_uid)
 
     def alive(self) -> bool:
         """Whether the peer answers a ping on the control connection now."""

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "ucx/plan.hpp"
+#include "rdma/plan.hpp"
 
 #include <algorithm>
 

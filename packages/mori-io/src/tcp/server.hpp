@@ -21,8 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/inbound.hpp"
-#include "engine/memory.hpp"
+#include "backend/control.hpp"
+#include "core/inbound.hpp"
+#include "core/memory.hpp"
 #include "net/protocol.hpp"
 #include "net/socket.hpp"
 
@@ -39,16 +40,6 @@ struct ServerConfig {
   size_t max_connections = 1024;        // authenticated connections served at once
   size_t max_pending_connections = 64;  // connections still in their handshake
   net::SocketOptions options;
-};
-
-// The RDMA backend's half of the control plane: the answers to RDMA_CONNECT and RDMA_KEY
-// (ucx/wire.hpp). Called from connection threads, after the peer proved the engine's secret;
-// Error(NotFound) becomes ERR_NOT_FOUND in the response, any other Error ERR_RDMA_OP.
-class RdmaResponder {
- public:
-  virtual ~RdmaResponder() = default;
-  virtual std::string connect_info(const std::string& peer_key) = 0;
-  virtual std::string memory_key(uint32_t mem_id) = 0;
 };
 
 class Server {

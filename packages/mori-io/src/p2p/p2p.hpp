@@ -20,13 +20,22 @@
 #include <thread>
 #include <vector>
 
-#include "engine/status.hpp"
-#include "engine/transfer.hpp"
+#include "backend/backend.hpp"
+#include "core/segment.hpp"
+#include "core/status.hpp"
 #include "gpu/copy_kernels.hpp"
 #include "gpu/cuda_driver.hpp"
 #include "gpu/resident.hpp"
 
-namespace mori::io::gpu {
+namespace mori::io::p2p {
+
+// The GPU helpers this backend is built from (gpu/).
+using gpu::CompletionSlots;
+using gpu::CopyDesc;
+using gpu::CopyKernels;
+using gpu::DescriptorTable;
+using gpu::DoneSignal;
+using gpu::ResidentCopier;
 
 struct P2PConfig {
   int num_streams = 64;  // MORI's XgmiBackendConfig names
@@ -34,7 +43,7 @@ struct P2PConfig {
   int64_t op_timeout_ms = 30000;
   // A transfer of at least this many separate runs is copied by one kernel launch instead of one
   // cuMemcpyAsync per run (MORI_IO_XGMI_SCATTER_GATHER_THRESHOLD); 0 never uses the kernel.
-  int kernel_min_segments = 16;
+  int scatter_gather_threshold = 16;
   // A transfer of one contiguous run is copied by mori-io's run kernel, which reports completion
   // through host memory; false copies it with cuMemcpyAsync (between GPUs the copy engines do
   // that work, leaving the SMs to compute kernels) and waits on an event.
@@ -55,18 +64,22 @@ struct PeerRegion {
   bool same_process = false;
 };
 
-// Called (from the completion thread) when copies failed after they were enqueued; the engine
-// retries the transfer over TCP into the same status.
-using Fallback = std::function<void(const std::string& reason)>;
-
-class P2PBackend {
+class P2PBackend : public Backend, public std::enable_shared_from_this<P2PBackend> {
  public:
   using Clock = std::chrono::steady_clock;
 
   explicit P2PBackend(const P2PConfig& config);  // throws Error(Unsupported) without driver or GPU
-  ~P2PBackend();
+  ~P2PBackend() override;
   P2PBackend(const P2PBackend&) = delete;
   P2PBackend& operator=(const P2PBackend&) = delete;
+
+  // Backend. The pair goes P2P when both sides are GPU memory, the peer runs on this host, and
+  // it is this process or exported its region with a CUDA IPC handle.
+  BackendType type() const override { return BackendType::XGMI; }
+  bool can_route(const TransferRequest& request) const override;
+  bool submit(const TransferRequest& request, Fallback& fallback, std::string* why, bool* repeated) override;
+  void forget_remote(const std::string& key, const std::string& reason, bool deregistered) override;
+  void stop(const std::string& reason) override;
 
   // Enqueues one transfer between the local GPU region and the peer's. Returns false with *why
   // when nothing could be enqueued (no byte moved: the caller falls back; `fallback` is left to
@@ -172,4 +185,4 @@ class P2PBackend {
   std::thread completer_;
 };
 
-}  // namespace mori::io::gpu
+}  // namespace mori::io::p2p

@@ -7,8 +7,8 @@
 // transfer is checked against the region its owner reported, cut into ucp_put_nbx/ucp_get_nbx
 // operations over the peer's endpoints (lanes), flushed (writes), then announced to the target
 // with an active message that the target acknowledges once it recorded the inbound transfer.
-// A transport error fails the transfer over to the engine's TCP backend; a peer silent past
-// op_timeout_ms fails it (ERR_RDMA_OP) and closes its endpoints.
+// A transport error hands the transfer to the next backend of the engine's route chain (TCP); a
+// peer silent past op_timeout_ms fails it (ERR_RDMA_OP) and closes its endpoints.
 #pragma once
 
 #include <atomic>
@@ -20,19 +20,23 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/inbound.hpp"
-#include "engine/memory.hpp"
-#include "engine/server.hpp"
-#include "engine/status.hpp"
-#include "engine/transfer.hpp"
+#include "backend/backend.hpp"
+#include "backend/control.hpp"
+#include "core/inbound.hpp"
+#include "core/memory.hpp"
+#include "core/segment.hpp"
+#include "core/status.hpp"
 #include "ucx/context.hpp"
-#include "ucx/peer.hpp"
+#include "rdma/peer.hpp"
 #include "ucx/runner.hpp"
 #include "ucx/worker.hpp"
 
 namespace mori::io::ucx {
 
 constexpr int kMaxLanes = 64;
+
+// MORI's PollCqMode values: how the worker waits for completions (RdmaConfig::polling).
+enum class PollCqMode : int { POLLING = 0, EVENT = 1 };
 
 struct RdmaConfig {
   std::string lib_dir;      // where libucp.so.0 is; empty: the system's
@@ -61,7 +65,7 @@ struct Submission {
   Fallback fallback;
 };
 
-class RdmaBackend : public RdmaResponder, private WorkerClient {
+class RdmaBackend : public Backend, public RdmaResponder, private WorkerClient {
  public:
   // Throws Error(Unsupported) naming why when UCX cannot be loaded or started.
   RdmaBackend(const RdmaConfig& config, const std::string& engine_key, RegionTable& regions, InboundTable& inbound);
@@ -70,6 +74,14 @@ class RdmaBackend : public RdmaResponder, private WorkerClient {
   RdmaBackend& operator=(const RdmaBackend&) = delete;
 
   bool supports_gpu() const { return context_.supports_cuda(); }
+
+  // Backend: any pair whose local memory UCX can reach (host memory, GPU memory with CUDA support).
+  BackendType type() const override { return BackendType::RDMA; }
+  bool can_route(const TransferRequest& request) const override;
+  bool submit(const TransferRequest& request, Fallback& fallback, std::string* why, bool* repeated) override;
+  int64_t op_timeout_ms() const override { return config_.op_timeout_ms; }
+  void forget_remote(const std::string& key, const std::string& reason, bool deregistered) override;
+  void stop(const std::string& reason) override;
   const RdmaConfig& config() const { return config_; }
 
   // Starts the transfer and returns true: from then on the status completes, or `fallback` is
@@ -83,11 +95,11 @@ class RdmaBackend : public RdmaResponder, private WorkerClient {
   void ping(const RemoteEngine& remote);
 
   // Maps a newly registered region now (errors logged: its transfers then go over TCP).
-  void map_region(const std::shared_ptr<Region>& region);
+  void map_region(const std::shared_ptr<Region>& region) override;
   // Unmaps a deregistered region; call once nothing uses it any more.
-  void unmap_region(uint32_t id);
+  void unmap_region(uint32_t id) override;
   // Closes the endpoints of every transfer using local region id (deregistration timed out).
-  void abort_users_of(uint32_t id);
+  void abort_users_of(uint32_t id) override;
   // Drops the connection to a remote engine; its transfers in flight fail.
   void forget_remote(const std::string& key, const std::string& reason);
   // Fails what is in flight, closes every endpoint, unmaps every region, stops the threads.
@@ -115,7 +127,7 @@ class RdmaBackend : public RdmaResponder, private WorkerClient {
   // Caller side (application and server threads).
   std::shared_ptr<Peer> connect(const RemoteEngine& remote, std::string* why, bool* repeated);
   // The cached region, or (refresh, or none cached) the owner's answer to RDMA_KEY, unpacked.
-  std::shared_ptr<RemoteMemory> remote_memory(const std::shared_ptr<Peer>& peer, uint32_t mem_id,
+  std::shared_ptr<RemoteRegion> remote_memory(const std::shared_ptr<Peer>& peer, uint32_t mem_id,
                                               bool refresh = false);
   Mapping mapping_of(const RegionPin& pin);  // maps on first use
   void retire(const std::shared_ptr<Peer>& peer, const std::string& reason, bool fall_back);
@@ -127,7 +139,7 @@ class RdmaBackend : public RdmaResponder, private WorkerClient {
   // device >= 0: GPU memory of that CUDA device.
   Mapping map_on_worker(uint32_t id, uintptr_t base, uint64_t size, int device);
   void create_endpoints(const std::shared_ptr<Peer>& peer, const std::string& address);
-  void unpack_rkeys(Peer& peer, RemoteMemory& memory, const std::string& packed);
+  void unpack_rkeys(Peer& peer, RemoteRegion& memory, const std::string& packed);
   void start(const std::shared_ptr<Op>& op);
   void schedule(Op& op);
   void advance(Op& op);

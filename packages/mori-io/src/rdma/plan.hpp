@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/transfer.hpp"
+#include "core/segment.hpp"
 
 namespace mori::io::ucx {
 

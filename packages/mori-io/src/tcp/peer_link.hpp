@@ -26,9 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/error.hpp"
-#include "engine/status.hpp"
-#include "engine/transfer.hpp"
+#include "core/error.hpp"
+#include "core/status.hpp"
+#include "tcp/frames.hpp"
 #include "net/protocol.hpp"
 #include "net/socket.hpp"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "engine/status.hpp"
+#include "core/status.hpp"
 
 namespace mori::io {
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-#include "engine/server.hpp"
+#include "tcp/server.hpp"
 
 #include <algorithm>
 #include <system_error>
 #include <vector>
 
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "gpu/staging.hpp"
 
 namespace mori::io {

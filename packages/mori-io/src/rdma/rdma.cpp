@@ -2,13 +2,13 @@
 // The RDMA backend's caller side: what application threads (submit, sessions) and the server's
 // connection threads (the RDMA control requests) do. UCX itself is only touched on the worker
 // thread (progress.cpp); these functions hand it tasks.
-#include "ucx/backend.hpp"
+#include "rdma/rdma.hpp"
 
 #include <algorithm>
 
 #include "crypto/hmac.hpp"
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "ucx/loader.hpp"
 
 namespace mori::io::ucx {
@@ -105,7 +105,7 @@ std::shared_ptr<Peer> RdmaBackend::connect(const RemoteEngine& remote, std::stri
   return peer;
 }
 
-std::shared_ptr<RemoteMemory> RdmaBackend::remote_memory(const std::shared_ptr<Peer>& peer, uint32_t mem_id,
+std::shared_ptr<RemoteRegion> RdmaBackend::remote_memory(const std::shared_ptr<Peer>& peer, uint32_t mem_id,
                                                          bool refresh) {
   if (!refresh) {
     std::lock_guard<std::mutex> lock(peer->memories_mutex);
@@ -133,7 +133,7 @@ std::shared_ptr<RemoteMemory> RdmaBackend::remote_memory(const std::shared_ptr<P
                                        " over RDMA: " + answer.message);
   }
   wire::MemoryKey key = wire::decode_memory_key(answer.payload);
-  auto memory = std::make_shared<RemoteMemory>();
+  auto memory = std::make_shared<RemoteRegion>();
   memory->id = mem_id;
   memory->base = key.base;
   memory->size = key.size;
@@ -242,7 +242,7 @@ bool RdmaBackend::submit(Submission s, std::string* why, bool* repeated) {
   }
   std::shared_ptr<Peer> peer = connect(s.remote, why, repeated);
   if (!peer) return false;
-  std::shared_ptr<RemoteMemory> memory;
+  std::shared_ptr<RemoteRegion> memory;
   try {
     memory = remote_memory(peer, s.remote_id);
   } catch (const Error& e) {
@@ -364,6 +364,34 @@ std::string RdmaBackend::memory_key(uint32_t mem_id) {
   key.size = mapping.size;
   key.rkey = mapping.rkey;
   return wire::encode(key);
+}
+
+bool RdmaBackend::can_route(const TransferRequest& request) const {
+  return request.local->loc != MemoryLocation::GPU || supports_gpu();
+}
+
+bool RdmaBackend::submit(const TransferRequest& request, Fallback& fallback, std::string* why, bool* repeated) {
+  Submission submission;
+  submission.is_read = request.is_read;
+  submission.local = RegionPin(request.local);
+  submission.remote = *request.engine;
+  submission.remote_id = request.memory->id;
+  submission.remote_size = request.memory->size;
+  submission.segments = *request.segments;
+  submission.uid = request.uid;
+  submission.status = request.status;
+  submission.fallback = fallback;
+  return submit(std::move(submission), why, repeated);
+}
+
+void RdmaBackend::forget_remote(const std::string& key, const std::string& reason, bool deregistered) {
+  (void)deregistered;
+  forget_remote(key, reason);
+}
+
+void RdmaBackend::stop(const std::string& reason) {
+  (void)reason;
+  stop();
 }
 
 }  // namespace mori::io::ucx

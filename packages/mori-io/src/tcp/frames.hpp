@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/memory.hpp"
-#include "engine/status.hpp"
+#include "core/memory.hpp"
+#include "core/segment.hpp"
+#include "core/status.hpp"
 #include "net/protocol.hpp"
 #include "net/socket.hpp"
 
@@ -53,17 +54,6 @@ struct Frame {
     if (!reported.exchange(true)) op->frame_done(code, message);
   }
 };
-
-struct Segment {
-  uint64_t local_offset;
-  uint64_t remote_offset;
-  uint64_t size;
-};
-
-// Drops empty segments and joins each segment that continues the previous one on both sides:
-// every backend moves these runs, not the caller's segments.
-std::vector<Segment> merge_runs(const std::vector<Segment>& segments);
-void merge_runs(const std::vector<Segment>& segments, std::vector<Segment>& out);  // into out, cleared first
 
 struct FramePlan {
   uint64_t frame_bytes;   // most payload bytes in one frame

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "engine/peer_link.hpp"
+#include "tcp/peer_link.hpp"
 
 #include <poll.h>
 #include <sched.h>
@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "gpu/staging.hpp"
 
 namespace mori::io {

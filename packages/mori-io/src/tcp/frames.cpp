@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-#include "engine/transfer.hpp"
+#include "tcp/frames.hpp"
 
 #include <algorithm>
 
-#include "engine/error.hpp"
+#include "core/error.hpp"
 
 namespace mori::io {
 
@@ -18,28 +18,6 @@ void TransferOp::frame_done(StatusCode code, const std::string& message) {
   if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     std::lock_guard<std::mutex> lock(mutex);
     status->update(is_error(error) ? error : StatusCode::SUCCESS, error_message);
-  }
-}
-
-std::vector<Segment> merge_runs(const std::vector<Segment>& segments) {
-  std::vector<Segment> out;
-  merge_runs(segments, out);
-  return out;
-}
-
-void merge_runs(const std::vector<Segment>& segments, std::vector<Segment>& out) {
-  out.clear();
-  out.reserve(segments.size());
-  for (const Segment& s : segments) {
-    if (s.size == 0) continue;
-    if (!out.empty()) {
-      Segment& last = out.back();
-      if (last.local_offset + last.size == s.local_offset && last.remote_offset + last.size == s.remote_offset) {
-        last.size += s.size;
-        continue;
-      }
-    }
-    out.push_back(s);
   }
 }
 

@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: MIT
-#include "gpu/p2p.hpp"
+#include "p2p/p2p.hpp"
 
 #include <algorithm>
 #include <optional>
 
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "gpu/device.hpp"
 
-namespace mori::io::gpu {
+namespace mori::io::p2p {
+
+using gpu::bind;
+using gpu::device_count;
+using gpu::KeepCurrentContext;
+using gpu::multiprocessor_count;
 
 namespace {
 
@@ -319,7 +324,7 @@ size_t P2PBackend::enqueue(DeviceState& state, Pending& op, bool is_read, uintpt
                            const std::vector<Segment>& runs, size_t first) {
   const cuda::Driver& d = cuda::driver();
   const size_t n = state.streams.size();
-  const int threshold = config_.kernel_min_segments;
+  const int threshold = config_.scatter_gather_threshold;
   const bool batch = threshold > 0 && runs.size() >= static_cast<size_t>(threshold);
   const bool single = !batch && config_.run_kernel && runs.size() == 1;
   const CopyKernels* kernels = batch || single ? copy_kernels(state, op.device) : nullptr;
@@ -562,4 +567,43 @@ void P2PBackend::forget_engine(const std::string& engine_key) {
   }
 }
 
-}  // namespace mori::io::gpu
+bool P2PBackend::can_route(const TransferRequest& request) const {
+  if (request.local->loc != MemoryLocation::GPU || request.memory->loc != MemoryLocation::GPU) return false;
+  if (!request.placement.same_host) return false;
+  if (!request.placement.same_process && request.memory->ipc_handle.empty()) {
+    MORI_IO_LOG(Debug, "memory id " << request.memory->id << " of engine '" << request.memory->engine_key
+                                    << "' has no CUDA IPC handle: not P2P");
+    return false;
+  }
+  return true;
+}
+
+bool P2PBackend::submit(const TransferRequest& request, Fallback& fallback, std::string* why, bool* repeated) {
+  *repeated = false;
+  PeerRegion peer;
+  peer.engine_key = request.memory->engine_key;
+  peer.data = request.memory->data;
+  peer.size = request.memory->size;
+  peer.ipc_handle = request.memory->ipc_handle;
+  peer.ipc_offset = request.memory->ipc_offset;
+  peer.same_process = request.placement.same_process;
+  // The waiter completes the copies it waits for itself, sparing the hand-over from the
+  // completion thread. Weak: a status may outlive the backend.
+  request.status->set_progress([backend = weak_from_this(), raw = request.status.get()] {
+    if (auto b = backend.lock()) b->progress(raw);
+  });
+  return submit(request.is_read, RegionPin(request.local), peer, *request.segments, request.status, fallback, why);
+}
+
+void P2PBackend::forget_remote(const std::string& key, const std::string& reason, bool deregistered) {
+  (void)reason;
+  // A re-registered engine keeps its mappings: they are keyed by its allocations' IPC handles.
+  if (deregistered) forget_engine(key);
+}
+
+void P2PBackend::stop(const std::string& reason) {
+  (void)reason;  // P2P transfers in flight finish rather than fail
+  stop();
+}
+
+}  // namespace mori::io::p2p

@@ -12,18 +12,19 @@
 #include <string>
 #include <vector>
 
-#include "engine/memory.hpp"
-#include "engine/status.hpp"
+#include "backend/backend.hpp"
+#include "core/memory.hpp"
+#include "core/status.hpp"
 #include "net/socket.hpp"
 #include "ucx/control.hpp"
-#include "ucx/plan.hpp"
+#include "rdma/plan.hpp"
 #include "ucx/ucp_api.hpp"
 #include "ucx/wire.hpp"
 
 namespace mori::io::ucx {
 
 // A region of the remote engine, as its owner described it over the control connection.
-struct RemoteMemory {
+struct RemoteRegion {
   uint32_t id = 0;
   uint64_t base = 0;
   uint64_t size = 0;
@@ -40,8 +41,8 @@ struct Peer {
   std::atomic<bool> dead{false};  // torn down: the next transfer connects anew
 
   std::mutex memories_mutex;
-  std::map<uint32_t, std::shared_ptr<RemoteMemory>> memories;
-  std::vector<std::shared_ptr<RemoteMemory>> retired;  // replaced, rkeys destroyed with the peer's
+  std::map<uint32_t, std::shared_ptr<RemoteRegion>> memories;
+  std::vector<std::shared_ptr<RemoteRegion>> retired;  // replaced, rkeys destroyed with the peer's
 
   // worker
   std::vector<ucp_ep_h> eps;  // the lanes; emptied when closed
@@ -50,9 +51,6 @@ struct Peer {
   bool torn_down = false;
   bool rkeys_destroyed = false;
 };
-
-// What a transfer falls back to (the engine's TCP retry) when RDMA fails; runs off the worker.
-using Fallback = std::function<void(const std::string& reason)>;
 
 enum class Stage { Post, Flush, Notify, Done };
 
@@ -67,7 +65,7 @@ struct Op {
   ucp_mem_h memh = nullptr;
   int device = -1;  // the CUDA device of GPU memory, else -1
   std::shared_ptr<Peer> peer;
-  std::shared_ptr<RemoteMemory> remote;
+  std::shared_ptr<RemoteRegion> remote;
   std::vector<Piece> pieces;
   Fallback fallback;
   net::Deadline deadline = net::never();

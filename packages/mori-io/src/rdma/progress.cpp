@@ -6,10 +6,10 @@
 // from inside another.
 #include <algorithm>
 
-#include "engine/error.hpp"
-#include "engine/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "gpu/device.hpp"
-#include "ucx/backend.hpp"
+#include "rdma/rdma.hpp"
 #include "ucx/loader.hpp"
 
 namespace mori::io::ucx {
@@ -105,7 +105,7 @@ void RdmaBackend::create_endpoints(const std::shared_ptr<Peer>& peer, const std:
   }
 }
 
-void RdmaBackend::unpack_rkeys(Peer& peer, RemoteMemory& memory, const std::string& packed) {
+void RdmaBackend::unpack_rkeys(Peer& peer, RemoteRegion& memory, const std::string& packed) {
   if (peer.torn_down) throw Error(Code::Connection, "the RDMA connection to " + peer.description + " was closed");
   const Api& api = context_.api();
   for (ucp_ep_h ep : peer.eps) {
@@ -334,7 +334,7 @@ void RdmaBackend::reap_peers() {
     // The rkeys go once no request may use them (after the endpoints, which UCX tolerates).
     if (!peer.rkeys_destroyed && peer.inflight == 0) {
       std::lock_guard<std::mutex> lock(peer.memories_mutex);
-      auto destroy = [&api](RemoteMemory& memory) {
+      auto destroy = [&api](RemoteRegion& memory) {
         for (ucp_rkey_h rkey : memory.rkeys) api.ucp_rkey_destroy(rkey);
         memory.rkeys.clear();
       };
