@@ -227,7 +227,8 @@ class _Collector:
             outcome = self.outcomes.get(rank)
             if outcome is None:
                 outcome = RankError(
-                    "Timeout", f"rank {rank} did not finish within {elapsed:.1f} s (timeout {self.timeout:.1f} s); killed"
+                    "Timeout",
+                    f"rank {rank} did not finish within {elapsed:.1f} s (timeout {self.timeout:.1f} s); killed",
                 )
             if isinstance(outcome, RankError):
                 code = outcome.exitcode if outcome.exitcode is not None else exitcodes[rank]

@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import shutil
 import tempfile
@@ -105,8 +106,9 @@ class PeerProcess:
         self.conn.send(message)
 
     def recv(self, timeout: float = 30.0, what: str = "a message") -> Any:
-        """The next message the peer sends; :class:`PeerError` when it sends none within ``timeout``
-        seconds (shortened to end before the running test's deadline), dies or closes its pipe."""
+        """The next message the peer sends; :class:`PeerError` (and the peer killed) when it sends
+        none within ``timeout`` seconds (shortened to end before the running test's deadline), dies
+        or closes its pipe."""
         limit = bounded_timeout(timeout)
         deadline = time.monotonic() + limit
         while True:
@@ -118,7 +120,7 @@ class PeerProcess:
                     self.proc.join(1.0)  # a closed pipe: the process is exiting, let it finish
                     raise self._error(f"closed its pipe before sending {what}") from None
             if left <= 0:
-                raise self._error(f"sent no {what} within {limit:.1f} s")
+                raise self._error(f"did not send {what} within {limit:.1f} s")
 
     def ask(self, *command: Any, timeout: float = 30.0) -> Any:
         """Sends ``command`` (a tuple whose first item names it) and returns the peer's answer."""
@@ -129,10 +131,8 @@ class PeerProcess:
         """Asks the peer ``exit_command`` (when given, and the peer is alive), waits up to ``timeout``
         seconds for it to exit, then kills it if it still runs."""
         if exit_command and self.proc.is_alive():
-            try:
+            with contextlib.suppress(PeerError):  # a peer that does not answer is killed below
                 self.ask(*exit_command, timeout=timeout)
-            except PeerError:
-                pass
             self.proc.join(timeout)
         self.kill()
 
@@ -154,6 +154,10 @@ class PeerProcess:
         self.kill()
 
     def _error(self, what: str) -> PeerError:
-        alive = "running" if self.proc.is_alive() else f"exited with code {self.proc.exitcode}"
+        """The error for a peer that failed the test; the peer is killed (a peer that missed one
+        answer is out of step with its pipe) and its log kept for the report."""
+        alive = "still running, killed" if self.proc.is_alive() else f"exited with code {self.proc.exitcode}"
         tail = self.log.tail().rstrip() or "(nothing)"
-        return PeerError(f"peer {self.name} (pid {self.proc.pid}, {alive}) {what}; the end of its output:\n{tail}")
+        error = PeerError(f"peer {self.name} (pid {self.proc.pid}, {alive}) {what}; the end of its output:\n{tail}")
+        self.kill()
+        return error
