@@ -13,7 +13,7 @@ from conftest import PACKAGE_ROOT
 import mori.shmem
 from mori.cco import _C
 from mori.cco.layout import CollectiveArgs, DevComm
-from mori.testing.pytest_plugin import compile_declaration_check, cuda_include
+from mori.testing.native import compile_declaration_check, cuda_include
 
 
 def test_driver_declarations_match_cuda_h() -> None:

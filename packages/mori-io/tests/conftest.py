@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mori.testing import pytest_plugin
+from mori.testing import native
 
 pytest_plugins = ["mori.testing.pytest_plugin"]
 
@@ -31,7 +31,7 @@ os.environ.setdefault("MORI_IO_CP_TIMEOUT_MS", "3000")
 os.environ.setdefault("MORI_IO_TCP_OP_TIMEOUT_MS", "10000")
 
 #: compile_declaration_check(source, include, *flags): tests/native/<source> against real headers.
-compile_declaration_check = functools.partial(pytest_plugin.compile_declaration_check, PACKAGE_ROOT)
+compile_declaration_check = functools.partial(native.compile_declaration_check, PACKAGE_ROOT)
 
 
 def pytest_mori_default_timeout(config: pytest.Config) -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import compile_declaration_check
 
-from mori.testing.pytest_plugin import cuda_include
+from mori.testing.native import cuda_include
 
 
 def test_driver_declarations_match_cuda_h():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mori.testing import pytest_plugin
+from mori.testing import native
 
 pytest_plugins = ["mori.testing.pytest_plugin"]
 
@@ -40,7 +40,7 @@ os.environ.setdefault("MORI_SHMEM_WAIT_TIMEOUT", "30")
 HEAP_SIZE = 64 * 1024 * 1024
 
 #: compile_declaration_check(source, include, *flags): tests/native/<source> against real headers.
-compile_declaration_check = functools.partial(pytest_plugin.compile_declaration_check, PACKAGE_ROOT)
+compile_declaration_check = functools.partial(native.compile_declaration_check, PACKAGE_ROOT)
 
 
 def pytest_mori_default_timeout(config: pytest.Config) -> float:

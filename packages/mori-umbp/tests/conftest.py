@@ -8,13 +8,17 @@ multiprocessing's spawn can import it) under mori.testing.PeerProcess; the maste
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from mori import testing
@@ -95,6 +99,44 @@ class PeerProcess(testing.PeerProcess):
 
     def ask(self, *cmd: object, timeout: float = 20) -> object:
         return super().ask(*cmd, timeout=timeout)
+
+
+def random_blocks(n: int, seed: int, size: int = PAGE) -> list[np.ndarray]:
+    """n blocks of size random bytes, from one seeded generator (the same blocks for the same seed)."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(n)]
+
+
+def ssd_read(tier, key: str, size: int) -> bytes | None:
+    """What an SsdTier holds for key (size bytes), or None when it does not hold it."""
+    out = np.zeros(size, np.uint8)
+    return out.tobytes() if tier.read_into(key, out.ctypes.data, size) else None
+
+
+def stop_cluster(master: MasterProcess, peers: Sequence[PeerProcess], client=None) -> None:
+    """Closes the client, kills the peers, then the master."""
+    if client is not None:
+        client.close()
+    for peer in peers:
+        peer.kill()
+    master.kill()
+
+
+@contextlib.contextmanager
+def running_cluster(reader: str, *peers: dict[str, Any]) -> Iterator[tuple[MasterProcess, list[PeerProcess], Any]]:
+    """The real master script, one PeerProcess per entry of ``peers`` (PeerProcess's keyword
+    arguments but the master's address) and a client named ``reader`` with no DRAM of its own;
+    all stopped on exit, whatever failed."""
+    master = MasterProcess(free_port())
+    started: list[PeerProcess] = []
+    client = None
+    try:
+        for options in peers:
+            started.append(PeerProcess(master.address, **options))
+        client = make_client(master.address, reader, 0)
+        yield master, started, client
+    finally:
+        stop_cluster(master, started, client)
 
 
 def wait_for(predicate, timeout: float = 10.0, every: float = 0.05) -> bool:

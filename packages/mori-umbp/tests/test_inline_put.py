@@ -12,7 +12,7 @@ import collections
 import grpc
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, master_config
+from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, master_config, stop_cluster
 
 from mori.umbp import InvalidArgumentError, MasterServer, auth, rpc
 from mori.umbp.peer.service import INLINE_BATCH_MAX_BYTES, INLINE_MAX_BYTES, PeerServicer
@@ -178,11 +178,7 @@ def test_an_owner_dying_in_an_inline_put_leaves_no_key_reported_stored_missing(w
         assert client.get_into_ptr("k", back.ctypes.data, back.nbytes)
         assert np.array_equal(back, data)
     finally:
-        if client is not None:
-            client.close()
-        for p in peers:
-            p.kill()
-        master.kill()
+        stop_cluster(master, peers, client)
 
 
 def test_a_peer_without_the_inline_call_gets_the_block_by_slots(counted, monkeypatch):
