@@ -57,7 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _load_hypothesis_profile() -> None:
     try:
-        from hypothesis import HealthCheck, settings
+        from hypothesis import HealthCheck, settings  # type: ignore[import-not-found,unused-ignore]  # a test dependency
     except ImportError:  # hypothesis is a test dependency of some packages only
         return
     settings.register_profile(
