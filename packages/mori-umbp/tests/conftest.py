@@ -8,6 +8,7 @@ multiprocessing's spawn can import it) under mori.testing.PeerProcess; the maste
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shutil
@@ -137,6 +138,23 @@ def running_cluster(reader: str, *peers: dict[str, Any]) -> Iterator[tuple[Maste
         yield master, started, client
     finally:
         stop_cluster(master, started, client)
+
+
+def count_peer_rpcs(monkeypatch: pytest.MonkeyPatch, names: Sequence[str]) -> collections.Counter[str]:
+    """Counts the peer RPCs named in ``names`` that this process serves, per method name, for the
+    rest of the test (PeerServicer's methods wrapped through monkeypatch)."""
+    from mori.umbp.peer.service import PeerServicer
+
+    calls: collections.Counter[str] = collections.Counter()
+    for name in names:
+        method = getattr(PeerServicer, name)
+
+        def counting(self, req, ctx, _method=method, _name=name):
+            calls[_name] += 1
+            return _method(self, req, ctx)
+
+        monkeypatch.setattr(PeerServicer, name, counting)
+    return calls
 
 
 def wait_for(predicate, timeout: float = 10.0, every: float = 0.05) -> bool:

@@ -5,7 +5,6 @@ reported stored that is missing when an owner dies in the middle of a batch."""
 
 from __future__ import annotations
 
-import collections
 import time
 
 import numpy as np
@@ -14,6 +13,7 @@ from conftest import (
     PAGE,
     MasterProcess,
     PeerProcess,
+    count_peer_rpcs,
     free_port,
     make_client,
     master_config,
@@ -22,7 +22,6 @@ from conftest import (
 )
 
 from mori.umbp import InvalidArgumentError, MasterServer
-from mori.umbp.peer.service import PeerServicer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -30,23 +29,8 @@ pytestmark = pytest.mark.timeout(90)
 @pytest.fixture
 def counted(monkeypatch):
     """Counts the peer RPCs served in this process, per method name."""
-    calls: collections.Counter[str] = collections.Counter()
-    for name in (
-        "AllocateSlot",
-        "CommitSlot",
-        "ResolveKey",
-        "BatchAllocateSlots",
-        "BatchCommitSlots",
-        "BatchResolveKeys",
-    ):
-        method = getattr(PeerServicer, name)
-
-        def counting(self, req, ctx, _method=method, _name=name):
-            calls[_name] += 1
-            return _method(self, req, ctx)
-
-        monkeypatch.setattr(PeerServicer, name, counting)
-    return calls
+    names = ("AllocateSlot", "CommitSlot", "ResolveKey", "BatchAllocateSlots", "BatchCommitSlots", "BatchResolveKeys")
+    return count_peer_rpcs(monkeypatch, names)
 
 
 def test_a_batch_costs_one_rpc_of_each_kind_per_owner(counted):
