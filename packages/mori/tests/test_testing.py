@@ -61,7 +61,7 @@ def test_a_raising_pe_is_named_with_its_traceback_and_output_and_the_others_are_
 
 def test_a_pe_that_dies_without_reporting_is_an_error_not_a_hang() -> None:
     start = time.monotonic()
-    outcomes = run_processes(programs.die_on, 2, 1, timeout=20, return_exceptions=True)
+    outcomes = run_processes(programs.die_on, 2, 1, timeout=8, return_exceptions=True)
     assert time.monotonic() - start < 30
     died = outcomes[1]
     assert isinstance(died, RankError) and died.type_name == "ProcessDied" and died.exitcode == 7
@@ -77,6 +77,12 @@ def test_a_hung_pe_is_killed_at_the_timeout_with_its_stack_in_its_log() -> None:
     for outcome in info.value.outcomes:
         assert outcome.type_name == "Timeout" and outcome.exitcode == -9
         assert "hangs" in outcome.log and "in hang" in outcome.log  # faulthandler's dump before the kill
+
+
+def test_outside_capture_a_pe_prints_where_the_caller_prints(capfd) -> None:
+    outcomes = run_processes(programs.die_on, 2, 1, timeout=8, return_exceptions=True, capture_output=False)
+    assert outcomes[1].type_name == "ProcessDied" and outcomes[1].log == ""
+    assert "dying without a word to the launcher" in capfd.readouterr().out
 
 
 def test_a_launch_that_cannot_run_is_refused_before_anything_starts() -> None:

@@ -130,6 +130,13 @@ def start_recording() -> None:
     take_recorded()
 
 
+def capturing(requested: bool | None) -> bool:
+    """Whether a launch sends its children's output to logs: as requested, else under the pytest
+    plugin (a failed test shows the logs) and not elsewhere (a benchmark's or an example's PEs
+    print to the terminal as they run)."""
+    return _recording if requested is None else requested
+
+
 def record(log: ProcessLog) -> None:
     if _recording:
         with _state_lock:

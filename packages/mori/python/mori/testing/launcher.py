@@ -2,11 +2,12 @@
 """N PEs as N processes, for multi-PE tests, never a hang.
 
 :func:`run_processes` runs a module-level function in N spawned Python processes;
-:func:`run_commands` runs N executables (C++ ranks). Both give each process a log of its own
-(its stdout and stderr), kill every process still running at the timeout (shortened to end before
-the running test's deadline under the pytest plugin), and either return each rank's outcome or
-raise :class:`PeFailure`, which says which rank raised, exited, died or hung, with the end of its
-log. A peer that dies gives an error after a short drain, never a hang.
+:func:`run_commands` runs N executables (C++ ranks). Both give each process a log of its own (its
+stdout and stderr; for Python processes under the pytest plugin, or when asked), kill every
+process still running at the timeout (shortened to end before the running test's deadline under
+the pytest plugin), and either return each rank's outcome or raise :class:`PeFailure`, which says
+which rank raised, exited, died or hung, with the end of its log. A peer that dies gives an error
+after a short drain, never a hang.
 
 Example::
 
@@ -43,6 +44,7 @@ from mori.testing._logs import (
     ProcessLog,
     apply_env,
     bounded_timeout,
+    capturing,
     pack_call,
     patched_environ,
     record,
@@ -167,10 +169,11 @@ def _child_main(
     env: Mapping[str, str | None] | None,
     results: Any,
     dump_after_s: float | None,
-    log_path: str,
+    log_path: str | None,
 ) -> None:
     """Entry point of a spawned PE: runs the function and reports its outcome on the results queue."""
-    redirect_output(log_path)
+    if log_path is not None:
+        redirect_output(log_path)
     # The parent already put env into the environment this process was started with; applying
     # it again here also covers start methods that do not inherit the parent's environment.
     if env:
@@ -250,6 +253,7 @@ def run_processes(
     return_exceptions: bool = False,
     failure_grace: float = DEFAULT_FAILURE_GRACE_S,
     label: str | None = None,
+    capture_output: bool | None = None,
 ) -> list[Any]:
     """Runs ``fn(rank, nranks, *args)`` in ``nranks`` spawned processes and collects the results.
 
@@ -267,6 +271,9 @@ def run_processes(
         failure_grace: When return_exceptions is False and a rank fails, the other ranks get this many
             more seconds (within the timeout) to report before they are killed.
         label: How errors name this launch (default ``run_processes(<fn>, <nranks>)``).
+        capture_output: Send each PE's stdout and stderr to a log of its own, quoted in errors
+            (True), or let them print where this process prints (False). Default: capture under
+            the pytest plugin, print elsewhere.
 
     Returns:
         The per-rank results, indexed by rank.
@@ -288,12 +295,21 @@ def run_processes(
     # Ask the children to dump their stacks a little before the parent gives up on them.
     dump_after_s = max(timeout - 2.0, timeout * 0.9)
     call = pack_call((fn, tuple(args)))
+    capture = capturing(capture_output)
     try:
         with patched_environ(env):
             for rank in range(nranks):
                 proc = ctx.Process(
                     target=_child_main,
-                    args=(call, rank, nranks, dict(env) if env else None, results, dump_after_s, str(logs[rank].path)),
+                    args=(
+                        call,
+                        rank,
+                        nranks,
+                        dict(env) if env else None,
+                        results,
+                        dump_after_s,
+                        str(logs[rank].path) if capture else None,
+                    ),
                     name=f"mori-pe-{rank}",
                     daemon=True,
                 )

@@ -36,6 +36,7 @@ from mori.testing._logs import (
     ProcessLog,
     apply_env,
     bounded_timeout,
+    capturing,
     pack_call,
     patched_environ,
     record,
@@ -52,8 +53,11 @@ class PeerError(RuntimeError):
     """A peer process died, hung, or closed its pipe before sending what the test awaited."""
 
 
-def _peer_main(call: bytes | tuple[Any, ...], conn: Any, log_path: str, env: Mapping[str, str | None] | None) -> None:
-    redirect_output(log_path)
+def _peer_main(
+    call: bytes | tuple[Any, ...], conn: Any, log_path: str | None, env: Mapping[str, str | None] | None
+) -> None:
+    if log_path is not None:
+        redirect_output(log_path)
     if env:
         apply_env(env)
     fn, args, kwargs = unpack_call(call)
@@ -67,6 +71,9 @@ class PeerProcess:
         fn: A module-level (picklable) function.
         name: How errors and the failed test's report name the peer (default: fn's name).
         env: Environment variables for the peer (a value of None unsets the variable).
+        capture_output: Send the peer's stdout and stderr to its log, quoted in errors (True), or
+            let them print where this process prints (False). Default: capture under the pytest
+            plugin, print elsewhere.
 
     Attributes:
         proc: The ``multiprocessing.Process``.
@@ -79,6 +86,7 @@ class PeerProcess:
         *args: Any,
         name: str | None = None,
         env: Mapping[str, str | None] | None = None,
+        capture_output: bool | None = None,
         **kwargs: Any,
     ) -> None:
         self.name = name or getattr(fn, "__name__", "peer")
@@ -89,7 +97,14 @@ class PeerProcess:
         call = pack_call((fn, tuple(args), kwargs))
         with patched_environ(env):
             self.proc = ctx.Process(
-                target=_peer_main, args=(call, child, str(self.log.path), dict(env) if env else None), daemon=True
+                target=_peer_main,
+                args=(
+                    call,
+                    child,
+                    str(self.log.path) if capturing(capture_output) else None,
+                    dict(env) if env else None,
+                ),
+                daemon=True,
             )
             self.proc.start()
         child.close()  # the peer holds the only other end now: its death reads as EOF here
