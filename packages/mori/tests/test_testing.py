@@ -77,6 +77,8 @@ def test_a_hung_pe_is_killed_at_the_timeout_with_its_stack_in_its_log() -> None:
     for outcome in info.value.outcomes:
         assert outcome.type_name == "Timeout" and outcome.exitcode == -9
         assert "hangs" in outcome.log and "in hang" in outcome.log  # faulthandler's dump before the kill
+    outcomes = run_processes(programs.hang, 2, False, timeout=4, return_exceptions=True)
+    assert outcomes[0] is None and outcomes[1].type_name == "Timeout"
 
 
 def test_outside_capture_a_pe_prints_where_the_caller_prints(capfd) -> None:

@@ -227,8 +227,9 @@ class _Collector:
         elapsed = time.monotonic() - self.start
         ordered: list[Any] = []
         for rank in range(self.nranks):
-            outcome = self.outcomes.get(rank)
-            if outcome is None:
+            if rank in self.outcomes:
+                outcome = self.outcomes[rank]  # None too: a PE may return None
+            else:
                 outcome = RankError(
                     "Timeout",
                     f"rank {rank} did not finish within {elapsed:.1f} s (timeout {self.timeout:.1f} s); killed",
