@@ -56,7 +56,7 @@ def test_copy_engine_puts_signal_their_peer(backend: str, nranks: int) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("nranks", [2, 8])
 def test_collectives_replay_in_a_cuda_graph(nranks: int) -> None:
-    from conftest import gpu_available
+    from mori.testing.pytest_plugin import cuda_available as gpu_available
 
     if not gpu_available():
         pytest.skip("CUDA graphs need the cuda backend: no NVIDIA GPU here")

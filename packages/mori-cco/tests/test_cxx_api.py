@@ -13,6 +13,7 @@ from conftest import PACKAGE_ROOT
 
 import mori.cco
 import mori.shmem
+from mori.testing import run_commands
 
 
 def _build(tmp_path: Path, example: str) -> Path:
@@ -31,18 +32,10 @@ def _build(tmp_path: Path, example: str) -> Path:
 
 
 def _run_ranks(binary: Path, nranks: int, tmp_path: Path, *extra: str) -> list[str]:
+    """Every rank's stdout; all ranks are killed at the timeout, a failed one is named with its stderr."""
     uid_file = tmp_path / "uid"
-    ranks = [
-        subprocess.Popen([str(binary), str(r), str(nranks), str(uid_file), *extra], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-        for r in range(nranks)
-    ]  # fmt: skip
-    outputs = []
-    for proc in ranks:
-        out, err = proc.communicate(timeout=90)
-        assert proc.returncode == 0, err
-        outputs.append(out)
-    return outputs
+    commands = [[str(binary), str(r), str(nranks), str(uid_file), *extra] for r in range(nranks)]
+    return [result.stdout for result in run_commands(commands, timeout=120)]
 
 
 @pytest.mark.parametrize("nranks", [2, 4])

@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PACKAGE_ROOT, gpu_available
+from conftest import PACKAGE_ROOT
+
+from mori.testing.pytest_plugin import cuda_available as gpu_available
 
 EXAMPLES = PACKAGE_ROOT / "examples" / "python"
 

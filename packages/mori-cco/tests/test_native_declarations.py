@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import PACKAGE_ROOT
@@ -16,28 +13,17 @@ from conftest import PACKAGE_ROOT
 import mori.shmem
 from mori.cco import _C
 from mori.cco.layout import CollectiveArgs, DevComm
-
-
-def _cuda_include() -> Path | None:
-    for root in filter(None, [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]):
-        if (Path(root) / "include" / "cuda.h").is_file():
-            return Path(root) / "include"
-    return None
+from mori.testing.native import compile_declaration_check, cuda_include
 
 
 def test_driver_declarations_match_cuda_h() -> None:
     """libmori_cco opens libcuda with dlopen and declares what it uses by hand."""
-    include = _cuda_include()
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if include is None or compiler is None:
-        pytest.skip("no CUDA toolkit headers (cuda.h) or no C++ compiler on this machine")
-    result = subprocess.run(
-        [compiler, "-std=c++17", "-fsyntax-only", f"-I{include}", f"-I{PACKAGE_ROOT / 'src'}",
-         f"-I{PACKAGE_ROOT / 'include'}", f"-I{mori.shmem.get_include()}",
-         str(PACKAGE_ROOT / "tests" / "native" / "check_cuda_types.cpp")],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    include = cuda_include()
+    if include is None:
+        pytest.skip("no CUDA toolkit headers (cuda.h) on this machine")
+    compile_declaration_check(
+        PACKAGE_ROOT, "check_cuda_types.cpp", include, f"-I{PACKAGE_ROOT / 'include'}", f"-I{mori.shmem.get_include()}"
+    )
 
 
 def test_ctypes_mirrors_match_the_c_layouts() -> None:

@@ -167,6 +167,17 @@ def call_and_report(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Work
         shmem.shmem_finalize()
 
 
+def routed_sources(w: wl.Workload, sources: dict[int, tuple[Any, torch.Tensor]], expert: int) -> list[int]:
+    """The reference of which tokens reach ``expert``: every (source PE, token) whose routing row
+    names it, encoded as the kernel's src_info encodes them, sorted. ``sources`` maps each source PE
+    to (its tokens, its routing)."""
+    return sorted(
+        src * w.world_size * w.max_tokens + token
+        for src, (_, routing) in sources.items()
+        for token in torch.nonzero((routing == expert).any(dim=1)).flatten().tolist()
+    )
+
+
 def stall_one_rank(
     rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any] | None = None
 ) -> str:
@@ -449,11 +460,7 @@ def standard_moe(
         sources = {src: (wl.tokens(w, src)[0], wl.routing(w, src)) for src in range(w.world_size)}
         for local in range(w.experts_per_rank):
             expert = rank * w.experts_per_rank + local
-            want = sorted(
-                src * w.world_size * w.max_tokens + token
-                for src, (_, routing) in sources.items()
-                for token in torch.nonzero((routing == expert).any(dim=1)).flatten().tolist()
-            )
+            want = routed_sources(w, sources, expert)
             n = int(count[local])
             got = src_info[local, :n].tolist()
             missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))

@@ -89,11 +89,7 @@ def standard_moe_bytes(rank: int, nranks: int, uid: bytes, backend: str, w: wl.W
         sources = {src: (wl.tokens(w, src)[0].view(torch.uint8), wl.routing(w, src)) for src in range(w.world_size)}
         for local in range(w.experts_per_rank):
             expert = rank * w.experts_per_rank + local
-            want = sorted(
-                src * w.world_size * w.max_tokens + token
-                for src, (_, routing) in sources.items()
-                for token in torch.nonzero((routing == expert).any(dim=1)).flatten().tolist()
-            )
+            want = ep_programs.routed_sources(w, sources, expert)
             got = src_info[local, : int(count[local])].tolist()
             assert sorted(got) == want, f"expert {expert}: rows {sorted(got)}, expected {want}"
             for j, pos in enumerate(got):

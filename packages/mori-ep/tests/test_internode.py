@@ -120,20 +120,9 @@ def test_async_ll_halves_out_of_order_raise(backend: str) -> None:
         assert combine_early.startswith("EpInputError") and "_recv half" in combine_early, combine_early
 
 
-# Routing handles across hosts: the intra-node replay test (ep_programs.routing_replay) for every
-# type on 2 hosts of 1 and 2 PEs; 2 hosts of 4 PEs for InterNodeV1 by default, the others -m slow.
-ROUTING_HANDLES = [
-    pytest.param(
-        kernel_type, world_size, per_node,
-        id=f"{name}-2x{per_node}",
-        marks=[pytest.mark.slow] if per_node == 4 and name != "InterNodeV1" else [],
-    )
-    for name, kernel_type in KERNEL_TYPES.items()
-    for world_size, per_node in ((2, 1), (4, 2), (8, 4))
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("kernel_type", "world_size", "per_node"), ROUTING_HANDLES)
+# Routing handles across hosts: the intra-node replay test (ep_programs.routing_replay) on the same
+# hosts as above (2 hosts of 4 PEs for InterNodeV1 by default, the others -m slow).
+@pytest.mark.parametrize(("kernel_type", "world_size", "per_node"), TWO_HOSTS)
 def test_routing_handle_replay_and_combine_across_hosts(
     backend: str, kernel_type: int, world_size: int, per_node: int
 ) -> None:

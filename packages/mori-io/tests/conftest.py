@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""Shared fixtures of the mori-io suite: engines on loopback with short deadlines, CPU buffers.
+"""Shared fixtures of the mori-io suite: engines on loopback with short deadlines, CPU buffers
+(markers, timeouts and the hypothesis profile come from mori.testing.pytest_plugin).
 
 Second engines that must live in another process run functions from peer_programs.py (module
-level so multiprocessing's spawn can import them).
+level so multiprocessing's spawn can import them) under mori.testing.PeerProcess.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mori.testing import native
+
+pytest_plugins = ["mori.testing.pytest_plugin"]
+
 TESTS_DIR = Path(__file__).resolve().parent
+PACKAGE_ROOT = TESTS_DIR.parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))  # spawned children inherit sys.path
 
@@ -25,35 +30,12 @@ if str(TESTS_DIR) not in sys.path:
 os.environ.setdefault("MORI_IO_CP_TIMEOUT_MS", "3000")
 os.environ.setdefault("MORI_IO_TCP_OP_TIMEOUT_MS", "10000")
 
-DEFAULT_TEST_TIMEOUT_S = 60
-
-try:
-    from hypothesis import HealthCheck, settings
-
-    settings.register_profile(
-        "mori-io",
-        deadline=None,
-        print_blob=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
-    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "mori-io"))
-except ImportError:  # pragma: no cover - hypothesis is a test dependency
-    pass
+#: compile_declaration_check(source, include, *flags): tests/native/<source> against real headers.
+compile_declaration_check = functools.partial(native.compile_declaration_check, PACKAGE_ROOT)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than a few tens of seconds; deselect with -m 'not slow'")
-    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and torch (skips with the reason elsewhere)")
-    if not config.pluginmanager.hasplugin("timeout"):  # the GPU machine has no pytest-timeout
-        config.addinivalue_line("markers", "timeout(seconds): deadline of a test under pytest-timeout")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("timeout"):
-        return
-    for item in items:
-        if item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(DEFAULT_TEST_TIMEOUT_S))
+def pytest_mori_default_timeout(config: pytest.Config) -> float:
+    return 60
 
 
 def new_engine(key: str, lanes: int = 4, **tcp: int):
@@ -95,21 +77,3 @@ def register(engine, array: np.ndarray):
 
 def random_bytes(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size=n, dtype=np.uint8)
-
-
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-
-
-def compile_declaration_check(source: str, include: Path, *flags: str) -> None:
-    """Compiles tests/native/<source> (never run) against the real headers in `include` and this
-    package's src/: its static_asserts compare the hand-written declarations the library builds
-    with (it opens those libraries with dlopen) with the originals."""
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    result = subprocess.run(
-        [compiler, "-std=c++17", "-fsyntax-only", *flags, f"-I{include}", f"-I{PACKAGE_ROOT / 'src'}",
-         str(PACKAGE_ROOT / "tests" / "native" / source)],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr

@@ -1,17 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""Functions that run an engine in a second process (multiprocessing spawn) for the tests."""
+"""Functions that run an engine in a second process (mori.testing.PeerProcess) for the tests."""
 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing as mp
-import os
-import signal
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
+
+from mori.testing import PeerProcess
 
 
 def serve_target(conn: Connection, nbytes: int, seed: int) -> None:
@@ -51,28 +50,14 @@ def answer_commands(conn: Connection, engine: Any, buf: np.ndarray) -> None:
             return
 
 
-class TargetProcess:
+class TargetProcess(PeerProcess):
     """The test's handle on a target started in a spawned process: ``fn(conn, *args)`` first sends
-    (engine desc bytes, memory desc bytes), then answers commands (answer_commands)."""
+    (engine desc bytes, memory desc bytes), then answers commands (answer_commands); ``close()``
+    kills it."""
 
     def __init__(self, fn: Callable[..., None], *args: Any) -> None:
         from mori.io import EngineDesc, MemoryDesc
 
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=fn, args=(child, *args), daemon=True)
-        self.proc.start()
-        if not self.conn.poll(60):
-            raise TimeoutError("the target process did not start")
-        engine_desc, mem_desc = self.conn.recv()
+        super().__init__(fn, *args, name="target")
+        engine_desc, mem_desc = self.recv(60, what="its engine and memory descriptors")
         self.desc, self.mem = EngineDesc.unpack(engine_desc), MemoryDesc.unpack(mem_desc)
-
-    def ask(self, *cmd: Any) -> Any:
-        self.conn.send(cmd)
-        assert self.conn.poll(30), f"the target did not answer {cmd[0]}"
-        return self.conn.recv()
-
-    def close(self) -> None:
-        if self.proc.is_alive():
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.join(10)

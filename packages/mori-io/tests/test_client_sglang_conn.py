@@ -21,7 +21,6 @@ the prefill's status message (its "notification"), as in SGLang.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import uuid
 from multiprocessing.connection import Connection
@@ -42,6 +41,7 @@ from mori.io import (
     RdmaBackendConfig,
     StatusCode,
 )
+from mori.testing import PeerProcess
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -161,17 +161,13 @@ def collect_failure_reason(statuses: list[TransferStatus]) -> str:
 def test_sglang_mori_connector_sequence(monkeypatch):
     _skip_without_ucx()
     monkeypatch.setenv("UCX_TLS", "tcp")  # the prefill (this process) and the decode (inherits it)
-    ctx = mp.get_context("spawn")
-    pipe, child_end = ctx.Pipe()
-    decode = ctx.Process(target=decode_side, args=(child_end,))
-    decode.start()
+    decode = PeerProcess(decode_side, name="decode")
     engine = None
     try:
         engine = init_engine("prefill")
         kv, aux = kv_buffers(11), aux_buffers(12)
         kv_descs, aux_descs = register_local_buffers(engine, kv, aux)
-        assert pipe.poll(60)
-        _, engine_blob, dst_kv_blobs, dst_aux_blobs, dst_item_len = pipe.recv()
+        _, engine_blob, dst_kv_blobs, dst_aux_blobs, dst_item_len = decode.recv(60, what="its buffers")
         engine.register_remote_engine(EngineDesc.unpack(engine_blob))  # _add_remote_peer
         dst_kv = [MemoryDesc.unpack(b) for b in dst_kv_blobs]
         dst_aux = [MemoryDesc.unpack(b) for b in dst_aux_blobs]
@@ -181,10 +177,10 @@ def test_sglang_mori_connector_sequence(monkeypatch):
         dst_pages = np.array([7, 8, 9, 1, 2, 30, 31, 12, 13, 25], np.int32)
         bad_dst = np.array([5, 6, PAGES], np.int32)  # one page past the decode's buffer
         rooms = [(101, dst_pages.tobytes(), 17), (102, bad_dst.tobytes(), -1)]
-        pipe.send(rooms)
+        decode.send(rooms)
         infos = {}
         for _ in rooms:
-            _, room, dst_blob, dst_aux_index = pipe.recv()
+            _, room, dst_blob, dst_aux_index = decode.recv(60, what="a room's transfer info")
             infos[room] = (np.frombuffer(dst_blob, np.int32), dst_aux_index)
 
         results = {}
@@ -211,11 +207,11 @@ def test_sglang_mori_connector_sequence(monkeypatch):
             ok = rc == StatusCode.SUCCESS
             reason = "" if ok else collect_failure_reason(statuses)
             results[room] = (rc, reason)
-            pipe.send(("status", room, KV_POLL_SUCCESS if ok else KV_POLL_FAILED, reason))
+            decode.send(("status", room, KV_POLL_SUCCESS if ok else KV_POLL_FAILED, reason))
 
         assert results[101] == (StatusCode.SUCCESS, "")
         assert results[102][0] == StatusCode.ERR_INVALID_ARGS and "out of range" in results[102][1]
-        _, statuses_seen, kv_bytes, aux_bytes = pipe.recv()
+        _, statuses_seen, kv_bytes, aux_bytes = decode.recv(60, what="the statuses it saw and its buffers")
         assert statuses_seen[101] == (KV_POLL_SUCCESS, "")
         assert statuses_seen[102][0] == KV_POLL_FAILED and "KV transfer failed" in statuses_seen[102][1]
 
@@ -230,11 +226,10 @@ def test_sglang_mori_connector_sequence(monkeypatch):
             expected = np.zeros_like(aux[i])
             expected[17] = aux[i][5]
             assert np.array_equal(np.frombuffer(got, np.int32).reshape(aux[i].shape), expected), f"aux buffer {i}"
-        pipe.send("done")
+        decode.send("done")
     finally:
         if engine is not None:
             engine.shutdown()
-        decode.join(timeout=30)
-        if decode.is_alive():
-            decode.kill()
-    assert decode.exitcode == 0
+        decode.proc.join(timeout=30)
+        decode.kill()
+    assert decode.proc.exitcode == 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import multiprocessing as mp
 import time
 from collections.abc import Callable, Iterator
 
@@ -19,6 +18,7 @@ import pytest
 import mori.io as mio
 from mori.io import BackendType, EngineDesc, IOEngine, IOEngineConfig, MemoryDesc, MemoryLocationType, StatusCode
 from mori.io._native import _C
+from mori.testing import PeerProcess
 
 WHY_NOT = _C.gpu_unavailable_reason()
 torch = pytest.importorskip("torch") if not WHY_NOT else None
@@ -169,35 +169,25 @@ def test_out_of_range_gpu_transfer_is_refused_before_sending(engines):
 # -- two processes --------------------------------------------------------------------------------
 
 
-class Target:
+class Target(PeerProcess):
     """gpu_programs.target in a spawned process."""
 
     def __init__(self, size: int, kind: str, p2p: bool, seed: int) -> None:
         from gpu_programs import target
 
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=target, args=(child, size, kind, p2p, seed), daemon=True)
-        self.proc.start()
-        assert self.conn.poll(120), "the target process did not start"
-        engine_desc, mem_desc = self.conn.recv()
+        super().__init__(target, size, kind, p2p, seed, name=f"{kind} target")
+        engine_desc, mem_desc = self.recv(120, what="its engine and memory descriptors")
         self.engine_desc, self.desc = EngineDesc.unpack(engine_desc), MemoryDesc.unpack(mem_desc)
         self.initial = np.random.default_rng(seed).integers(0, 256, size=size, dtype=np.uint8)
 
-    def ask(self, *cmd: object) -> object:
-        self.conn.send(cmd)
-        assert self.conn.poll(60), f"the target did not answer {cmd[0]}"
-        return self.conn.recv()
+    def ask(self, *cmd: object, timeout: float = 60.0) -> object:
+        return super().ask(*cmd, timeout=timeout)
 
     def bytes(self) -> np.ndarray:
         return np.frombuffer(self.ask("bytes"), dtype=np.uint8).copy()
 
-    def close(self) -> None:
-        if self.proc.is_alive():
-            self.ask("exit")
-            self.proc.join(30)
-        if self.proc.is_alive():
-            self.proc.kill()
+    def close(self, *exit_command: object, timeout: float = 60.0) -> None:
+        super().close(*(exit_command or ("exit",)), timeout=timeout)  # it answers ("exit",), then leaves
 
 
 @pytest.mark.timeout(240)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Shared configuration of the mori-ir test suite.
+"""Shared configuration of the mori-ir test suite (markers, timeouts and ``gpu_available`` come
+from mori.testing.pytest_plugin).
 
 Multi-PE tests run one process per PE through mori.shmem.testing.run_pes; the functions those
 processes run live in triton_programs.py and the kernels in triton_kernels.py (module level, so
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["mori.testing.pytest_plugin"]
+
 TESTS_DIR = Path(__file__).resolve().parent
 # The spawned PEs inherit sys.path from this process: make triton_programs / triton_kernels
 # importable there whatever pytest's import mode is.
@@ -25,30 +28,9 @@ if str(TESTS_DIR) not in sys.path:
 os.environ.setdefault("MORI_BOOTSTRAP_TIMEOUT", "30")
 os.environ.setdefault("MORI_SHMEM_WAIT_TIMEOUT", "30")
 
-# Hard per-test limit (pytest-timeout) for tests that do not set their own.
-DEFAULT_TEST_TIMEOUT_S = 300
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than a few tens of seconds; deselect with -m 'not slow'")
-    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (skips with the reason elsewhere)")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("timeout"):
-        return
-    for item in items:
-        if item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(DEFAULT_TEST_TIMEOUT_S))
-
-
-@pytest.fixture(scope="session")
-def gpu_available() -> bool:
-    """Whether the cuda backend can run here (a CUDA driver and a visible GPU); no context is made
-    in this process, the PEs are other processes."""
-    import mori.shmem
-
-    return bool(mori.shmem.shmem_cuda_available())
+def pytest_mori_default_timeout(config: pytest.Config) -> float:
+    return 300
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ situation as Triton linking it. Needs no GPU.
 from __future__ import annotations
 
 import ctypes
-import multiprocessing
 import re
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import mori.ir
 from mori.ir import bitcode, clang_toolchain
 from mori.ir.errors import BitcodeNotFoundError
 from mori.ir.functions import DEVICE_FUNCTIONS, LLVM_TYPES, MORI_DEVICE_FUNCTIONS
+from mori.testing import run_processes
 
 llvm = pytest.importorskip("llvmlite.binding", reason="llvmlite reads the bitcode (pip install llvmlite)")
 
@@ -109,17 +109,13 @@ def test_neutralise_drops_only_what_it_should():
     assert "!llvm.module.flags = !{!0}" in out
 
 
-def _build_into(cache: str) -> str:
-    import os
-
-    os.environ["MORI_JIT_CACHE_DIR"] = cache
-    return str(bitcode.build_bitcode())
+def _build_into(rank: int, nranks: int) -> str:
+    return str(bitcode.build_bitcode())  # into MORI_JIT_CACHE_DIR, the same for every process
 
 
 @pytest.mark.skipif(not HAVE_CLANG, reason="no clang 17+ with NVPTX here")
 def test_concurrent_builds_share_one_valid_cache_entry(tmp_path):
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
-        paths = pool.map(_build_into, [str(tmp_path)] * 3)
+    paths = run_processes(_build_into, 3, env={"MORI_JIT_CACHE_DIR": str(tmp_path)}, timeout=290)
     assert len(set(paths)) == 1
     built = Path(paths[0])
     assert built.read_bytes().startswith(clang_toolchain.BITCODE_MAGIC)

@@ -24,6 +24,7 @@ import pytest
 import mori.shmem.jit as jit
 from mori.shmem.errors import ConfigError, InvalidArgumentError
 from mori.shmem.jit import cache, compiler, launch, registry, source
+from mori.testing import run_processes
 
 KERNELS = Path(__file__).resolve().parent / "gpu_kernels" / "jit_test_kernels.cu"
 ARCH = "sm_90"
@@ -244,27 +245,20 @@ def test_no_compiler_at_all_says_what_was_searched_and_how_to_fix(monkeypatch, t
     assert "pip install nvidia-cuda-nvrtc" in message and "MORI_JIT_NVCC" in message
 
 
-def _compile_in_child(barrier, results) -> None:
+def _compile_in_child(rank: int, nranks: int, barrier) -> tuple[str, str]:
     # Runs in a spawned process: every child asks for the same new kernel at the same moment.
     import hashlib
 
     import mori.shmem.jit as child_jit
 
-    barrier.wait()
+    barrier.wait(timeout=120)
     path = child_jit.compile(KERNELS, defines={"VALUE_T": "double"}, arch=ARCH)
-    results.put((str(path), hashlib.sha256(path.read_bytes()).hexdigest()))
+    return str(path), hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_concurrent_processes_compile_once_and_share_the_cubin(nvcc):
-    context = multiprocessing.get_context("spawn")
-    barrier, results = context.Barrier(4), context.Queue()
-    children = [context.Process(target=_compile_in_child, args=(barrier, results)) for _ in range(4)]
-    for child in children:
-        child.start()
-    answers = [results.get(timeout=240) for _ in children]
-    for child in children:
-        child.join(timeout=60)
-        assert child.exitcode == 0
+    barrier = multiprocessing.get_context("spawn").Barrier(4)
+    answers = run_processes(_compile_in_child, 4, barrier, timeout=240)
     assert len(set(answers)) == 1
     path = Path(answers[0][0])
     assert _is_cubin(path)

@@ -2,20 +2,29 @@
 """Shared fixtures of the mori-umbp suite: short deadlines, a master and peers on loopback.
 
 Peers that must live in other processes run ``peer_programs.serve_peer`` (module level, so
-multiprocessing's spawn can import it); the master runs as the real ``mori-umbp-master`` script.
+multiprocessing's spawn can import it) under mori.testing.PeerProcess; the master runs as the real
+``mori-umbp-master`` script. Markers, timeouts and ``free_port`` come from mori.testing.pytest_plugin.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+
+from mori import testing
+
+pytest_plugins = ["mori.testing.pytest_plugin"]
 
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
@@ -33,30 +42,14 @@ for name, value in {
 }.items():
     os.environ.setdefault(name, value)
 
-DEFAULT_TEST_TIMEOUT_S = 60
 KiB = 1 << 10
 PAGE = 64 * KiB
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than a few tens of seconds; deselect with -m 'not slow'")
-    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and torch (skips with the reason elsewhere)")
-    if not config.pluginmanager.hasplugin("timeout"):  # the GPU machine has no pytest-timeout
-        config.addinivalue_line("markers", "timeout(seconds): deadline of a test under pytest-timeout")
+free_port = testing.find_free_port  # the tests' name for it
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("timeout"):
-        return
-    for item in items:
-        if item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(DEFAULT_TEST_TIMEOUT_S))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def pytest_mori_default_timeout(config: pytest.Config) -> float:
+    return 60
 
 
 _MAIN = "import sys; from mori.umbp.master.server import main; sys.exit(main())"
@@ -95,35 +88,73 @@ class MasterProcess:
         self.proc.wait(10)
 
 
-class PeerProcess:
+class PeerProcess(testing.PeerProcess):
     """A pool node in a spawned process (``peer_programs.serve_peer``), driven over a pipe."""
 
     def __init__(self, master: str, node_id: str, capacity: int, **options: object) -> None:
-        import multiprocessing as mp
-
         import peer_programs
 
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
+        super().__init__(peer_programs.serve_peer, master, node_id, capacity, name=node_id, **options)
         self.node_id = node_id
-        self.proc = ctx.Process(
-            target=peer_programs.serve_peer, args=(child, master, node_id, capacity), kwargs=options, daemon=True
-        )
-        self.proc.start()
-        assert self.conn.poll(60), f"peer {node_id} did not start"
-        _, self.address = self.conn.recv()
+        _, self.address = self.recv(60, what="its start")
 
     def ask(self, *cmd: object, timeout: float = 20) -> object:
-        self.conn.send(cmd)
-        assert self.conn.poll(timeout), f"peer {self.node_id} did not answer {cmd[0]}"
-        return self.conn.recv()
+        return super().ask(*cmd, timeout=timeout)
 
-    def kill(self) -> None:
-        import signal
 
-        if self.proc.is_alive():
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.join(10)
+def random_blocks(n: int, seed: int, size: int = PAGE) -> list[np.ndarray]:
+    """n blocks of size random bytes, from one seeded generator (the same blocks for the same seed)."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(n)]
+
+
+def ssd_read(tier, key: str, size: int) -> bytes | None:
+    """What an SsdTier holds for key (size bytes), or None when it does not hold it."""
+    out = np.zeros(size, np.uint8)
+    return out.tobytes() if tier.read_into(key, out.ctypes.data, size) else None
+
+
+def stop_cluster(master: MasterProcess, peers: Sequence[PeerProcess], client=None) -> None:
+    """Closes the client, kills the peers, then the master."""
+    if client is not None:
+        client.close()
+    for peer in peers:
+        peer.kill()
+    master.kill()
+
+
+@contextlib.contextmanager
+def running_cluster(reader: str, *peers: dict[str, Any]) -> Iterator[tuple[MasterProcess, list[PeerProcess], Any]]:
+    """The real master script, one PeerProcess per entry of ``peers`` (PeerProcess's keyword
+    arguments but the master's address) and a client named ``reader`` with no DRAM of its own;
+    all stopped on exit, whatever failed."""
+    master = MasterProcess(free_port())
+    started: list[PeerProcess] = []
+    client = None
+    try:
+        for options in peers:
+            started.append(PeerProcess(master.address, **options))
+        client = make_client(master.address, reader, 0)
+        yield master, started, client
+    finally:
+        stop_cluster(master, started, client)
+
+
+def count_peer_rpcs(monkeypatch: pytest.MonkeyPatch, names: Sequence[str]) -> collections.Counter[str]:
+    """Counts the peer RPCs named in ``names`` that this process serves, per method name, for the
+    rest of the test (PeerServicer's methods wrapped through monkeypatch)."""
+    from mori.umbp.peer.service import PeerServicer
+
+    calls: collections.Counter[str] = collections.Counter()
+    for name in names:
+        method = getattr(PeerServicer, name)
+
+        def counting(self, req, ctx, _method=method, _name=name):
+            calls[_name] += 1
+            return _method(self, req, ctx)
+
+        monkeypatch.setattr(PeerServicer, name, counting)
+    return calls
 
 
 def wait_for(predicate, timeout: float = 10.0, every: float = 0.05) -> bool:

@@ -5,44 +5,32 @@ reported stored that is missing when an owner dies in the middle of a batch."""
 
 from __future__ import annotations
 
-import collections
 import time
 
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, master_config
+from conftest import (
+    PAGE,
+    MasterProcess,
+    PeerProcess,
+    count_peer_rpcs,
+    free_port,
+    make_client,
+    master_config,
+    random_blocks,
+    stop_cluster,
+)
 
 from mori.umbp import InvalidArgumentError, MasterServer
-from mori.umbp.peer.service import PeerServicer
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def _blocks(n: int, seed: int, size: int = PAGE) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(n)]
 
 
 @pytest.fixture
 def counted(monkeypatch):
     """Counts the peer RPCs served in this process, per method name."""
-    calls: collections.Counter[str] = collections.Counter()
-    for name in (
-        "AllocateSlot",
-        "CommitSlot",
-        "ResolveKey",
-        "BatchAllocateSlots",
-        "BatchCommitSlots",
-        "BatchResolveKeys",
-    ):
-        method = getattr(PeerServicer, name)
-
-        def counting(self, req, ctx, _method=method, _name=name):
-            calls[_name] += 1
-            return _method(self, req, ctx)
-
-        monkeypatch.setattr(PeerServicer, name, counting)
-    return calls
+    names = ("AllocateSlot", "CommitSlot", "ResolveKey", "BatchAllocateSlots", "BatchCommitSlots", "BatchResolveKeys")
+    return count_peer_rpcs(monkeypatch, names)
 
 
 def test_a_batch_costs_one_rpc_of_each_kind_per_owner(counted):
@@ -52,7 +40,7 @@ def test_a_batch_costs_one_rpc_of_each_kind_per_owner(counted):
         make_client(master.address, "owner-b", 64 * PAGE),
         make_client(master.address, "writer") as w,
     ):
-        data = _blocks(16, 1, 2 * PAGE + 100)  # three pages each, the last one partly used
+        data = random_blocks(16, 1, 2 * PAGE + 100)  # three pages each, the last one partly used
         keys = [f"b{i}" for i in range(16)]
         size = data[0].nbytes
         routes_before = master.metrics.rpcs.labels("BatchRoutePut")._value.get()
@@ -66,10 +54,10 @@ def test_a_batch_costs_one_rpc_of_each_kind_per_owner(counted):
         assert counted == {"BatchResolveKeys": owners}
         assert all(np.array_equal(b, d) for b, d in zip(back, data, strict=True))
         # A key twice in one batch: stored once, both entries report it.
-        (dup,) = _blocks(1, 2)
+        (dup,) = random_blocks(1, 2)
         assert w.batch_put_from_ptr(["d", "d"], [dup.ctypes.data] * 2, [PAGE] * 2) == [True, True]
         # More keys for one owner than a peer RPC carries: chunks of 32, still all stored.
-        many = _blocks(40, 3)
+        many = random_blocks(40, 3)
         mkeys = [f"m{i}" for i in range(40)]
         assert w.batch_put_from_ptr(mkeys, [d.ctypes.data for d in many], [PAGE] * 40) == [True] * 40
         out = np.zeros(PAGE, np.uint8)
@@ -93,7 +81,7 @@ def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when, si
         doomed = PeerProcess(master.address, "doomed", 128 * PAGE, die_in_commit=when)
         peers = [doomed, *(PeerProcess(master.address, f"live-{i}", 64 * PAGE) for i in range(2))]
         client = make_client(master.address, "writer", 0)
-        data = _blocks(16, 4, size)
+        data = random_blocks(16, 4, size)
         keys = [f"k{i}" for i in range(16)]
         ok = client.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [size] * 16)
         doomed.proc.join(10)
@@ -106,11 +94,7 @@ def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when, si
             assert client.get_into_ptr(key, back.ctypes.data, size)
             assert np.array_equal(back, value)
     finally:
-        if client is not None:
-            client.close()
-        for p in peers:
-            p.kill()
-        master.kill()
+        stop_cluster(master, peers, client)
 
 
 def test_remembered_owners_skip_the_master_and_fall_back_when_wrong(counted, monkeypatch):
@@ -122,7 +106,7 @@ def test_remembered_owners_skip_the_master_and_fall_back_when_wrong(counted, mon
         make_client(master.address, "owner-a", 16 * PAGE) as a,
         make_client(master.address, "writer") as w,
     ):
-        data = _blocks(4, 6)
+        data = random_blocks(4, 6)
         keys = [f"o{i}" for i in range(4)]
         assert w.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [PAGE] * 4) == [True] * 4
         routes = master.metrics.rpcs.labels("BatchRouteGet")._value.get()
@@ -146,7 +130,7 @@ def test_remembered_owners_skip_the_master_and_fall_back_when_wrong(counted, mon
         assert a.store.evict(["o1"]) == [("o1", PAGE)]
         assert a.flush()
         with make_client(master.address, "owner-b", 16 * PAGE) as b:
-            (other,) = _blocks(1, 7)
+            (other,) = random_blocks(1, 7)
             assert b.put_from_ptr("o1", other.ctypes.data, PAGE)  # b's own copy (a local put)
             assert w.get_into_ptr("o1", back[1].ctypes.data, PAGE)
             assert np.array_equal(back[1], other)

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, wait_for
+from conftest import PAGE, MasterProcess, running_cluster, wait_for
 
 from mori.umbp import MasterUnavailableError, PeerUnavailableError
 from mori.umbp.rpc import peer_pb
@@ -22,14 +22,8 @@ PEER_BYTES = 64 * PAGE
 
 @pytest.fixture
 def cluster():
-    master = MasterProcess(free_port())
-    peers = [PeerProcess(master.address, f"peer-{i}", PEER_BYTES) for i in range(3)]
-    client = make_client(master.address, "reader", 0)
-    yield master, peers, client
-    client.close()
-    for p in peers:
-        p.kill()
-    master.kill()
+    with running_cluster("reader", *({"node_id": f"peer-{i}", "capacity": PEER_BYTES} for i in range(3))) as started:
+        yield started
 
 
 def blocks(n: int, size: int, seed: int) -> list[np.ndarray]:

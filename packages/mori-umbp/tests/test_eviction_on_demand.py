@@ -8,18 +8,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from conftest import PAGE, make_client, master_config
+from conftest import PAGE, make_client, master_config, random_blocks
 
 from mori.umbp import MasterServer
 
 OWNER_PAGES = 16
 #: UMBP_DRAM_HIGH_WM's default: an on-demand eviction leaves the tier at or under it.
 HIGH = 0.9
-
-
-def _blocks(n: int, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.integers(0, 256, PAGE, dtype=np.uint8) for _ in range(n)]
 
 
 def _used_pages(owner) -> int:
@@ -35,13 +30,13 @@ def test_a_pool_at_its_high_watermark_evicts_lru_on_demand_and_no_put_fails(monk
         make_client(master.address, "writer") as w,
     ):
         # 0.9 x 16 = 14.4 pages: fourteen blocks fit under the watermark.
-        data = dict(zip([f"k{i:03d}" for i in range(14)], _blocks(14, 1), strict=True))
+        data = dict(zip([f"k{i:03d}" for i in range(14)], random_blocks(14, 1), strict=True))
         for key, value in data.items():
             assert w.put_from_ptr(key, value.ctypes.data, PAGE)
         assert _used_pages(owner) == 14
         back = np.zeros(PAGE, np.uint8)
         assert w.get_into_ptr("k000", back.ctypes.data, PAGE)  # the owner's most recent access now
-        (extra,) = _blocks(1, 2)
+        (extra,) = random_blocks(1, 2)
         assert w.put_from_ptr("new", extra.ctypes.data, PAGE)  # past the watermark, but evictable: stored
         # One victim makes room at the watermark: k001, the least recently used (k000 was just read).
         assert sorted(owner.store.keys()) == sorted([k for k in data if k != "k001"] + ["new"])
@@ -54,7 +49,7 @@ def test_a_pool_at_its_high_watermark_evicts_lru_on_demand_and_no_put_fails(monk
         # A stream of puts (single and batched) four times the pool: every one succeeds, the pool
         # stays at the watermark, every block still there reads back whole.
         time.sleep(0.3)  # the reads' leases are over: every block is a candidate again
-        stream = dict(zip([f"s{i:03d}" for i in range(64)], _blocks(64, 3), strict=True))
+        stream = dict(zip([f"s{i:03d}" for i in range(64)], random_blocks(64, 3), strict=True))
         keys = list(stream)
         for key in keys[:32]:
             assert w.put_from_ptr(key, stream[key].ctypes.data, PAGE)
@@ -81,7 +76,7 @@ def test_busy_blocks_are_skipped_and_only_an_all_busy_pool_refuses(monkeypatch):
         make_client(master.address, "owner", 4 * PAGE) as owner,
         make_client(master.address, "writer") as w,
     ):
-        data = _blocks(8, 4)
+        data = random_blocks(8, 4)
         for i in range(4):
             assert w.put_from_ptr(f"b{i}", data[i].ctypes.data, PAGE)
         for key in ("b0", "b1", "b3"):  # a reader resolved these: they must not go
@@ -102,7 +97,7 @@ def test_prefix_aware_policy_evicts_the_deepest_block_of_the_window(monkeypatch)
         make_client(master.address, "owner", 8 * PAGE, policy="prefix_aware_lru") as owner,
         make_client(master.address, "writer") as w,
     ):
-        data = _blocks(9, 5)
+        data = random_blocks(9, 5)
         keys = [f"c{i}" for i in range(8)]
         ptrs = [d.ctypes.data for d in data[:8]]
         # Two chains of four: depths 0..3 each; all eight fill the owner.
@@ -125,7 +120,7 @@ def test_lru_evicts_a_chain_from_its_tail(monkeypatch):
         make_client(master.address, "owner", 8 * PAGE) as owner,
         make_client(master.address, "writer") as w,
     ):
-        data = _blocks(9, 8)
+        data = random_blocks(9, 8)
         a, b = [f"a{i}" for i in range(4)], [f"b{i}" for i in range(4)]
         assert w.batch_put_from_ptr(a, [d.ctypes.data for d in data[:4]], [PAGE] * 4) == [True] * 4
         assert w.batch_put_from_ptr(b, [d.ctypes.data for d in data[4:8]], [PAGE] * 4) == [True] * 4

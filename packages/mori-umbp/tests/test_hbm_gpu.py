@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, master_config, wait_for
+from conftest import PAGE, PeerProcess, make_client, master_config, running_cluster, wait_for
 
 from mori.io import StatusCode
 from mori.umbp import MasterServer, PeerUnavailableError, UMBPHbmConfig, UMBPSsdConfig, UMBPTierType
@@ -53,14 +53,9 @@ def host(t) -> np.ndarray:
 
 @pytest.fixture
 def gpu_cluster():
-    master = MasterProcess(free_port())
-    peers = [PeerProcess(master.address, f"gpu-peer-{i}", 16 * PAGE, hbm_bytes=32 * PAGE) for i in range(3)]
-    client = make_client(master.address, "gpu-reader", 0)
-    yield master, peers, client
-    client.close()
-    for p in peers:
-        p.kill()
-    master.kill()
+    peers = ({"node_id": f"gpu-peer-{i}", "capacity": 16 * PAGE, "hbm_bytes": 32 * PAGE} for i in range(3))
+    with running_cluster("gpu-reader", *peers) as started:
+        yield started
 
 
 @pytest.mark.timeout(180)

@@ -7,12 +7,19 @@ no key reported stored that a get cannot read."""
 
 from __future__ import annotations
 
-import collections
-
 import grpc
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, master_config
+from conftest import (
+    PAGE,
+    MasterProcess,
+    PeerProcess,
+    count_peer_rpcs,
+    free_port,
+    make_client,
+    master_config,
+    stop_cluster,
+)
 
 from mori.umbp import InvalidArgumentError, MasterServer, auth, rpc
 from mori.umbp.peer.service import INLINE_BATCH_MAX_BYTES, INLINE_MAX_BYTES, PeerServicer
@@ -31,16 +38,7 @@ def _block(seed: int, size: int) -> np.ndarray:
 @pytest.fixture
 def counted(monkeypatch):
     """Counts the peer RPCs served in this process, per method name."""
-    calls: collections.Counter[str] = collections.Counter()
-    for name in PEER_METHODS:
-        method = getattr(PeerServicer, name)
-
-        def counting(self, req, ctx, _method=method, _name=name):
-            calls[_name] += 1
-            return _method(self, req, ctx)
-
-        monkeypatch.setattr(PeerServicer, name, counting)
-    return calls
+    return count_peer_rpcs(monkeypatch, PEER_METHODS)
 
 
 def _member_stub(address: str, secret: bytes):
@@ -178,11 +176,7 @@ def test_an_owner_dying_in_an_inline_put_leaves_no_key_reported_stored_missing(w
         assert client.get_into_ptr("k", back.ctypes.data, back.nbytes)
         assert np.array_equal(back, data)
     finally:
-        if client is not None:
-            client.close()
-        for p in peers:
-            p.kill()
-        master.kill()
+        stop_cluster(master, peers, client)
 
 
 def test_a_peer_without_the_inline_call_gets_the_block_by_slots(counted, monkeypatch):

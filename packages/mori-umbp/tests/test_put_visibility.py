@@ -6,9 +6,6 @@ past a writer's wait is reported not stored."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import signal
 import threading
 import time
 
@@ -16,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import PAGE, PeerProcess, make_client, master_config, wait_for
 
+from mori import testing
 from mori.umbp import MasterServer, auth, rpc
 from mori.umbp.rpc import peer_pb
 
@@ -69,11 +67,8 @@ def test_two_processes_put_one_key_then_each_gets_it():
             for r in range(ROUNDS // 2):
                 key = f"proc-shared-{r}"
                 for i, w in enumerate(writers):  # both commands in flight before either answers
-                    w.conn.send(("putget", key, 2 * r + i, PAGE))
-                answers = []
-                for w in writers:
-                    assert w.conn.poll(30)
-                    answers.append(w.conn.recv())
+                    w.send(("putget", key, 2 * r + i, PAGE))
+                answers = [w.recv(30, what="its put and get") for w in writers]
                 assert [a[:2] for a in answers] == [(True, True), (True, True)], f"round {r}"
                 assert answers[0][2] == answers[1][2]
                 assert answers[0][2] in (_data(2 * r).tobytes(), _data(2 * r + 1).tobytes())
@@ -92,20 +87,12 @@ def test_writer_killed_mid_put_leaves_nothing_stored_and_frees_its_pages(monkeyp
         import peer_programs
 
         secret = auth.member_secret(None, master.address)
-        ctx = mp.get_context("spawn")
-        conn, child = ctx.Pipe()
-        proc = ctx.Process(
-            target=peer_programs.hold_slot, args=(child, owner.peer_address, secret, "doomed", PAGE, DRAM), daemon=True
-        )
-        proc.start()
-        try:
-            assert conn.poll(60) and conn.recv() == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
+        with testing.PeerProcess(
+            peer_programs.hold_slot, owner.peer_address, secret, "doomed", PAGE, DRAM, name="doomed writer"
+        ) as writer:
+            assert writer.recv(60, what="its slot") == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
             assert owner.store.capacities()[DRAM][1] == 7 * PAGE  # the dead writer's reservation
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.join(10)
-        finally:
-            if proc.is_alive():
-                proc.kill()
+            writer.kill()  # SIGKILL mid-put
         assert not survivor.exists("doomed")
         # A second writer of the key waits for the dead one's slot to expire, then stores its own.
         mine, back = _data(99), np.zeros(PAGE, np.uint8)

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, wait_for
+from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, random_blocks, ssd_read, wait_for
 
 from mori.umbp.peer import ssd_format
 from mori.umbp.peer.ssd import SUFFIX, SsdTier, key_path
@@ -18,13 +18,7 @@ KB = 1024
 
 
 def _data(n: int, size: int, seed: int = 0) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    return [rng.integers(0, 256, size, dtype=np.uint8).tobytes() for _ in range(n)]
-
-
-def _read(tier: SsdTier, key: str, size: int) -> bytes | None:
-    out = np.zeros(size, np.uint8)
-    return out.tobytes() if tier.read_into(key, out.ctypes.data, size) else None
+    return [block.tobytes() for block in random_blocks(n, seed, size)]
 
 
 def test_recovery_keeps_whole_records_and_discards_damaged_ones(tmp_path):
@@ -47,7 +41,7 @@ def test_recovery_keeps_whole_records_and_discards_damaged_ones(tmp_path):
     survivors = ["k0", "k4", "k5"]
     assert again.recovered == 3 and sorted(k for k, _ in again.entries()) == survivors
     assert [again.depth_of(k) for k in survivors] == [0, 4, 5]
-    assert all(_read(again, k, KB) == data[int(k[1])] for k in survivors)
+    assert all(ssd_read(again, k, KB) == data[int(k[1])] for k in survivors)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(key_path(tmp_path, k).name for k in survivors)
     assert again.used == 3 * KB
 

@@ -4,8 +4,8 @@ capacity and watermarks, CRC checks, and typed capacity and config errors."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from conftest import random_blocks, ssd_read
 
 from mori.umbp import ConfigError, PeerUnavailableError, TierCapacityError, ValueTooLargeError
 from mori.umbp.peer.ssd import SUFFIX, SsdTier
@@ -14,13 +14,7 @@ KB = 1024
 
 
 def _blocks(n: int, size: int, seed: int = 0) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    return [rng.integers(0, 256, size, dtype=np.uint8).tobytes() for _ in range(n)]
-
-
-def _read(tier: SsdTier, key: str, size: int) -> bytes | None:
-    out = np.zeros(size, np.uint8)
-    return out.tobytes() if tier.read_into(key, out.ctypes.data, size) else None
+    return [block.tobytes() for block in random_blocks(n, seed, size)]
 
 
 def test_blocks_round_trip_and_lru_eviction_makes_room(tmp_path):
@@ -29,11 +23,11 @@ def test_blocks_round_trip_and_lru_eviction_makes_room(tmp_path):
     for i in range(4):
         assert tier.put(f"k{i}", data[i]) == []
     assert tier.used == 4 * KB and len(list(tmp_path.glob(f"*{SUFFIX}"))) == 4
-    assert _read(tier, "k0", KB) == data[0]  # k0 becomes the most recently used
+    assert ssd_read(tier, "k0", KB) == data[0]  # k0 becomes the most recently used
     assert tier.put("k4", data[4]) == [("k1", KB)]  # full: the least recently used goes
     assert sorted(k for k, _ in tier.entries()) == ["k0", "k2", "k3", "k4"]
-    assert _read(tier, "k1", KB) is None
-    assert all(_read(tier, f"k{i}", KB) == data[i] for i in (0, 2, 3, 4))
+    assert ssd_read(tier, "k1", KB) is None
+    assert all(ssd_read(tier, f"k{i}", KB) == data[i] for i in (0, 2, 3, 4))
     assert len(list(tmp_path.glob(f"*{SUFFIX}"))) == 4  # the victim's file is gone
     tier.close()  # without recovery the files go with the tier
     assert not list(tmp_path.iterdir())
@@ -75,7 +69,7 @@ def test_a_corrupted_file_is_detected(tmp_path):
     raw[-7] ^= 0xFF  # a byte of the value, past the header and the key
     path.write_bytes(bytes(raw))
     with pytest.raises(PeerUnavailableError, match=r"SSD block 'k' .* is corrupt"):
-        _read(tier, "k", KB)
+        ssd_read(tier, "k", KB)
 
 
 def test_without_recovery_a_restarted_tier_drops_the_previous_runs_files(tmp_path):

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Shared configuration of the mori-viz tests: markers, a per-test time limit, and helper imports."""
+"""Shared configuration of the mori-viz tests: markers and the per-test time limit come from
+mori.testing.pytest_plugin; the helper modules sit beside the tests."""
 
 from __future__ import annotations
 
@@ -8,21 +9,12 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["mori.testing.pytest_plugin"]
+
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # synthetic.py and device_compile.py sit beside the tests
     sys.path.insert(0, str(TESTS_DIR))
 
-DEFAULT_TEST_TIMEOUT_S = 180
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than a few tens of seconds; deselect with -m 'not slow'")
-    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (skips with the reason elsewhere)")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("timeout"):
-        return
-    for item in items:
-        if item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(DEFAULT_TEST_TIMEOUT_S))
+def pytest_mori_default_timeout(config: pytest.Config) -> float:
+    return 180

@@ -63,19 +63,24 @@ def nvrtc_ptx(source: str, include_dirs: list[Path], defines: dict[str, int] | N
         lib.nvrtcDestroyProgram(ctypes.byref(program))
 
 
-def nvcc_ptx(source: str, include_dirs: list[Path], workdir: Path, defines: dict[str, int] | None = None) -> str:
+def _nvcc(kind: str, source: str, include_dirs: list[Path], workdir: Path, defines: dict[str, int] | None) -> Path:
+    """Builds ``source`` with nvcc into workdir/test.<kind> (kind: ptx or cubin) for sm_ARCH."""
     nvcc = find_nvcc()
     if nvcc is None:
         raise CompileError("nvcc not found")
     src = workdir / "test.cu"
     src.write_text(source)
-    out = workdir / "test.ptx"
-    argv = [nvcc, "-ptx", f"-arch=sm_{ARCH}", "-std=c++17", *(f"-I{d}" for d in include_dirs)]
+    out = workdir / f"test.{kind}"
+    argv = [nvcc, f"-{kind}", f"-arch=sm_{ARCH}", "-std=c++17", *(f"-I{d}" for d in include_dirs)]
     argv += [f"-D{name}={value}" for name, value in (defines or {}).items()]
     completed = subprocess.run([*argv, "-o", str(out), str(src)], capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise CompileError(f"nvcc failed ({completed.returncode}):\n{completed.stdout}{completed.stderr}")
-    return out.read_text()
+    return out
+
+
+def nvcc_ptx(source: str, include_dirs: list[Path], workdir: Path, defines: dict[str, int] | None = None) -> str:
+    return _nvcc("ptx", source, include_dirs, workdir, defines).read_text()
 
 
 def ptx_body(ptx: str) -> str:
@@ -85,15 +90,4 @@ def ptx_body(ptx: str) -> str:
 
 def nvcc_cubin(source: str, include_dirs: list[Path], workdir: Path, defines: dict[str, int] | None = None) -> bytes:
     """The sm_90 cubin (SASS) nvcc builds from ``source``."""
-    nvcc = find_nvcc()
-    if nvcc is None:
-        raise CompileError("nvcc not found")
-    src = workdir / "test.cu"
-    src.write_text(source)
-    out = workdir / "test.cubin"
-    argv = [nvcc, "-cubin", f"-arch=sm_{ARCH}", "-std=c++17", *(f"-I{d}" for d in include_dirs)]
-    argv += [f"-D{name}={value}" for name, value in (defines or {}).items()]
-    completed = subprocess.run([*argv, "-o", str(out), str(src)], capture_output=True, text=True, check=False)
-    if completed.returncode != 0:
-        raise CompileError(f"nvcc failed ({completed.returncode}):\n{completed.stdout}{completed.stderr}")
-    return out.read_bytes()
+    return _nvcc("cubin", source, include_dirs, workdir, defines).read_bytes()

@@ -7,10 +7,9 @@ from __future__ import annotations
 import enum
 import json
 import re
-import shutil
-import subprocess
 
 import pytest
+from host_probe import host_compiler, run_c_probe
 
 from mori.viz import codegen
 from mori.viz.cli import main
@@ -70,9 +69,7 @@ def test_from_json_reports_the_file(tmp_path):
 
 
 def test_generated_header_constants_seen_by_a_c_compiler(tmp_path):
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        pytest.skip("no host C compiler")
+    host_compiler()  # skips before anything is written
     table = SlotTable.from_dict(TABLE)
     codegen.write(tmp_path / "ep_slots.h", codegen.render_header(table, source="ep.json"))
     probe = ["#include <stdio.h>", '#include "ep_slots.h"', "int main(void) {"]
@@ -89,22 +86,7 @@ def test_generated_header_constants_seen_by_a_c_compiler(tmp_path):
         "  return 0;",
         "}",
     ]
-    (tmp_path / "probe.c").write_text("\n".join(probe) + "\n")
-    subprocess.run(
-        [
-            compiler,
-            "-std=c99",
-            "-Wall",
-            "-Werror",
-            "-I",
-            str(tmp_path),
-            "-o",
-            str(tmp_path / "probe"),
-            str(tmp_path / "probe.c"),
-        ],
-        check=True,
-    )
-    out = subprocess.run([str(tmp_path / "probe")], check=True, capture_output=True, text=True).stdout
+    out = run_c_probe(tmp_path, probe, tmp_path)
     seen = dict(line.split() for line in out.splitlines())
     assert {table.c_name(s): int(seen[table.c_name(s)]) for s in table.slots} == {
         table.c_name(s): s.id for s in table.slots

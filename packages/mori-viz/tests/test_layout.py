@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from host_probe import run_c_probe
 
 import mori.viz
 from mori.viz import layout
@@ -32,9 +31,6 @@ CONSTANTS = {
 
 
 def _c_layout(tmp_path: Path) -> dict[str, int]:
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        pytest.skip("no host C compiler")
     lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "mori_viz/layout.h"', "int main(void) {"]
     for struct, dtype in STRUCTS.items():
         lines.append(f'  printf("{struct} %zu\\n", sizeof({struct}));')
@@ -43,23 +39,7 @@ def _c_layout(tmp_path: Path) -> dict[str, int]:
     for name in CONSTANTS:
         lines.append(f'  printf("{name} %llu\\n", (unsigned long long)({name}));')
     lines += ["  return 0;", "}"]
-    (tmp_path / "probe.c").write_text("\n".join(lines) + "\n")
-    exe = tmp_path / "probe"
-    subprocess.run(
-        [
-            compiler,
-            "-std=c99",
-            "-Wall",
-            "-Werror",
-            "-I",
-            mori.viz.get_include(),
-            "-o",
-            str(exe),
-            str(tmp_path / "probe.c"),
-        ],
-        check=True,
-    )
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    out = run_c_probe(tmp_path, lines, mori.viz.get_include())
     return {key: int(value) for key, value in (line.split() for line in out.splitlines())}
 
 

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Fixtures for the root package's tests: fresh interpreters and fresh venvs made from the wheelhouse."""
+"""Fixtures for the root package's tests: fresh interpreters and fresh venvs made from the wheelhouse
+(the ``wheelhouse`` fixture, markers and timeouts come from mori.testing.pytest_plugin)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,13 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["mori.testing.pytest_plugin"]
+
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(scope="session")
-def wheelhouse() -> Path:
-    """The wheelhouse nox built (MORI_WHEELHOUSE), else the repository's ./wheelhouse."""
-    path = Path(os.environ.get("MORI_WHEELHOUSE", REPO / "wheelhouse"))
-    if not any(path.glob("mori-*.whl")):
-        pytest.fail(f"no mori wheels in {path}: run `nox -s build-root build-io` first")
-    return path
+def pytest_mori_default_timeout(config: pytest.Config) -> float:
+    return 900  # fresh venvs are built from the wheelhouse with pip (300 s per install at most)
 
 
 def run_python(python: str | Path, code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
