@@ -116,3 +116,15 @@ def test_a_team_across_machines_is_refused() -> None:
         assert kind == "CcoUnsupportedError", (rank, kind, text)
         assert "MORI_CCO_FABRIC_CROSSNODE_LSA puts ranks 1 and 2 in one LSA team" in text, text
         assert "rank 1 runs on host machine-a and rank 2 on host machine-b" in text, text
+
+
+def test_a_bad_value_on_one_rank_fails_every_rank_without_waiting() -> None:
+    """Only rank 0's MORI_VPOD_ID does not parse: it names the value, the others name rank 0,
+    and nobody waits for a timeout."""
+    envs: list[dict[str, str | None]] = [{"MORI_VPOD_ID": "pod-a"}] + [{"MORI_VPOD_ID": "0"}] * (NRANKS - 1)
+    results = run_pes(lsa_team_programs.init_error, NRANKS, "cpu", envs, [None] * NRANKS,
+                      env=backend_env("cpu", MORI_BOOTSTRAP_TIMEOUT="300"), timeout=60)  # fmt: skip
+    assert results[0] == ("CcoInvalidArgumentError", "MORI_VPOD_ID=pod-a is not a non-negative integer")
+    for rank in range(1, NRANKS):
+        assert results[rank][0] == "CcoInvalidArgumentError"
+        assert "rank 0's grouping settings" in results[rank][1], results[rank]

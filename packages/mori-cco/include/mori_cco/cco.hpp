@@ -96,7 +96,8 @@ MORI_CCO_API const char* ccoGetLastError();
 MORI_CCO_API int ccoGetUniqueId(ccoUniqueId* id);
 // COLLECTIVE. perRankVmmSize: bytes of each rank's slot (0: MORI_CCO_PER_RANK_VMM); backend:
 // ccoBackendAuto follows MORI_CCO_BACKEND (whose auto picks cuda when a GPU is visible); device: the
-// CUDA ordinal (-1: device 0).
+// CUDA ordinal (-1: device 0). LSA teams are the hosts' ranks, or what MORI_VPOD_ID,
+// MORI_CCO_FABRIC_CROSSNODE_LSA and MORI_CCO_FABRIC_DISABLE set (docs/user-guide/cco.md).
 MORI_CCO_API int ccoCommCreate(const ccoUniqueId& id, int nRanks, int rank, size_t perRankVmmSize, ccoComm_t* comm,
                                ccoBackend backend = ccoBackendAuto, int device = -1);
 // COLLECTIVE. Frees every window, dev comm and allocation of comm.

@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "core/communicator.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstring>
 #include <string>
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -111,26 +112,51 @@ Topology manual_teams(const std::vector<TeamRequest>& requests, const std::vecto
   return from_teams(team_of, rank, what);
 }
 
-Topology host_teams(Group& group, const std::vector<Name>& machines) {
+// This rank's host for the host grouping: its machine, or "node <rank / N>" under
+// MORI_CCO_RANKS_PER_NODE=N (one host standing for several).
+Name my_host(const Name& machine, int rank) {
   const int64_t per_node = settings::get_int("MORI_CCO_RANKS_PER_NODE");
-  std::vector<Name> hosts = machines;
-  if (per_node > 0) {
-    for (size_t r = 0; r < hosts.size(); ++r) {
-      hosts[r].fill(0);
-      std::snprintf(hosts[r].data(), hosts[r].size(), "node %lld", static_cast<long long>(r / per_node));
-    }
-  }
-  const std::vector<int> team_of = contiguous_teams(hosts, "ranks grouped by host");
-  return from_teams(team_of, group.rank(), "ranks grouped by host");
+  if (per_node <= 0) return machine;
+  Name host{};
+  std::snprintf(host.data(), host.size(), "node %lld", static_cast<long long>(rank / per_node));
+  return host;
 }
+
+// What every rank says about itself; a setting that does not parse is reported after the exchange
+// so that every rank fails (its own message on that rank), none waits for it.
+struct Placement {
+  Name machine{};
+  Name host{};
+  TeamRequest request;
+  int32_t settings_ok = 1;
+};
 
 }  // namespace
 
 Topology discover_topology(Group& group) {
-  Name machine{};
-  gethostname(machine.data(), machine.size() - 1);
-  const auto machines = group.allgather_value(machine);
-  const auto requests = group.allgather_value(my_request());
+  Placement mine;
+  gethostname(mine.machine.data(), mine.machine.size() - 1);
+  std::string problem;
+  try {
+    mine.host = my_host(mine.machine, group.rank());
+    mine.request = my_request();
+  } catch (const Error& error) {
+    mine.settings_ok = 0;
+    problem = error.what();
+  }
+  const auto all = group.allgather_value(mine);
+  std::vector<Name> machines, hosts;
+  std::vector<TeamRequest> requests;
+  for (int r = 0; r < group.nranks(); ++r) {
+    if (!all[r].settings_ok) {
+      if (!problem.empty()) fail(ccoInvalidArgument, problem);
+      fail(ccoInvalidArgument, "rank ", r, "'s grouping settings (MORI_CCO_RANKS_PER_NODE, MORI_VPOD_ID, "
+           "MORI_CCO_FABRIC_*) do not parse; its error names the value");
+    }
+    machines.push_back(all[r].machine);
+    hosts.push_back(all[r].host);
+    requests.push_back(all[r].request);
+  }
 
   std::vector<int> manual;
   std::vector<int> by_host;
@@ -145,8 +171,13 @@ Topology discover_topology(Group& group) {
          disabled.empty() ? std::string() : " (MORI_CCO_FABRIC_DISABLE on ranks " + rank_list(disabled) + ")",
          "; manual grouping is all ranks or none");
   }
-  Topology topology = manual.empty() ? host_teams(group, machines) : manual_teams(requests, machines, group.rank());
-  topology.host_ranks = static_cast<int>(std::count(machines.begin(), machines.end(), machine));
+  Topology topology;
+  if (manual.empty()) {
+    topology = from_teams(contiguous_teams(hosts, "ranks grouped by host"), group.rank(), "ranks grouped by host");
+  } else {
+    topology = manual_teams(requests, machines, group.rank());
+  }
+  topology.host_ranks = static_cast<int>(std::count(machines.begin(), machines.end(), mine.machine));
   return topology;
 }
 
