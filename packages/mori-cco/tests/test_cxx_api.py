@@ -4,6 +4,7 @@ installed SDK and run as separate processes, the way a C++ program uses it."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,3 +55,25 @@ def test_cpp_example_gda_exchange(tmp_path: Path, nranks: int, per_node: int) ->
                 assert f"rank {rank} got {1000 + peer} from {peer}" in out, out
         first_remote = next(p for p in range(nranks) if p // per_node != rank // per_node)
         assert f"rank {rank} read {1000 + first_remote} from {first_remote}" in out and "SUCCESS" in out, out
+
+
+def _dynamic_symbols(library: Path, *flags: str) -> list[str]:
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("no nm (binutils) on this machine")
+    listing = subprocess.run([nm, "-D", "-C", *flags, str(library)], capture_output=True, text=True, check=True)
+    # "<address> <type> <name>", the address absent for an undefined symbol
+    return [m.group(1) for m in re.finditer(r"^\s*(?:[0-9a-f]+\s+)?\w\s+(.+)$", listing.stdout, re.MULTILINE)]
+
+
+def test_the_library_exports_only_the_cco_api_and_python_goes_through_it() -> None:
+    """libmori_cco.so exports cco.hpp's calls and nothing else (hidden visibility, private static
+    libraries); the Python module _C calls those same exported functions."""
+    library = Path(mori.cco.get_library_dir()) / "libmori_cco.so"
+    exported = _dynamic_symbols(library, "--defined-only")
+    assert exported and all(name.startswith("cco") for name in exported), exported
+    assert {"ccoCommCreate(ccoUniqueId const&, int, int, unsigned long, ccoComm**, ccoBackend, int)",
+            "ccoCommGetInfo(ccoComm*, ccoCommInfo*)"} <= set(exported)  # fmt: skip
+    extension = next(Path(mori.cco.__file__).parent.glob("_C.*.so"))
+    imported = {name.split("(")[0] for name in _dynamic_symbols(extension, "--undefined-only")}
+    assert {"ccoCommCreate", "ccoMemAllocAligned", "ccoDevCommCreate", "ccoCollectiveRunHost"} <= imported

@@ -108,3 +108,24 @@ def test_mori_sdma_num_channels_sets_the_copy_engine_queues(comm, monkeypatch, e
     handle = comm.create_dev_comm()
     assert handle.struct.ce_queue_count == queues
     comm.destroy_dev_comm(handle)
+
+
+@pytest.mark.parametrize(("variable", "value"), [("MORI_CCO_FABRIC_LENIENT", "1"), ("MORI_CCO_BC", "/tmp/cco.bc")])
+def test_mori_fabric_lenient_and_bitcode_are_logged_once(fresh_notes, caplog, monkeypatch, variable, value) -> None:
+    """MORI's MORI_CCO_FABRIC_LENIENT and MORI_CCO_BC are accepted with no effect: logged once at
+    INFO when set, and the communicator comes out the same."""
+    caplog.set_level(logging.INFO, logger="mori.compat")
+    layouts = []
+    for setting in (None, value, value):
+        if setting is None:
+            monkeypatch.delenv(variable, raising=False)
+        else:
+            monkeypatch.setenv(variable, setting)
+        with mori.cco.Communicator.init(1, 0, mori.cco.get_unique_id(), 64 << 20, backend="cpu") as comm:
+            handle = comm.create_dev_comm()
+            layouts.append((comm.lsa_size, comm.num_nodes, _layout(handle)))
+            comm.destroy_dev_comm(handle)
+    assert layouts[0] == layouts[1] == layouts[2]
+    lines = [r for r in caplog.records if r.getMessage().startswith(f"{variable}=")]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO, [r.getMessage() for r in lines]
+    assert NO_EFFECT_VARIABLES[variable] in lines[0].getMessage()

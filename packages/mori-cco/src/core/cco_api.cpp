@@ -5,8 +5,12 @@
 #include <new>
 #include <string>
 
+#include "collective_args.h"
 #include "core/communicator.hpp"
 #include "core/error.hpp"
+#include "core/settings.hpp"
+#include "host/collectives.hpp"
+#include "host/lsa_sync.hpp"
 #include "mori_shmem/mori_shmem.h"
 
 struct ccoComm {
@@ -18,6 +22,7 @@ struct ccoComm {
 namespace {
 
 thread_local std::string t_last_error;
+thread_local std::string t_setting_value;  // ccoSetting::value of the thread's last ccoSettingGet
 
 template <typename Body>
 int guarded(Body&& body) {
@@ -149,4 +154,85 @@ int ccoReadSignal(ccoComm_t comm, const ccoDevComm* devComm, int signalId, uint6
   return guarded([&] {
     *require(value, "value") = require(comm, "comm")->impl.read_signal(*require(devComm, "devComm"), signalId);
   });
+}
+
+int ccoCommGetInfo(ccoComm_t comm, ccoCommInfo* info) {
+  return guarded([&] {
+    require(info, "info");
+    mori::cco::Communicator& impl = require(comm, "comm")->impl;
+    const mori::cco::Topology& topology = impl.topology();
+    ccoCommInfo out{};
+    out.rank = impl.rank();
+    out.worldSize = impl.nranks();
+    out.lsaSize = topology.lsa_size;
+    out.lsaRank = topology.lsa_rank;
+    out.myNodeStart = topology.node_start;
+    out.flatBase = reinterpret_cast<void*>(impl.memory().flat_base());
+    out.perRankSize = impl.memory().per_rank_size();
+    out.localSlot = reinterpret_cast<void*>(impl.own_slot());
+    out.node = topology.node;
+    out.numNodes = topology.num_nodes;
+    out.hostRanks = topology.host_ranks;
+    out.backend = std::string(impl.memory().backend()) == "cuda" ? ccoBackendCuda : ccoBackendCpu;
+    out.device = impl.memory().device();
+    out.gdaConduit = impl.gda_conduit();
+    *info = out;
+  });
+}
+
+int ccoMemAllocAligned(ccoComm_t comm, size_t size, size_t alignment, void** ptr) {
+  return guarded([&] { *require(ptr, "ptr") = require(comm, "comm")->impl.alloc(size, alignment); });
+}
+
+int ccoCopyEnginePut(ccoComm_t comm, const ccoDevComm* devComm, int peer, int queue, ccoWindow_t dst,
+                     size_t dstOffset, ccoWindow_t src, size_t srcOffset, size_t bytes, uint64_t* signalValue) {
+  return guarded([&] {
+    const uint64_t reached = require(comm, "comm")->impl.ce_put(*require(devComm, "devComm"), peer, queue, dst,
+                                                                dstOffset, src, srcOffset, bytes);
+    if (signalValue != nullptr) *signalValue = reached;
+  });
+}
+
+int ccoCopyEngineQuiet(ccoComm_t comm, int peer, int queue) {
+  return guarded([&] { require(comm, "comm")->impl.ce_quiet(peer, queue); });
+}
+
+int ccoWaitValue64(const uint64_t* word, uint64_t least, uint64_t timeoutNs) {
+  return guarded([&] { mori::cco::host::wait_at_least(require(word, "word"), least, timeoutNs, "wait"); });
+}
+
+int ccoCollectiveRunHost(const void* args, size_t argsSize) {
+  return guarded([&] {
+    require(args, "args");
+    if (argsSize != sizeof(mori_cco_collective_args_t)) {
+      mori::cco::fail(ccoInvalidArgument, "argsSize=", argsSize, " is not sizeof(mori_cco_collective_args_t)=",
+                      sizeof(mori_cco_collective_args_t), " (collective_args.h of another version?)");
+    }
+    mori::cco::host::run_collective(*static_cast<const mori_cco_collective_args_t*>(args));
+  });
+}
+
+int ccoSettingCount(int* count) {
+  return guarded([&] { *require(count, "count") = static_cast<int>(mori::cco::settings::registry().size()); });
+}
+
+int ccoSettingGet(int index, ccoSetting* setting) {
+  return guarded([&] {
+    require(setting, "setting");
+    const auto& registry = mori::cco::settings::registry();
+    if (index < 0 || static_cast<size_t>(index) >= registry.size()) {
+      mori::cco::fail(ccoInvalidArgument, "index=", index, " is outside [0, ", registry.size(), ")");
+    }
+    const mori::cco::settings::Var& var = registry[static_cast<size_t>(index)];
+    t_setting_value = mori::cco::settings::effective(var.name);
+    *setting = ccoSetting{var.name, var.type, var.default_value, var.doc, t_setting_value.c_str()};
+  });
+}
+
+int ccoSettingGetInt(const char* name, int64_t* value) {
+  return guarded([&] { *require(value, "value") = mori::cco::settings::get_int(require(name, "name")); });
+}
+
+int ccoSettingGetSize(const char* name, uint64_t* value) {
+  return guarded([&] { *require(value, "value") = mori::cco::settings::get_size(require(name, "name")); });
 }

@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "core/communicator.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -19,47 +16,6 @@ namespace {
 
 constexpr uint64_t kMinAlignment = 256;
 constexpr uint64_t kGdaWordsBytes = 256;  // the device proxy's ticket and error words
-
-// Ranks are grouped into nodes by host name, or by MORI_CCO_RANKS_PER_NODE (one host standing for
-// several); a node's ranks must be contiguous, as MORI's node_start assumes, and every node needs
-// the same number of them, as the rail team assumes.
-Topology discover_topology(Group& group) {
-  std::array<char, 64> machine{};
-  gethostname(machine.data(), machine.size() - 1);
-  const auto machines = group.allgather_value(machine);
-  std::array<char, 64> host = machine;
-  const int64_t per_node = settings::get_int("MORI_CCO_RANKS_PER_NODE");
-  if (per_node > 0) {
-    host.fill(0);
-    std::snprintf(host.data(), host.size(), "node %lld", static_cast<long long>(group.rank() / per_node));
-  }
-  const auto hosts = per_node > 0 ? group.allgather_value(host) : machines;
-  std::vector<int> node_of(hosts.size());
-  int nodes = 0;
-  for (size_t r = 0; r < hosts.size(); ++r) {
-    if (r > 0 && hosts[r] != hosts[r - 1]) ++nodes;
-    node_of[r] = nodes;
-    for (size_t q = 0; q + 1 < r; ++q) {
-      if (hosts[q] == hosts[r] && node_of[q] != node_of[r]) {
-        fail(ccoInvalidArgument, "ranks ", q, " and ", r, " share host ", hosts[r].data(),
-             " but ranks between them do not: a host's ranks must be contiguous");
-      }
-    }
-  }
-  Topology topology;
-  topology.num_nodes = nodes + 1;
-  topology.node = node_of[group.rank()];
-  topology.node_start = static_cast<int>(std::find(node_of.begin(), node_of.end(), topology.node) - node_of.begin());
-  topology.lsa_size = static_cast<int>(std::count(node_of.begin(), node_of.end(), topology.node));
-  topology.lsa_rank = group.rank() - topology.node_start;
-  topology.host_ranks = static_cast<int>(std::count(machines.begin(), machines.end(), machine));
-  const int first_size = static_cast<int>(std::count(node_of.begin(), node_of.end(), 0));
-  if (first_size * topology.num_nodes != group.nranks()) {
-    fail(ccoInvalidArgument, "node 0 (", hosts[0].data(), ") has ", first_size, " of the ", group.nranks(),
-         " ranks over ", topology.num_nodes, " nodes: every node needs the same number of ranks");
-  }
-  return topology;
-}
 
 // The LSA team's own bootstrap group, which shares the slots' memory handles within the node:
 // LSA rank 0 makes its unique id, the world passes it on.

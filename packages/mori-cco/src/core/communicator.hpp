@@ -13,23 +13,12 @@
 #include "core/copy_engine.hpp"
 #include "core/gda_transport.hpp"
 #include "core/group.hpp"
+#include "core/topology.hpp"
 #include "memory/flat_memory.hpp"
 #include "memory/slot_allocator.hpp"
 #include "mori_cco/cco.hpp"
 
 namespace mori::cco {
-
-struct Topology {
-  int node = 0;
-  int num_nodes = 1;
-  int lsa_rank = 0;
-  int lsa_size = 1;
-  int node_start = 0;  // world rank of LSA rank 0
-  int host_ranks = 1;  // ranks on this machine (more than lsa_size when one host stands for several nodes)
-
-  // Whether world rank `rank` is on this rank's node (reachable by load/store).
-  bool on_node(int rank) const { return rank >= node_start && rank < node_start + lsa_size; }
-};
 
 class Communicator {
  public:

@@ -42,6 +42,26 @@ const std::vector<Var>& registry() {
        nullptr},
       {"MORI_CCO_ONE_SHOT_MAX", "size", "1M",
        "all_reduce(algorithm='auto') uses the one-shot algorithm up to this many bytes, two-shot above.", nullptr},
+      {"MORI_CCO_FABRIC_DISABLE", "int", "0",
+       "MORI's switch to keep LSA teams to one host: not 0 makes this rank ignore MORI_VPOD_ID and "
+       "MORI_CCO_FABRIC_CROSSNODE_LSA (teams by host name or MORI_CCO_RANKS_PER_NODE).",
+       nullptr},
+      {"MORI_VPOD_ID", "int", "",
+       "MORI's manual LSA teams: ranks with the same id form one team (over MORI_CCO_RANKS_PER_NODE and host "
+       "names). Every rank or none sets it; teams are contiguous rank blocks of one size, each on one machine.",
+       nullptr},
+      {"MORI_CCO_FABRIC_CROSSNODE_LSA", "int", "0",
+       "MORI's whole-world LSA team: not 0 (and MORI_VPOD_ID unset) puts every rank in one team, which must "
+       "run on one machine.",
+       nullptr},
+      {"MORI_CCO_FABRIC_LENIENT", "int", "0",
+       "MORI's leave to go on when mapping an LSA peer on another host fails: accepted with no effect, LSA "
+       "teams never span machines here (docs/user-guide/compatibility.md).",
+       nullptr},
+      {"MORI_CCO_BC", "string", "",
+       "MORI's prebuilt FlyDSL device bitcode: accepted with no effect, kernels are compiled from the CUDA "
+       "device headers by mori-shmem's JIT (docs/user-guide/compatibility.md).",
+       nullptr},
   };
   return vars;
 }
@@ -52,7 +72,7 @@ const Var& lookup(const char* name) {
   for (const Var& var : registry()) {
     if (std::string(var.name) == name) return var;
   }
-  fail(ccoInternalError, name, " is not a registered mori-cco setting");
+  fail(ccoInvalidArgument, name, " is not a registered mori-cco setting");
 }
 
 [[noreturn]] void bad_value(const Var& var, const std::string& value, const char* expected) {
@@ -103,6 +123,11 @@ int64_t get_int(const char* name) {
   const long long number = std::strtoll(value.c_str(), &end, 10);
   if (end == value.c_str() || *end != '\0' || number < 0) bad_value(lookup(name), value, "a non-negative integer");
   return number;
+}
+
+std::optional<int64_t> get_optional_int(const char* name) {
+  if (effective(name).empty()) return std::nullopt;
+  return get_int(name);
 }
 
 int64_t ce_queues() {

@@ -127,13 +127,39 @@ NO_EFFECT_REQUIREMENTS: dict[str, str] = {
 }
 _REQUIREMENT_DEFAULTS = {f.name: f.default for f in fields(CCODevCommRequirements)}
 
-#: MORI environment variables in mori-cco's registry that have no effect (default 0), and why.
+#: MORI environment variables in mori-cco's registry that have no effect, and why (the rows of the
+#: mori-cco section of docs/user-guide/compatibility.md).
 NO_EFFECT_VARIABLES: dict[str, str] = {
     "MORI_ENABLE_SDMA": (
         "mori-cco's copy engine (a CUDA stream per peer and queue; host threads on the cpu backend) "
         "is always available, so there is no SDMA engine to switch on"
     ),
+    "MORI_CCO_FABRIC_LENIENT": (
+        "it lets MORI go on when mapping the memory of an LSA peer on another host fails; mori-cco "
+        "maps peers only within one machine (an LSA team across machines is refused when the "
+        "communicator is created), so there is no such mapping to tolerate"
+    ),
+    "MORI_CCO_BC": (
+        "it names a prebuilt device bitcode for MORI's FlyDSL front end; mori-cco has no FlyDSL "
+        "library: kernels include the CUDA device headers (mori_cco/cco_device.cuh) and mori-shmem's "
+        "JIT compiles them"
+    ),
 }
+
+
+def _note_no_effect_variables() -> None:
+    """Logs each no-effect variable set to other than its default (an int one is parsed first, so
+    a malformed value is still a CcoInvalidArgumentError)."""
+    registry = {entry["name"]: entry for entry in _C.settings()}
+    for variable, reason in NO_EFFECT_VARIABLES.items():
+        entry = registry[variable]
+        if entry["type"] == "int":
+            value: object = int(_C.setting_int(variable))
+            default: object = int(entry["default"])
+        else:
+            value, default = entry["effective"], entry["default"]
+        if value != default:
+            note_no_effect(variable, value, reason)
 
 
 def _check_requirements(reqs: CCODevCommRequirements) -> dict[str, Any]:
@@ -180,7 +206,8 @@ class Communicator:
     get_unique_id = staticmethod(get_unique_id)
 
     def __init__(self, native: Any) -> None:
-        self._native: Any = native
+        self._native: Any = native  # the _C.Comm handle (ccoComm_t)
+        self._info: dict[str, Any] = _C.comm_info(native)  # fixed for the communicator's life
         self._lock = threading.Lock()
         self._collectives: Any = None
         self._allocations: list[AllocatedMemory] = []
@@ -211,11 +238,8 @@ class Communicator:
         if device is None:
             device = _current_cuda_device() if backend != "cpu" else -1
         raw = bytes(unique_id)
-        for variable, reason in NO_EFFECT_VARIABLES.items():
-            value = int(_C.setting_int(variable))
-            if value != 0:
-                note_no_effect(variable, value, reason)
-        native = _C.Communicator(raw, nranks, rank, per_rank_vmm, _BACKENDS[backend], device)
+        _note_no_effect_variables()
+        native = _C.comm_create(raw, nranks, rank, per_rank_vmm, _BACKENDS[backend], device)
         comm = cls(native)
         logger.debug("rank %d/%d joined a %s communicator", rank, nranks, comm.backend)
         return comm
@@ -230,23 +254,27 @@ class Communicator:
             raise CcoInvalidArgumentError("the communicator was destroyed")
         return self._native
 
-    rank = property(lambda self: self._live().rank)
-    nranks = property(lambda self: self._live().nranks)
-    lsa_rank = property(lambda self: self._live().lsa_rank)
-    lsa_size = property(lambda self: self._live().lsa_size)
-    node = property(lambda self: self._live().node)
-    num_nodes = property(lambda self: self._live().num_nodes)
+    def _fact(self, name: str) -> Any:
+        self._live()
+        return self._info[name]
+
+    rank = property(lambda self: self._fact("rank"))
+    nranks = property(lambda self: self._fact("nranks"))
+    lsa_rank = property(lambda self: self._fact("lsa_rank"))
+    lsa_size = property(lambda self: self._fact("lsa_size"))
+    node = property(lambda self: self._fact("node"))
+    num_nodes = property(lambda self: self._fact("num_nodes"))
     #: Ranks of this communicator on this machine (they share its GPUs).
-    host_ranks = property(lambda self: self._live().host_ranks)
-    backend = property(lambda self: self._live().backend)
-    device = property(lambda self: self._live().device)
-    flat_base = property(lambda self: self._live().flat_base)
-    per_rank_size = property(lambda self: self._live().per_rank_size)
+    host_ranks = property(lambda self: self._fact("host_ranks"))
+    backend = property(lambda self: self._fact("backend"))
+    device = property(lambda self: self._fact("device"))
+    flat_base = property(lambda self: self._fact("flat_base"))
+    per_rank_size = property(lambda self: self._fact("per_rank_size"))
 
     @property
     def ptr(self) -> int:
         """This rank's slot address (MORI's handle of the native communicator)."""
-        return int(self._live().own_slot)
+        return int(self._fact("own_slot"))
 
     def __repr__(self) -> str:
         if self._native is None:
@@ -258,14 +286,14 @@ class Communicator:
         """COLLECTIVE: ``size`` bytes at the same offset of every rank's slot."""
         if size < 0:
             raise CcoInvalidArgumentError(f"size={size} must not be negative")
-        mem = AllocatedMemory(self._live().alloc(size, alignment), size)
+        mem = AllocatedMemory(_C.mem_alloc(self._live(), size, alignment), size)
         self._allocations.append(mem)
         return mem
 
     def free_mem(self, mem: AllocatedMemory | int) -> None:
         """COLLECTIVE: frees an allocation (and the windows registered in it)."""
         ptr = mem.ptr if isinstance(mem, AllocatedMemory) else int(mem)
-        self._live().free(ptr)
+        _C.mem_free(self._live(), ptr)
         self._allocations = [m for m in self._allocations if m.ptr != ptr]
 
     def register_window(self, ptr: int | None = None, size: int | None = None) -> RegisteredWindow:
@@ -275,15 +303,15 @@ class Communicator:
             raise CcoInvalidArgumentError("size is required")
         if ptr is None:
             ptr = self.alloc_mem(size).ptr
-        offset, length = self._live().register_window(ptr, size)
+        offset, length = _C.window_register_ptr(self._live(), ptr, size)
         return RegisteredWindow(Window(offset, length), ptr, length)
 
     def deregister_window(self, window: RegisteredWindow) -> None:
-        self._live().deregister_window(window.handle.offset, window.handle.size)
+        _C.window_deregister(self._live(), window.handle.offset, window.handle.size)
 
     def get_peer_ptr(self, local_ptr: int, pe: int) -> int:
         """The address through which this rank loads and stores rank ``pe``'s copy of ``local_ptr``."""
-        return int(self._live().peer_ptr(local_ptr, pe))
+        return int(_C.get_peer_ptr(self._live(), local_ptr, pe))
 
     def tensor(self, shape: Sequence[int], dtype: Any) -> Any:
         """COLLECTIVE: a torch tensor over new symmetric memory of this communicator."""
@@ -301,24 +329,24 @@ class Communicator:
     # ---- device communicators ----
     def create_dev_comm(self, reqs: CCODevCommRequirements | None = None) -> DevCommHandle:
         """COLLECTIVE: a device communicator with the resources ``reqs`` asks for."""
-        raw = self._live().create_dev_comm(_check_requirements(reqs or CCODevCommRequirements()))
+        raw = _C.dev_comm_create(self._live(), _check_requirements(reqs or CCODevCommRequirements()))
         dc = DevComm.from_buffer_copy(raw)
         return DevCommHandle(raw, dc.rank, dc.world_size, dc.lsa_size, dc.lsa_rank, dc.flat_base, dc.per_rank_size)
 
     def destroy_dev_comm(self, handle: DevCommHandle) -> None:
         """COLLECTIVE."""
-        self._live().destroy_dev_comm(handle.raw)
+        _C.dev_comm_destroy(self._live(), handle.raw)
 
     def check_device_error(self, handle: DevCommHandle, *, clear: bool = True) -> None:
         """Raises CcoDeviceError when a kernel reported an error through ``handle`` (synchronise
         the kernels first)."""
-        code = self._live().dev_comm_error(handle.raw, clear)
+        code = _C.dev_comm_error(self._live(), handle.raw, clear)
         if code:
             raise CcoDeviceError(f"a kernel of rank {self.rank} reported: {ERROR_NAMES.get(code, f'code {code}')}")
 
     def barrier(self) -> None:
         """COLLECTIVE: a host barrier over the communicator's bootstrap network."""
-        self._live().barrier()
+        _C.barrier_all(self._live())
 
     # ---- copy engine ----
     def copy_engine_put(
@@ -337,7 +365,8 @@ class Communicator:
         signal for (this rank, queue). Returns the value that signal reaches; the peer waits with
         :meth:`copy_engine_wait` or the device call ``ce_wait_signal``."""
         return int(
-            self._live().ce_put(
+            _C.copy_engine_put(
+                self._live(),
                 handle.raw,
                 peer,
                 queue,
@@ -351,7 +380,7 @@ class Communicator:
 
     def copy_engine_quiet(self, peer: int = -1, queue: int = -1) -> None:
         """Waits until this rank's copy-engine puts (to ``peer`` on ``queue``; -1: all) completed."""
-        self._live().ce_quiet(peer, queue)
+        _C.copy_engine_quiet(self._live(), peer, queue)
 
     def copy_engine_wait(self, handle: DevCommHandle, src_peer: int, queue: int, expected: int) -> None:
         """Waits until LSA rank ``src_peer``'s puts on ``queue`` reached ``expected``: on the cpu
@@ -369,7 +398,7 @@ class Communicator:
     @property
     def gda_conduit(self) -> str:
         """The remote transport that carries GDA requests ("tcp" or "ucx"); "" on one node."""
-        return str(self._live().gda_conduit)
+        return str(self._fact("gda_conduit"))
 
     def gda_put(
         self,
@@ -388,7 +417,8 @@ class Communicator:
         ``peer`` being on another node; with ``signal_id`` the peer's signal then gets
         ``+= signal_value``, after the data. Returns once ``src`` may be reused; the bytes are at
         the peer after :meth:`gda_flush` (or once the peer sees the signal)."""
-        self._live().gda_put(
+        _C.gda_put(
+            self._live(),
             handle.raw,
             peer,
             dst.pair,
@@ -405,7 +435,8 @@ class Communicator:
     ) -> None:
         """Copies ``nbytes`` of rank ``peer``'s ``src`` window (another node) into this rank's
         ``dst`` window; the bytes are there when it returns."""
-        self._live().gda_get(
+        _C.gda_get(
+            self._live(),
             peer,
             src.pair,
             src_offset,
@@ -418,15 +449,15 @@ class Communicator:
         """Rank ``peer``'s (another node) signal ``signal_id`` gets ``+= value``. It is not
         ordered after this rank's earlier puts (they may travel on other connections): to tell a
         peer that data has landed, give the put a ``signal_id``, or call :meth:`gda_flush` first."""
-        self._live().gda_signal(handle.raw, peer, signal_id, value)
+        _C.gda_signal(self._live(), handle.raw, peer, signal_id, value)
 
     def gda_flush(self) -> None:
         """Every GDA request issued before it, by host threads or kernels, is applied at its target."""
-        self._live().gda_flush()
+        _C.gda_flush(self._live())
 
     def read_signal(self, handle: DevCommHandle, signal_id: int) -> int:
         """This rank's signal ``signal_id`` now."""
-        return int(self._live().read_signal(handle.raw, signal_id))
+        return int(_C.read_signal(self._live(), handle.raw, signal_id))
 
     def wait_signal(self, handle: DevCommHandle, signal_id: int, least: int) -> None:
         """Waits until this rank's signal ``signal_id`` is at least ``least``: on the cpu backend
@@ -504,8 +535,8 @@ class Communicator:
         finally:
             self._collectives = None
             native, self._native = self._native, None
-            native.barrier()
-            del native  # the last reference: unmaps the slots and leaves the bootstrap group
+            _C.barrier_all(native)
+            _C.comm_destroy(native)  # unmaps the slots and leaves the bootstrap group
 
     def __enter__(self) -> Communicator:
         return self
