@@ -52,13 +52,18 @@ def _timed(fn: Any, iterations: int) -> float:
     return time.perf_counter() - start
 
 
-def _pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pingpongs: int) -> dict[str, Any]:
-    api.shmem_init_attr(api.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, nranks, uid)
-    largest = max(sizes)
+def _pe_buffers(rank: int, largest: int) -> tuple[int, int, Any, Any]:
+    """(symmetric buffer of ``largest`` bytes, 8-byte signal, ``largest`` random bytes, as many
+    scratch bytes) of a PE; the two arrays must stay referenced while their addresses are in use."""
     heap_buf = api.shmem_malloc(largest)
     signal = api.shmem_malloc(8)
     local = np.random.default_rng(rank).integers(0, 255, size=largest, dtype=np.uint8)
-    scratch = np.empty_like(local)
+    return heap_buf, signal, local, np.empty_like(local)
+
+
+def _pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pingpongs: int) -> dict[str, Any]:
+    api.shmem_init_attr(api.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, nranks, uid)
+    heap_buf, signal, local, scratch = _pe_buffers(rank, max(sizes))
     src, dst = local.ctypes.data, scratch.ctypes.data
     peer = (rank + 1) % nranks
     rows = []

@@ -28,7 +28,7 @@ import numpy as np
 
 from mori.bench_report import Column, progress, size_ladder, table, write_json
 from mori.shmem import api
-from mori.shmem.bench import _TARGET_BYTES_PER_SIZE, _pingpong, _timed
+from mori.shmem.bench import _TARGET_BYTES_PER_SIZE, _pe_buffers, _pingpong, _timed
 
 logger = logging.getLogger("mori.shmem.bench")
 
@@ -45,11 +45,7 @@ def _remote_pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pin
     transport = api.shmem_pe_transport(1 - rank)
     if transport != "remote":
         raise RuntimeError(f"PE {1 - rank} is reached by {transport!r}, not by the remote transport")
-    largest = max(sizes)
-    heap_buf = api.shmem_malloc(largest)
-    signal = api.shmem_malloc(8)
-    local = np.random.default_rng(rank).integers(0, 255, size=largest, dtype=np.uint8)
-    scratch = np.empty_like(local)
+    heap_buf, signal, local, scratch = _pe_buffers(rank, max(sizes))
     src, dst = local.ctypes.data, scratch.ctypes.data
     rows = []
     for index, size in enumerate(sizes):
