@@ -52,6 +52,12 @@ def _timed(fn: Any, iterations: int) -> float:
     return time.perf_counter() - start
 
 
+def require_two_pes(args: argparse.Namespace, mode: str, why: str = "") -> None:
+    """``mode`` times PE 0 against PE 1: any other ``--world-size`` is refused."""
+    if args.pes != 2:
+        raise SystemExit(f"{mode} measures 2 PEs{why}; leave --world-size at 2")
+
+
 def _pe_buffers(rank: int, largest: int) -> tuple[int, int, Any, Any]:
     """(symmetric buffer of ``largest`` bytes, 8-byte signal, ``largest`` random bytes, as many
     scratch bytes) of a PE; the two arrays must stay referenced while their addresses are in use."""

@@ -21,7 +21,7 @@ import time
 
 from mori.bench_report import Column, header, size_ladder, write_json
 from mori.bench_report import row as table_row
-from mori.shmem.bench import DEFAULT_SCOPES
+from mori.shmem.bench import DEFAULT_SCOPES, require_two_pes
 from mori.shmem.bench.remote import _remote_iterations, _socket_copy
 from mori.shmem.proxy_hazards import NEEDED_ENV
 
@@ -43,8 +43,7 @@ def main_device_proxy(args: argparse.Namespace) -> int:
     from mori.shmem.device import shmem_cuda_available
     from mori.shmem.testing import run_pes
 
-    if args.pes != 2:
-        raise SystemExit("--device-proxy measures 2 PEs; leave --pes at 2")
+    require_two_pes(args, "--device-proxy")
     if not shmem_cuda_available():
         raise SystemExit("--device-proxy needs a GPU: the device proxy serves kernels, and no CUDA device is visible")
     sizes = size_ladder(args.min_size or 4 << 10, args.max_size or 64 << 20)

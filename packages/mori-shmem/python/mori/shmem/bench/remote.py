@@ -28,7 +28,7 @@ import numpy as np
 
 from mori.bench_report import Column, progress, size_ladder, table, write_json
 from mori.shmem import api
-from mori.shmem.bench import _TARGET_BYTES_PER_SIZE, _pe_buffers, _pingpong, _timed
+from mori.shmem.bench import _TARGET_BYTES_PER_SIZE, _pe_buffers, _pingpong, _timed, require_two_pes
 
 logger = logging.getLogger("mori.shmem.bench")
 
@@ -201,8 +201,7 @@ def main_remote(args: argparse.Namespace) -> int:
     from mori.shmem.settings import setting
     from mori.shmem.testing import run_pes
 
-    if args.pes != 2:
-        raise SystemExit("--remote measures 2 PEs (PE 0 moves the data); leave --pes at 2")
+    require_two_pes(args, "--remote", " (PE 0 moves the data)")
     if args.repeats < 1:
         raise SystemExit(f"--repeats={args.repeats} must be >= 1")
     sizes = size_ladder(args.min_size or 4 << 10, args.max_size or 256 << 20)
