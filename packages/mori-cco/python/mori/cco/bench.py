@@ -687,11 +687,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     max_bytes = args.max_bytes or ((64 << 20) if cuda else (8 << 20))
     if max_bytes < args.min_bytes:
         raise SystemExit(f"--min-bytes={args.min_bytes} is above the largest size {max_bytes}")
+    as_given = {name: getattr(args, name) for name in ("mode", "world", "chunks", "warmup", "iters", "seed", "timeout")}
     cfg = Config(
-        mode=args.mode,
+        **as_given,
         backend=backend,
         dist_backend=dist_backend,
-        world=args.world,
         gpus=gpus,
         port=_free_port(),
         dtype=dtype,
@@ -699,11 +699,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         m=m,
         n=n,
         k=k,
-        chunks=args.chunks,
-        warmup=args.warmup,
-        iters=args.iters,
-        seed=args.seed,
-        timeout=args.timeout,
         json_path=str(args.json.resolve()),
         log_level=logging.getLogger().getEffectiveLevel(),
     )
