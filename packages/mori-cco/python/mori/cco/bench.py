@@ -572,7 +572,7 @@ def format_table(report: dict[str, Any]) -> str:
     )
     lines = [head]
     if report["mode"] == "allreduce":
-        cells = [
+        cells: list[tuple[object, ...]] = [
             (human_size(r["size_bytes"]), r["variant"], r["time_us"], r["algbw_GBps"], r["busbw_GBps"],
              _speedup(r["speedup_vs_torch"]), r["max_rel_err"], r["check"])
             for r in report["rows"]
