@@ -277,8 +277,7 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
     unsigned rest = sending;
 #pragma unroll
     for (int d = 0; d < kTopk; ++d) {
-      const int src_lane = rest ? __ffs(rest) - 1 : 0;
-      rest &= rest - 1;
+      const int src_lane = PopLowestLane(rest);
       const unsigned long long base = __shfl_sync(kFullMask, mine, src_lane);
       const unsigned long long slot = static_cast<unsigned long long>(__shfl_sync(kFullMask, my_slot, src_lane));
       rows[d] = At<char>(base, a.off_comb_tokens + slot * a.wire_row_bytes);
@@ -330,8 +329,7 @@ extern "C" __global__ void mori_ep_net_sum(const __grid_constant__ mori_ep_args_
     unsigned rest = sending;
 #pragma unroll
     for (int d = 0; d < kTopk; ++d) {
-      const int src_lane = rest ? __ffs(rest) - 1 : 0;
-      rest &= rest - 1;
+      const int src_lane = PopLowestLane(rest);
       const unsigned long long f = static_cast<unsigned long long>(__shfl_sync(kFullMask, flat, src_lane));
       replies[d] = At<char>(a.region, a.off_net_reply_recv + f * a.reply_bytes);
     }

@@ -102,8 +102,7 @@ __device__ __forceinline__ void WriteRows(const mori_ep_args_t& a, const unsigne
   unsigned rest = sending;
 #pragma unroll
   for (int d = 0; d < kTopk; ++d) {
-    const int src_lane = rest ? __ffs(rest) - 1 : 0;
-    rest &= rest - 1;
+    const int src_lane = PopLowestLane(rest);
     const int p = __shfl_sync(kFullMask, pe, src_lane);
     slots[d] = __shfl_sync(kFullMask, slot, src_lane);
     row[d] = d < count ? peers[p] : 0;

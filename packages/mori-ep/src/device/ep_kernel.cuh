@@ -28,4 +28,12 @@ __device__ __forceinline__ GridWarp ThisWarp() {
           static_cast<int>(gridDim.x * (blockDim.x >> 5))};
 }
 
+// The lowest lane still in `rest` (a ballot of the lanes holding a pick), taken out of it; lane 0
+// once none is left, so a loop over kTopk picks may run past the count with harmless shuffles.
+__device__ __forceinline__ int PopLowestLane(unsigned& rest) {
+  const int lane = rest ? __ffs(rest) - 1 : 0;
+  rest &= rest - 1;
+  return lane;
+}
+
 }  // namespace mori::ep
