@@ -108,7 +108,13 @@ def add_world_size(
     """``--world-size N``: how many processes the bench starts; ``aliases`` keep a bench's older
     spelling (``--world``, ``--pes``) working."""
     parser.add_argument(
-        "--world-size", *aliases, dest=dest, type=int, default=default, help=f"{what} to start (default {default})"
+        "--world-size",
+        *aliases,
+        dest=dest,
+        type=int,
+        default=default,
+        metavar="N",
+        help=f"{what} to start (default {default})",
     )
 
 
@@ -123,7 +129,7 @@ def add_json(
     """``--json PATH``: where the bench writes its results (see :func:`write_json`); ``aliases`` keep
     a bench's older spelling (``--output``, ``--out``) working."""
     text = help or (f"where to write the results (default {default})" if default else "also write the results here")
-    parser.add_argument("--json", *aliases, dest=dest, type=Path, default=default, help=text)
+    parser.add_argument("--json", *aliases, dest=dest, type=Path, default=default, metavar="PATH", help=text)
 
 
 def write_json(path: Path, document: dict[str, Any], *, indent: int = 2) -> Path:
