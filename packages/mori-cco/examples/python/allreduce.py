@@ -8,7 +8,8 @@ all-to-all and a GEMM + all-reduce, each checked against a local reference.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
+
+from _ranks import pick_backend, run_ranks
 
 
 def rank_main(rank: int, nranks: int, uid: bytes, backend: str) -> None:
@@ -45,25 +46,12 @@ def rank_main(rank: int, nranks: int, uid: bytes, backend: str) -> None:
 
 
 def main() -> None:
-    import mori.cco
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nranks", type=int, default=2)
     parser.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
     args = parser.parse_args()
-    backend = args.backend
-    if backend == "auto":
-        import torch
-
-        backend = "cuda" if torch.cuda.is_available() else "cpu"
-    uid = bytes(mori.cco.get_unique_id())
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, args.nranks, uid, backend)) for r in range(args.nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    raise SystemExit(max(p.exitcode or 0 for p in procs))
+    backend = pick_backend(args.backend)
+    raise SystemExit(run_ranks(rank_main, args.nranks, backend))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ per-(sender, queue) signals and checks every page.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 from typing import TYPE_CHECKING
+
+from _ranks import pick_backend, run_ranks
 
 if TYPE_CHECKING:
     import torch
@@ -65,30 +66,14 @@ def rank_main(rank: int, nranks: int, uid: bytes, backend: str, pages: int, page
 
 
 def main() -> None:
-    import mori.cco
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nranks", type=int, default=2)
     parser.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--pages", type=int, default=64)
     parser.add_argument("--page-bytes", type=int, default=16384)
     args = parser.parse_args()
-    backend = args.backend
-    if backend == "auto":
-        import torch
-
-        backend = "cuda" if torch.cuda.is_available() else "cpu"
-    uid = bytes(mori.cco.get_unique_id())
-    ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(target=rank_main, args=(r, args.nranks, uid, backend, args.pages, args.page_bytes))
-        for r in range(args.nranks)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    raise SystemExit(max(p.exitcode or 0 for p in procs))
+    backend = pick_backend(args.backend)
+    raise SystemExit(run_ranks(rank_main, args.nranks, backend, args.pages, args.page_bytes))
 
 
 if __name__ == "__main__":

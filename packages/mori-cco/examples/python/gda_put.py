@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import multiprocessing
 import os
 from pathlib import Path
+
+from _ranks import run_ranks
 
 BLOCKS = 4
 BYTES = 1 << 20
@@ -62,20 +63,11 @@ def rank_main(rank: int, nranks: int, uid: bytes, ranks_per_node: int) -> None:
 
 
 def main() -> None:
-    import mori.cco
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nranks", type=int, default=2)
     parser.add_argument("--ranks-per-node", type=int, default=1, help="MORI_CCO_RANKS_PER_NODE (0: by host)")
     args = parser.parse_args()
-    uid = bytes(mori.cco.get_unique_id())
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, args.nranks, uid, args.ranks_per_node)) for r in range(args.nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    raise SystemExit(max(p.exitcode or 0 for p in procs))
+    raise SystemExit(run_ranks(rank_main, args.nranks, args.ranks_per_node))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import multiprocessing
 from pathlib import Path
+
+from _ranks import run_ranks
 
 BLOCKS = 8
 BYTES = 1 << 20
@@ -47,19 +48,10 @@ def rank_main(rank: int, nranks: int, uid: bytes) -> None:
 
 
 def main() -> None:
-    import mori.cco
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nranks", type=int, default=2)
     args = parser.parse_args()
-    uid = bytes(mori.cco.get_unique_id())
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=rank_main, args=(r, args.nranks, uid)) for r in range(args.nranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    raise SystemExit(max(p.exitcode or 0 for p in procs))
+    raise SystemExit(run_ranks(rank_main, args.nranks))
 
 
 if __name__ == "__main__":

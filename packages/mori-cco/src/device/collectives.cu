@@ -494,15 +494,26 @@ __device__ __forceinline__ void AllReduceTwoShot(const mori_cco_collective_args_
   }
 }
 
+// Where AllGather and AllToAll start: the staging scratch, my rank, the bytes of one chunk of count
+// elements, this block's part of such a chunk, and the input and output as bytes.
+struct ChunkCopy {
+  Scratch sc;
+  int me;
+  unsigned long long bytes;
+  Range r;
+  const char* in;
+  char* out;
+};
+__device__ __forceinline__ ChunkCopy MakeChunkCopy(const mori_cco_collective_args_t& a) {
+  const unsigned long long bytes = a.count * kElemSize;
+  return {MakeScratch(a), a.comm.lsa_rank, bytes, BlockPart(0, bytes, kCopyUnit),
+          reinterpret_cast<const char*>(a.input), reinterpret_cast<char*>(a.output)};
+}
+
 // Rank p's count elements land at output + p * count. My own chunk is copied from my input: the
 // staged copy exists for the peers.
 __device__ __forceinline__ void AllGather(const mori_cco_collective_args_t& a) {
-  const Scratch sc = MakeScratch(a);
-  const int me = a.comm.lsa_rank;
-  const unsigned long long bytes = a.count * kElemSize;
-  const Range r = BlockPart(0, bytes, kCopyUnit);
-  const char* in = reinterpret_cast<const char*>(a.input);
-  char* out = reinterpret_cast<char*>(a.output);
+  const auto [sc, me, bytes, r, in, out] = MakeChunkCopy(a);
   CopyBytes(sc.at(me, r.lo), in + r.lo, r.hi - r.lo);
   CopyBytes(out + me * bytes + r.lo, in + r.lo, r.hi - r.lo);
   if (!BlockBarrier(a.comm, a.barrier_base + blockIdx.x)) return;
@@ -514,12 +525,7 @@ __device__ __forceinline__ void AllGather(const mori_cco_collective_args_t& a) {
 // Input chunk d (count elements) goes to rank d; output chunk p comes from rank p. The chunk I
 // keep goes straight from input to output; the others are staged at their input offsets.
 __device__ __forceinline__ void AllToAll(const mori_cco_collective_args_t& a) {
-  const Scratch sc = MakeScratch(a);
-  const int me = a.comm.lsa_rank;
-  const unsigned long long bytes = a.count * kElemSize;
-  const Range r = BlockPart(0, bytes, kCopyUnit);
-  const char* in = reinterpret_cast<const char*>(a.input);
-  char* out = reinterpret_cast<char*>(a.output);
+  const auto [sc, me, bytes, r, in, out] = MakeChunkCopy(a);
   for (int d = 0; d < kWorld; ++d) {
     const unsigned long long at = d * bytes + r.lo;
     CopyBytes(d == me ? out + at : sc.at(me, at), in + at, r.hi - r.lo);

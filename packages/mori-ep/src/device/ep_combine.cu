@@ -15,16 +15,10 @@
 // replies.
 // The protocol is src/cpu/combine.cpp's. Compile-time constants: MORI_EP_WORLD, MORI_EP_TOPK,
 // MORI_EP_DTYPE (element type of the rows, MORI_EP_DTYPE_*), MORI_EP_QUANT (wire format), MORI_EP_NET.
-#include "ep_common.cuh"
+#include "ep_kernel.cuh"
 #include "ep_fp4.cuh"
 #include "ep_slots.h"
 
-#ifndef MORI_EP_WORLD
-#error "MORI_EP_WORLD must be defined"
-#endif
-#ifndef MORI_EP_TOPK
-#error "MORI_EP_TOPK must be defined"
-#endif
 #ifndef MORI_EP_DTYPE
 #error "MORI_EP_DTYPE must be defined"
 #endif
@@ -37,8 +31,6 @@
 
 namespace mori::ep {
 
-constexpr int kWorld = MORI_EP_WORLD;
-constexpr int kTopk = MORI_EP_TOPK;
 constexpr int kDtype = MORI_EP_DTYPE;
 constexpr int kQuant = MORI_EP_QUANT;
 constexpr int kGroup = 8;  // elements per lane step: 16 bytes of bf16/fp16, 8 of fp8, 32 of fp32
@@ -212,9 +204,7 @@ __device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
 using namespace mori::ep;
 
 extern "C" __global__ void mori_ep_combine_stage(const __grid_constant__ mori_ep_args_t a) {
-  const int lane = threadIdx.x & 31;
-  const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int warps = gridDim.x * (blockDim.x >> 5);
+  const auto [lane, warp, warps] = ThisWarp();
   MORI_EP_VIZ_INIT(viz, reinterpret_cast<void*>(a.trace_buf));
   MORI_VIZ_BEGIN(viz, MORI_EP_SLOT_COMBINE_STAGE);
   int total = *At<int>(a.region, MORI_EP_CTRL_TOTAL_RECV);
@@ -255,9 +245,7 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
     peers[pe] = reinterpret_cast<const unsigned long long*>(a.peer_regions)[pe];
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int warps = gridDim.x * (blockDim.x >> 5);
+  const auto [lane, warp, warps] = ThisWarp();
   const int groups = a.hidden / kGroup;
   // Few tokens: split each row over several warps so the whole grid keeps loads in flight.
   const int parts = max(1, min(warps / max(a.num_tokens, 1), groups / 32));
@@ -289,8 +277,7 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
     unsigned rest = sending;
 #pragma unroll
     for (int d = 0; d < kTopk; ++d) {
-      const int src_lane = rest ? __ffs(rest) - 1 : 0;
-      rest &= rest - 1;
+      const int src_lane = PopLowestLane(rest);
       const unsigned long long base = __shfl_sync(kFullMask, mine, src_lane);
       const unsigned long long slot = static_cast<unsigned long long>(__shfl_sync(kFullMask, my_slot, src_lane));
       rows[d] = At<char>(base, a.off_comb_tokens + slot * a.wire_row_bytes);
@@ -330,9 +317,7 @@ extern "C" __global__ void mori_ep_combine(const __grid_constant__ mori_ep_args_
 // Each token's output: the sum, in fp32, of the replies of the nodes its picks went to (they have
 // all arrived: mori_ep_net_wait ran first).
 extern "C" __global__ void mori_ep_net_sum(const __grid_constant__ mori_ep_args_t a) {
-  const int lane = threadIdx.x & 31;
-  const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int warps = gridDim.x * (blockDim.x >> 5);
+  const auto [lane, warp, warps] = ThisWarp();
   const int groups = a.hidden / kGroup;
   const bool weighted = (a.flags & MORI_EP_HAS_WEIGHTS) != 0;
   const int* dest_map = At<int>(a.region, a.off_dest_map);
@@ -344,8 +329,7 @@ extern "C" __global__ void mori_ep_net_sum(const __grid_constant__ mori_ep_args_
     unsigned rest = sending;
 #pragma unroll
     for (int d = 0; d < kTopk; ++d) {
-      const int src_lane = rest ? __ffs(rest) - 1 : 0;
-      rest &= rest - 1;
+      const int src_lane = PopLowestLane(rest);
       const unsigned long long f = static_cast<unsigned long long>(__shfl_sync(kFullMask, flat, src_lane));
       replies[d] = At<char>(a.region, a.off_net_reply_recv + f * a.reply_bytes);
     }

@@ -19,7 +19,7 @@
 // records of the hop buffer (mori_ep_net_wait saw every node's batch arrive); picks of PEs outside
 // the range are left to the other nodes; at the end every source is told its batch was taken.
 // Compile-time constants: MORI_EP_WORLD (PEs), MORI_EP_TOPK (picks per token), MORI_EP_LL, MORI_EP_NET.
-#include "ep_common.cuh"
+#include "ep_kernel.cuh"
 #include "ep_slots.h"
 
 #ifndef MORI_EP_NET
@@ -29,20 +29,12 @@
 #include "mori_shmem/mori_shmem_device.cuh"
 #endif
 
-#ifndef MORI_EP_WORLD
-#error "MORI_EP_WORLD must be defined"
-#endif
-#ifndef MORI_EP_TOPK
-#error "MORI_EP_TOPK must be defined"
-#endif
 #ifndef MORI_EP_LL
 #define MORI_EP_LL 0
 #endif
 
 namespace mori::ep {
 
-constexpr int kWorld = MORI_EP_WORLD;
-constexpr int kTopk = MORI_EP_TOPK;
 constexpr int kUnroll = 4;  // 16-byte vectors in flight per lane
 
 static_assert(kWorld >= 1 && kWorld <= MORI_EP_MAX_WORLD_SIZE, "world size out of range");
@@ -110,8 +102,7 @@ __device__ __forceinline__ void WriteRows(const mori_ep_args_t& a, const unsigne
   unsigned rest = sending;
 #pragma unroll
   for (int d = 0; d < kTopk; ++d) {
-    const int src_lane = rest ? __ffs(rest) - 1 : 0;
-    rest &= rest - 1;
+    const int src_lane = PopLowestLane(rest);
     const int p = __shfl_sync(kFullMask, pe, src_lane);
     slots[d] = __shfl_sync(kFullMask, slot, src_lane);
     row[d] = d < count ? peers[p] : 0;

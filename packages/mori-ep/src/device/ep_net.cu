@@ -16,20 +16,10 @@
 // Puts go through mori-shmem's device API, so a peer on another host is reached by the device
 // proxy and one on this host by P2P stores, with the same code.
 // Compile-time constants: MORI_EP_WORLD, MORI_EP_TOPK.
-#include "ep_common.cuh"
+#include "ep_kernel.cuh"
 #include "mori_shmem/mori_shmem_device.cuh"
 
-#ifndef MORI_EP_WORLD
-#error "MORI_EP_WORLD must be defined"
-#endif
-#ifndef MORI_EP_TOPK
-#error "MORI_EP_TOPK must be defined"
-#endif
-
 namespace mori::ep {
-
-constexpr int kWorld = MORI_EP_WORLD;
-constexpr int kTopk = MORI_EP_TOPK;
 
 __device__ __forceinline__ int NodeOfExpert(const mori_ep_args_t& a, int expert) {
   return expert / a.experts_per_rank / a.group;
@@ -58,9 +48,7 @@ __device__ __forceinline__ void WriteRecord(const mori_ep_args_t& a, int token, 
 using namespace mori::ep;
 
 extern "C" __global__ void mori_ep_net_pack(const __grid_constant__ mori_ep_args_t a) {
-  const int lane = threadIdx.x & 31;
-  const int warp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const int warps = gridDim.x * (blockDim.x >> 5);
+  const auto [lane, warp, warps] = ThisWarp();
   unsigned* batch_rows = At<unsigned>(a.region, MORI_EP_CTRL_NET_SEND_COUNT);
   int* dest_map = At<int>(a.region, a.off_dest_map);
   const bool replay = (a.flags & MORI_EP_REPLAY) != 0;

@@ -116,6 +116,10 @@ class UcxConduit final : public Conduit {
   // ucx_rma.cpp: the operations.
   void check_range(int pe, uint64_t offset, uint64_t length, uint64_t alignment, const char* what) const;
   void flush(Peer& peer, const char* what);
+  // Starts the deadline of one operation, posts its *_nbx request with mutex_ held (post(endpoint)
+  // returns it) and finish()es it.
+  template <typename Post>
+  void post_and_finish(Peer& peer, const char* what, Post&& post);
   uint64_t ucx_atomic(Peer& peer, uint64_t offset, int amo, int type, uint64_t value, uint64_t compare);
   uint64_t am_atomic(Peer& peer, uint64_t offset, int amo, int type, uint64_t value, uint64_t compare);
   void register_am_handlers();

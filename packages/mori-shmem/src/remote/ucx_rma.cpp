@@ -89,44 +89,45 @@ void UcxConduit::check_range(int pe, uint64_t offset, uint64_t length, uint64_t 
   }
 }
 
-void UcxConduit::put(int pe, uint64_t offset, const void* src, size_t nbytes) {
-  if (nbytes == 0) return;
-  check_range(pe, offset, nbytes, 1, "a put");
-  Peer& target = peer(pe);
+template <typename Post>
+void UcxConduit::post_and_finish(Peer& target, const char* what, Post&& post) {
   const Deadline deadline = Deadline::after(config_.timeout_s);
   ucx::ucs_status_ptr_t request;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const ucx::ucp_request_param_t param{};  // contiguous bytes, no callback
-    request = api_.ucp_put_nbx(usable(target, "a put"), src, nbytes, target.base + offset, target.rkey, &param);
-    target.dirty.store(true);
+    request = post(usable(target, what));
   }
-  finish(target, request, deadline, "a put");
+  finish(target, request, deadline, what);
+}
+
+void UcxConduit::put(int pe, uint64_t offset, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  check_range(pe, offset, nbytes, 1, "a put");
+  Peer& target = peer(pe);
+  post_and_finish(target, "a put", [&](ucx::ucp_ep_h ep) {
+    const ucx::ucp_request_param_t param{};  // contiguous bytes, no callback
+    const ucx::ucs_status_ptr_t request =
+        api_.ucp_put_nbx(ep, src, nbytes, target.base + offset, target.rkey, &param);
+    target.dirty.store(true);
+    return request;
+  });
 }
 
 void UcxConduit::get(int pe, uint64_t offset, void* dest, size_t nbytes) {
   if (nbytes == 0) return;
   check_range(pe, offset, nbytes, 1, "a get");
   Peer& target = peer(pe);
-  const Deadline deadline = Deadline::after(config_.timeout_s);
-  ucx::ucs_status_ptr_t request;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
+  post_and_finish(target, "a get", [&](ucx::ucp_ep_h ep) {
     const ucx::ucp_request_param_t param{};
-    request = api_.ucp_get_nbx(usable(target, "a get"), dest, nbytes, target.base + offset, target.rkey, &param);
-  }
-  finish(target, request, deadline, "a get");
+    return api_.ucp_get_nbx(ep, dest, nbytes, target.base + offset, target.rkey, &param);
+  });
 }
 
 void UcxConduit::flush(Peer& target, const char* what) {
-  const Deadline deadline = Deadline::after(config_.timeout_s);
-  ucx::ucs_status_ptr_t request;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
+  post_and_finish(target, what, [&](ucx::ucp_ep_h ep) {
     const ucx::ucp_request_param_t param{};
-    request = api_.ucp_ep_flush_nbx(usable(target, what), &param);
-  }
-  finish(target, request, deadline, what);
+    return api_.ucp_ep_flush_nbx(ep, &param);
+  });
 }
 
 void UcxConduit::put_signal(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
@@ -169,14 +170,9 @@ uint64_t UcxConduit::ucx_atomic(Peer& target, uint64_t offset, int amo, int type
   param.datatype = ucx::contig(width);
   param.reply_buffer = width == 4 ? static_cast<void*>(&reply32) : static_cast<void*>(&reply_in);
   const void* buffer = width == 4 ? static_cast<const void*>(&operand32) : static_cast<const void*>(&operand);
-  const Deadline deadline = Deadline::after(config_.timeout_s);
-  ucx::ucs_status_ptr_t request;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    request = api_.ucp_atomic_op_nbx(usable(target, "an atomic"), mapped.op, buffer, 1, target.base + offset,
-                                     target.rkey, &param);
-  }
-  finish(target, request, deadline, "an atomic");
+  post_and_finish(target, "an atomic", [&](ucx::ucp_ep_h ep) {
+    return api_.ucp_atomic_op_nbx(ep, mapped.op, buffer, 1, target.base + offset, target.rkey, &param);
+  });
   return widen(width == 4 ? reply32 : reply_in, type);
 }
 

@@ -22,8 +22,8 @@ reduced by torch.distributed, within a tolerance derived from the rounding of th
 e4m3. A row that fails says MISMATCH and the command exits 1. Examples::
 
     mori-cco-bench                                      # all-reduce, 2 ranks, the backend found
-    mori-cco-bench --world 8 --max-bytes 256M --json ar-8.json
-    mori-cco-bench gemm-ar --world 4 --m 8192            # the fused GEMM + all-reduce
+    mori-cco-bench --world-size 8 --max-bytes 256M --json ar-8.json
+    mori-cco-bench gemm-ar --world-size 4 --m 8192            # the fused GEMM + all-reduce
     nox -s bench-cco -- gemm-ar --backend cpu            # through nox, arguments after --
 """
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import logging
 import math
 import multiprocessing
@@ -46,7 +45,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mori._provenance import provenance
+from mori.bench_report import Column, add_json, add_world_size, human_size, optional, size_ladder, table, write_json
 
 logger = logging.getLogger("mori.cco.bench")
 
@@ -78,24 +77,6 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
 
 
-def sizes_between(low: int, high: int, factor: int) -> list[int]:
-    """low, low * factor, ... up to high; high itself is always measured."""
-    sizes, size = [], low
-    while size <= high:
-        sizes.append(size)
-        size *= factor
-    if sizes[-1] != high:
-        sizes.append(high)
-    return sizes
-
-
-def _format_size(size: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale}{unit}"
-    return str(size)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="mori-cco-bench",
@@ -104,7 +85,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "mode", nargs="?", choices=MODES, default="allreduce", help="what to measure (default allreduce)"
     )
-    parser.add_argument("--world", type=int, default=2, help="ranks (processes) to start (default 2)")
+    add_world_size(parser, 2, "ranks (processes)", aliases=("--world",), dest="world")
     parser.add_argument(
         "--backend",
         choices=("auto", "cpu", "cuda"),
@@ -124,12 +105,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls before each measurement (default 5)")
     parser.add_argument("--iters", type=int, default=20, help="timed calls per measurement (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs (default 0)")
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path("mori-cco-bench.json"),
-        help="where rank 0 writes the results (default mori-cco-bench.json)",
-    )
+    add_json(parser, Path("mori-cco-bench.json"), help="where rank 0 writes the results (default mori-cco-bench.json)")
     parser.add_argument(
         "--timeout", type=float, default=1800.0, help="seconds before the ranks are stopped (default 1800)"
     )
@@ -146,7 +122,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     if args.world < 1:
-        parser.error(f"--world={args.world} must be at least 1")
+        parser.error(f"--world-size={args.world} must be at least 1")
     if args.warmup < 0 or args.iters < 1:
         parser.error(f"--warmup={args.warmup} must be >= 0 and --iters={args.iters} >= 1")
     if args.step < 2:
@@ -158,7 +134,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if value is not None and value < 1:
             parser.error(f"--{name}={value} must be positive")
     if args.k is not None and args.k % args.world:
-        parser.error(f"--k={args.k} must be a multiple of --world={args.world} (each rank holds k / world)")
+        parser.error(f"--k={args.k} must be a multiple of --world-size={args.world} (each rank holds k / world)")
     return args
 
 
@@ -278,7 +254,7 @@ def _allreduce_rank(cfg: Config, comm: Any, dist: Any, device: Any, timer: _Time
     for index, size in enumerate(cfg.sizes):
         rows += _allreduce_size(cfg, size, comm, dist, device, timer)
         if comm.rank == 0:
-            logger.info("size %d/%d (%s) measured", index + 1, len(cfg.sizes), _format_size(rows[-1]["size_bytes"]))
+            logger.info("size %d/%d (%s) measured", index + 1, len(cfg.sizes), human_size(rows[-1]["size_bytes"]))
     return rows
 
 
@@ -489,10 +465,7 @@ def _rank_main(rank: int, cfg: Config) -> None:
         report = build_report(cfg, gathered, device_name or platform.machine())
         sys.stdout.write(format_table(report) + "\n")
         sys.stdout.flush()
-        path = Path(cfg.json_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        report["provenance"] = provenance()
-        path.write_text(json.dumps(report, indent=1) + "\n")
+        write_json(Path(cfg.json_path), report, indent=1)
         logger.info("wrote %s", cfg.json_path)
         if not report["ok"]:
             logger.error("some rows do not match torch.distributed's result (check column)")
@@ -576,8 +549,18 @@ def build_report(cfg: Config, per_rank: list[list[dict[str, Any]]], device_name:
     return report
 
 
-def _optional(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+_ALLREDUCE_COLUMNS = (
+    Column("size", 6), Column("variant", 9), Column("time us", 11, ".1f"), Column("algbw GB/s", 11, ".2f"),
+    Column("busbw GB/s", 11, ".2f"), Column("vs torch", 9), Column("max rel err", 12, ".2e"), Column("check", 8),
+)  # fmt: skip
+_GEMM_COLUMNS = (
+    Column("variant", 38, align="<"), Column("time us", 11, ".1f"), Column("vs torch", 9), Column("overlap", 8),
+    Column("rel err", 10, ".2e"), Column("check", 8),
+)  # fmt: skip
+
+
+def _speedup(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def format_table(report: dict[str, Any]) -> str:
@@ -589,16 +572,12 @@ def format_table(report: dict[str, Any]) -> str:
     )
     lines = [head]
     if report["mode"] == "allreduce":
-        header = (
-            f"{'size':>6} {'variant':>9} {'time us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11} "
-            f"{'vs torch':>9} {'max rel err':>12} {'check':>8}"
-        )
-        lines += [header, "-" * len(header)]
-        for r in report["rows"]:
-            lines.append(
-                f"{_format_size(r['size_bytes']):>6} {r['variant']:>9} {r['time_us']:>11.1f} {r['algbw_GBps']:>11.2f} "
-                f"{r['busbw_GBps']:>11.2f} {r['speedup_vs_torch']:>8.2f}x {r['max_rel_err']:>12.2e} {r['check']:>8}"
-            )
+        cells: list[tuple[object, ...]] = [
+            (human_size(r["size_bytes"]), r["variant"], r["time_us"], r["algbw_GBps"], r["busbw_GBps"],
+             _speedup(r["speedup_vs_torch"]), r["max_rel_err"], r["check"])
+            for r in report["rows"]
+        ]  # fmt: skip
+        lines += table(_ALLREDUCE_COLUMNS, cells)
         lines.append("bus bandwidth = algbw * 2(n-1)/n; max rel err = max |ours - exact| / max |exact|")
         return "\n".join(lines)
     g = report["gemm"]
@@ -606,14 +585,12 @@ def format_table(report: dict[str, Any]) -> str:
         f"out[{g['m']}, {g['n']}] = sum over ranks of a[{g['m']}, {g['k_per_rank']}] @ b[{g['k_per_rank']}, {g['n']}]; "
         f"gemm_all_reduce in {g['chunks']} chunks; matmul alone: {g['tflops_per_rank']:.2f} TFLOP/s per rank"
     )
-    header = f"{'variant':<38} {'time us':>11} {'vs torch':>9} {'overlap':>8} {'rel err':>10} {'check':>8}"
-    lines += [header, "-" * len(header)]
-    for r in report["rows"]:
-        speedup = "-" if r["speedup_vs_torch"] is None else f"{r['speedup_vs_torch']:.2f}x"
-        lines.append(
-            f"{r['description']:<38} {r['time_us']:>11.1f} {speedup:>9} {_optional(r['overlap_efficiency'], '.0%'):>8} "
-            f"{r['rel_err']:>10.2e} {r['check']:>8}"
-        )
+    cells = [
+        (r["description"], r["time_us"], _speedup(r["speedup_vs_torch"]), optional(r["overlap_efficiency"], ".0%"),
+         r["rel_err"], r["check"])
+        for r in report["rows"]
+    ]  # fmt: skip
+    lines += table(_GEMM_COLUMNS, cells)
     lines.append(
         "overlap = (matmul + that all-reduce alone - row) / min of the two; rel err = ||out - exact|| / ||exact||"
     )
@@ -706,27 +683,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     n = args.n or (8192 if cuda else 1024)
     k = args.k or (8192 if cuda else 1024)
     if k % args.world:
-        raise SystemExit(f"k={k} must be a multiple of --world={args.world} (each rank holds k / world)")
+        raise SystemExit(f"k={k} must be a multiple of --world-size={args.world} (each rank holds k / world)")
     max_bytes = args.max_bytes or ((64 << 20) if cuda else (8 << 20))
     if max_bytes < args.min_bytes:
         raise SystemExit(f"--min-bytes={args.min_bytes} is above the largest size {max_bytes}")
+    as_given = {name: getattr(args, name) for name in ("mode", "world", "chunks", "warmup", "iters", "seed", "timeout")}
     cfg = Config(
-        mode=args.mode,
+        **as_given,
         backend=backend,
         dist_backend=dist_backend,
-        world=args.world,
         gpus=gpus,
         port=_free_port(),
         dtype=dtype,
-        sizes=tuple(sizes_between(args.min_bytes, max_bytes, args.step)),
+        sizes=tuple(size_ladder(args.min_bytes, max_bytes, args.step)),
         m=m,
         n=n,
         k=k,
-        chunks=args.chunks,
-        warmup=args.warmup,
-        iters=args.iters,
-        seed=args.seed,
-        timeout=args.timeout,
         json_path=str(args.json.resolve()),
         log_level=logging.getLogger().getEffectiveLevel(),
     )

@@ -39,7 +39,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mori._provenance import provenance
+from mori.bench_report import Column, add_json, add_world_size, progress, table, write_json
 from mori.ep import bench_verify, reference
 from mori.ep import workload as wl
 from mori.ep.workload import Workload
@@ -54,17 +54,6 @@ _HOLD_CYCLES = 400_000
 _FP8 = "float8_e4m3fn"
 #: --dispatch-dtype names of block-scaled payloads (mori.ep.payload_formats); fp4 is MXFP4.
 PAYLOAD_DTYPES = {"fp4": "mxfp4", "mxfp4": "mxfp4", "nvfp4": "nvfp4", "mxfp8": "mxfp8"}
-
-
-def _progress(status: str, done: int, total: int, width: int = 30) -> None:
-    """A progress bar on stderr, redrawn in place on a terminal (a line per 10% elsewhere)."""
-    filled = width * done // max(total, 1)
-    line = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {status}"
-    if sys.stderr.isatty():
-        sys.stderr.write(f"\r\033[K{line}")
-    elif done == total or done % max(total // 10, 1) == 0:
-        sys.stderr.write(line + "\n")
-    sys.stderr.flush()
 
 
 def _copy_ceiling_gbps(device: Any, nbytes: int) -> float:
@@ -144,7 +133,7 @@ def _time_case(
                 dispatch_s.append(middle - started)
                 combine_s.append(ended - restarted)
             if status:
-                _progress(status, i + 1, iterations + warmup)
+                progress(status, i + 1, iterations + warmup)
         op.check_error()
         return {"dispatch_s": dispatch_s, "combine_s": combine_s}, dispatched, combined
 
@@ -178,7 +167,7 @@ def _time_case(
         graphs[1].replay()
         ev[3].record()
         if status:
-            _progress(status, i + 1, iterations + warmup)
+            progress(status, i + 1, iterations + warmup)
     torch.cuda.synchronize()
     for ev in events[warmup:]:
         dispatch_s.append(ev[0].elapsed_time(ev[1]) * 1e-3)
@@ -494,29 +483,41 @@ def _verification_line(summaries: list[dict[str, Any]], verify: bool, failures: 
     )
 
 
+_COLUMNS = (
+    Column("tokens", 7), Column("blocks x warps", 14), Column("phase", 9), Column("time us", 9, ".1f"),
+    Column("GB/s/PE", 9, ".1f"), Column("aggr GB/s", 10, ".1f"), Column("phys GB/s", 10, ".1f"),
+    Column("% ceiling", 10),
+)  # fmt: skip
+_NETWORK_COLUMNS = (
+    Column("RDMA algo GB/s", 15, ".2f"), Column("net GB/s/PE", 12, ".2f"), Column("socket GB/s", 12, ".2f"),
+    Column("net/socket", 11, ".0%"),
+)  # fmt: skip
+
+
 def _table(summaries: list[dict[str, Any]], ceiling: float | None, verification: str) -> str:
     network = "rdma_algo_bw_gbps" in summaries[0]["dispatch"]
-    header = (
-        f"{'tokens':>7} {'blocks x warps':>14} {'phase':>9} {'time us':>9} {'GB/s/PE':>9} {'aggr GB/s':>10} "
-        f"{'phys GB/s':>10} {'% ceiling':>10}"
-    )
-    if network:
-        header += f" {'RDMA algo GB/s':>15} {'net GB/s/PE':>12} {'socket GB/s':>12} {'net/socket':>11}"
-    lines = [header, "-" * len(header)]
+    cells: list[list[object]] = []
     for s in summaries:
         for phase in ("dispatch", "combine"):
             p = s[phase]
             pct = f"{p['percent_of_copy_ceiling']:.0f}%" if p["percent_of_copy_ceiling"] is not None else "-"
             geometry = f"{s['geometry'][phase][0]} x {s['geometry'][phase][2]}"
-            line = (
-                f"{s['tokens']:>7} {geometry:>14} {phase:>9} {p['time_us']:>9.1f} {p['algo_bw_gbps']:>9.1f} "
-                f"{p['aggregate_gbps']:>10.1f} {p['physical_gbps']:>10.1f} {pct:>10}"
-            )
+            line = [
+                s["tokens"],
+                geometry,
+                phase,
+                p["time_us"],
+                p["algo_bw_gbps"],
+                p["aggregate_gbps"],
+                p["physical_gbps"],
+                pct,
+            ]
             if network:
-                line += f" {p['rdma_algo_bw_gbps']:>15.2f} {p['network_gbps']:>12.2f}"
+                line += [p["rdma_algo_bw_gbps"], p["network_gbps"]]
                 if "socket_gbps" in p:
-                    line += f" {p['socket_gbps']:>12.2f} {p['network_over_socket']:>10.0%}"
-            lines.append(line)
+                    line += [p["socket_gbps"], p["network_over_socket"]]
+            cells.append(line)
+    lines = table(_COLUMNS + (_NETWORK_COLUMNS if network else ()), cells)
     if ceiling:
         lines.append(f"copy ceiling (one PE, torch copy_ of 1 GiB, read + written): {ceiling:.0f} GB/s")
     lines.append(verification)
@@ -584,7 +585,7 @@ def _corruption(text: str) -> bench_verify.Corruption:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="mori-ep-bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--world-size", type=int, default=8, help="PEs (processes) to start (default 8)")
+    add_world_size(parser, 8)
     parser.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[4096, 128], help="tokens per PE, one case each")
     parser.add_argument("--hidden", type=int, default=7168)
@@ -641,7 +642,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # Test-only fault injection (bench_verify.py): damages one output row on one PE before the check.
     parser.add_argument("--test-only-corrupt", type=_corruption, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=1800.0)
-    parser.add_argument("--json", type=Path, default=Path("mori-ep-bench.json"))
+    add_json(parser, Path("mori-ep-bench.json"))
     parser.add_argument(
         "--profile",
         type=Path,
@@ -754,7 +755,6 @@ def main(argv: list[str] | None = None) -> int:
         args.dtype, args.combine_dtype, heap,
     )  # fmt: skip
     results = run_pes(pe_program, args.world_size, backend, cases, options, env=env, timeout=args.timeout)
-    sys.stderr.write("\n")
     ceiling = results[0].get("copy_ceiling_gbps")
     summaries = [
         summarize(cases[entry["case"]], [r["cases"][i] for r in results], ceiling)
@@ -815,9 +815,8 @@ def _write_report(
         "copy_ceiling_gbps": ceiling,
         "results": summaries,
         "raw": results,
-        "provenance": provenance(),
     }
-    args.json.write_text(json.dumps(report, indent=1))
+    write_json(args.json, report, indent=1)
     logger.info("wrote %s", args.json)
 
 

@@ -67,15 +67,23 @@ def check_tensor(
 
 def check_row(name: str, value: Any, config: EpDispatchCombineConfig) -> tuple[int, int]:
     """(hidden, row bytes) of a token tensor, within the config's limits."""
-    hidden, itemsize = int(value.shape[1]), int(value.element_size())
+    padded = name == "input" and dtype_name(value) == "uint8"  # byte_rows pads
+    return check_row_size(name, int(value.shape[1]), int(value.element_size()), value.dtype, config, padded=padded)
+
+
+def check_row_size(
+    name: str, hidden: int, itemsize: int, dtype: object, config: EpDispatchCombineConfig, *, padded: bool = False
+) -> tuple[int, int]:
+    """(hidden, row bytes) of rows of ``hidden`` elements of ``itemsize`` bytes, within the config's
+    limits; ``padded`` rows need not be a multiple of 16 bytes (the caller pads them)."""
     if hidden > config.hidden_dim:
         raise EpInputError(f"{name} has hidden size {hidden}, above config.hidden_dim={config.hidden_dim}")
     if itemsize > config.max_token_type_size:
         raise EpInputError(
-            f"{name}.dtype={value.dtype} has {itemsize}-byte elements, above "
+            f"{name}.dtype={dtype} has {itemsize}-byte elements, above "
             f"config.max_token_type_size={config.max_token_type_size}"
         )
-    if (hidden * itemsize) % 16 and not (name == "input" and dtype_name(value) == "uint8"):  # byte_rows pads
+    if (hidden * itemsize) % 16 and not padded:
         raise EpInputError(f"{name} rows are {hidden * itemsize} bytes; they must be a multiple of 16 bytes")
     return hidden, hidden * itemsize
 

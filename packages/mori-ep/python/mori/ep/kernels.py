@@ -32,41 +32,36 @@ def _profile_build() -> tuple[str, dict[str, int], tuple[Path, ...]]:
     return "_prof", mori.viz.jit_defines(enabled=True), (Path(mori.viz.get_include()),)
 
 
+def _traced_spec(name: str, source: str, defines: dict[str, int]) -> jit.KernelSpec:
+    """The variant ``name`` of ``source`` with ``defines``, and with trace points when profiling."""
+    suffix, profile_defines, profile_includes = _profile_build()
+    return jit.KernelSpec(
+        name + suffix,
+        SOURCE_DIR / source,
+        defines={**defines, **profile_defines},
+        include_dirs=(SOURCE_DIR, jit.include_dir(), *profile_includes),
+    )
+
+
 def dispatch_spec(world_size: int, topk: int, low_latency: bool, net: bool = False) -> jit.KernelSpec:
     """``mori_ep_dispatch`` for one (world size, top-k, low latency) combination; ``net``: the
     forward of an inter-node proxy (it uses mori-shmem's device API: ``shmem_module_init`` it)."""
-    suffix, profile_defines, profile_includes = _profile_build()
-    return jit.KernelSpec(
-        f"ep_dispatch_w{world_size}_k{topk}{'_ll' if low_latency else ''}{'_net' if net else ''}{suffix}",
-        SOURCE_DIR / "ep_dispatch.cu",
-        defines={
-            "MORI_EP_WORLD": world_size,
-            "MORI_EP_TOPK": topk,
-            "MORI_EP_LL": int(low_latency),
-            "MORI_EP_NET": int(net),
-            **profile_defines,
-        },
-        include_dirs=(SOURCE_DIR, jit.include_dir(), *profile_includes),
+    return _traced_spec(
+        f"ep_dispatch_w{world_size}_k{topk}{'_ll' if low_latency else ''}{'_net' if net else ''}",
+        "ep_dispatch.cu",
+        {"MORI_EP_WORLD": world_size, "MORI_EP_TOPK": topk, "MORI_EP_LL": int(low_latency), "MORI_EP_NET": int(net)},
     )
 
 
 def combine_spec(world_size: int, topk: int, dtype: str, quant: int, net: bool = False) -> jit.KernelSpec:
     """``mori_ep_combine_stage`` and ``mori_ep_combine`` for one row dtype and wire format; ``net``:
     the inter-node variant (a proxy's reduce, plus ``mori_ep_net_sum``)."""
-    suffix, profile_defines, profile_includes = _profile_build()
-    return jit.KernelSpec(
-        f"ep_combine_w{world_size}_k{topk}_{dtype}_q{quant}{'_net' if net else ''}{suffix}",
-        SOURCE_DIR / "ep_combine.cu",
-        defines={
-            "MORI_EP_WORLD": world_size,
-            "MORI_EP_TOPK": topk,
-            "MORI_EP_DTYPE": DTYPE_CODES[dtype],
-            "MORI_EP_QUANT": quant,
-            "MORI_EP_NET": int(net),
-            **profile_defines,
-        },
-        include_dirs=(SOURCE_DIR, jit.include_dir(), *profile_includes),
-    )
+    return _traced_spec(
+        f"ep_combine_w{world_size}_k{topk}_{dtype}_q{quant}{'_net' if net else ''}",
+        "ep_combine.cu",
+        {"MORI_EP_WORLD": world_size, "MORI_EP_TOPK": topk, "MORI_EP_DTYPE": DTYPE_CODES[dtype],
+         "MORI_EP_QUANT": quant, "MORI_EP_NET": int(net)},
+    )  # fmt: skip
 
 
 def net_spec(world_size: int, topk: int) -> jit.KernelSpec:

@@ -11,7 +11,7 @@ with an identity expert, combine returns ``U * x`` and ``U * w`` (U = distinct d
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 import mori.shmem as shmem
 from mori.ep import byte_rows, inputs, internode_routing, standard_moe
@@ -53,7 +53,7 @@ from mori.ep.layout import (
     reply_bytes,
 )
 from mori.ep.local_expert_count import count_local_experts
-from mori.ep.routing import EpDispatchRoutingHandle, new_op_id
+from mori.ep.routing import EpDispatchRoutingHandle, check_made_for, new_op_id
 from mori.ep.settings import note_geometry_without_effect, note_settings_without_effect, setting
 from mori.shmem.errors import HeapExhaustedError
 from mori.shmem.proxy_hazards import NEEDED_ENV
@@ -66,6 +66,7 @@ _GROUP = 8  # combine sums 8 elements per lane step: hidden must be a multiple o
 TRACE_WARPS = 8192
 TRACE_EVENTS_PER_WARP = 32
 _RECV_HALF_GEOMETRY = "the receive half runs with the geometry of its send half"
+_Pending = TypeVar("_Pending")
 
 
 def _capturing() -> bool:
@@ -428,14 +429,7 @@ class EpDispatchCombineOp:
     def _check_routing(self, routing: Any, tokens: int) -> None:
         if not isinstance(routing, EpDispatchRoutingHandle):
             raise EpRoutingError(f"routing must be an EpDispatchRoutingHandle, got {type(routing).__name__}")
-        if routing.owner is not None and routing.owner != self._id:
-            raise EpRoutingError(
-                f"routing is stale: it was made by another op (#{routing.owner}), not this one (#{self._id})"
-            )
-        if routing.cur_rank_num_token != tokens:
-            raise EpRoutingError(
-                f"routing was made by a dispatch of {routing.cur_rank_num_token} tokens; this call has {tokens}"
-            )
+        check_made_for("routing", routing, self._id, tokens)
         topk = self.config.num_experts_per_token
         inputs.check_tensor(
             "routing.disp_dest_tok_id_map", routing.disp_dest_tok_id_map, device=self.device, dtypes=("int32",),
@@ -474,13 +468,9 @@ class EpDispatchCombineOp:
     ) -> None:
         """AsyncLL: waits for the records of every node and fans them out (the receive half of
         ``dispatch_send``)."""
-        note_geometry_without_effect("dispatch_recv", block_num, warp_per_block, _RECV_HALF_GEOMETRY)
-        if self._pending_dispatch is None:
-            raise EpInputError(
-                f"dispatch_recv completes an AsyncLL dispatch_send; none is pending (kernel_type "
-                f"{self.config.kernel_type.name})"
-            )
-        args, low_latency, grid, block, count_experts = self._pending_dispatch
+        args, low_latency, grid, block, count_experts = self._sent_half(
+            "dispatch", self._pending_dispatch, block_num, warp_per_block
+        )
         routing, self._pending_dispatch, self._pending_routing = self._pending_routing, None, None
         self._backend.net_dispatch_recv(args, low_latency=low_latency, grid=grid, block=block)
         if routing is not None:
@@ -491,6 +481,16 @@ class EpDispatchCombineOp:
             self._count_local_experts(
                 self._view("off_disp_indices", recv, topk, self._torch.int32), self._total_recv_view()
             )
+
+    def _sent_half(self, phase: str, pending: _Pending | None, block_num: int, warp_per_block: int) -> _Pending:
+        """What ``<phase>_send`` left for ``<phase>_recv`` (a receive half takes no geometry of its own)."""
+        note_geometry_without_effect(f"{phase}_recv", block_num, warp_per_block, _RECV_HALF_GEOMETRY)
+        if pending is None:
+            raise EpInputError(
+                f"{phase}_recv completes an AsyncLL {phase}_send; none is pending (kernel_type "
+                f"{self.config.kernel_type.name})"
+            )
+        return pending
 
     # ---- combine -------------------------------------------------------------------------
 
@@ -626,13 +626,7 @@ class EpDispatchCombineOp:
 
     def combine_recv(self, block_num: int = -1, warp_per_block: int = -1) -> None:
         """AsyncLL: waits for every node's replies and sums them (the receive half of ``combine_send``)."""
-        note_geometry_without_effect("combine_recv", block_num, warp_per_block, _RECV_HALF_GEOMETRY)
-        if self._pending_combine is None:
-            raise EpInputError(
-                f"combine_recv completes an AsyncLL combine_send; none is pending (kernel_type "
-                f"{self.config.kernel_type.name})"
-            )
-        args, dtype, quant, grid, block = self._pending_combine
+        args, dtype, quant, grid, block = self._sent_half("combine", self._pending_combine, block_num, warp_per_block)
         self._pending_combine = None
         self._backend.net_combine_recv(args, dtype=dtype, quant=quant, grid=grid, block=block)
         self._after_call()

@@ -37,6 +37,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from mori.ep.errors import EpRoutingError
+
 _OP_IDS = itertools.count(1)
 _Handle = TypeVar("_Handle", bound="EpDispatchRoutingHandle")
 
@@ -44,6 +46,17 @@ _Handle = TypeVar("_Handle", bound="EpDispatchRoutingHandle")
 def new_op_id() -> int:
     """A process-unique id for an op, which its handles carry (``owner``)."""
     return next(_OP_IDS)
+
+
+def check_made_for(name: str, routing: EpDispatchRoutingHandle, op_id: int, tokens: int) -> None:
+    """Refuses (EpRoutingError) a handle ``name`` that another op made, or that a dispatch of
+    another token count than this call's ``tokens`` made: its slots would mean nothing here."""
+    if routing.owner is not None and routing.owner != op_id:
+        raise EpRoutingError(f"{name} is stale: it was made by another op (#{routing.owner}), not this one (#{op_id})")
+    if routing.cur_rank_num_token != tokens:
+        raise EpRoutingError(
+            f"{name} was made by a dispatch of {routing.cur_rank_num_token} tokens; this call has {tokens}"
+        )
 
 
 @dataclass(eq=False)

@@ -100,17 +100,7 @@ def _check(
 
 def _row(name: str, value: Any, config: EpDispatchCombineConfig) -> tuple[int, int]:
     """(hidden, row bytes) within the config's limits (mori.ep.inputs.check_row's rules)."""
-    hidden, itemsize = int(value.shape[1]), jnp.dtype(value.dtype).itemsize
-    if hidden > config.hidden_dim:
-        raise EpInputError(f"{name} has hidden size {hidden}, above config.hidden_dim={config.hidden_dim}")
-    if itemsize > config.max_token_type_size:
-        raise EpInputError(
-            f"{name}.dtype={_dtype(value)} has {itemsize}-byte elements, above "
-            f"config.max_token_type_size={config.max_token_type_size}"
-        )
-    if (hidden * itemsize) % 16:
-        raise EpInputError(f"{name} rows are {hidden * itemsize} bytes; they must be a multiple of 16 bytes")
-    return hidden, hidden * itemsize
+    return inputs.check_row_size(name, int(value.shape[1]), jnp.dtype(value.dtype).itemsize, _dtype(value), config)
 
 
 class EpDispatchCombineOp:

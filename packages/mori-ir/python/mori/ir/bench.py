@@ -30,7 +30,6 @@ import argparse
 import ctypes
 import functools
 import importlib.util
-import json
 import logging
 import math
 import os
@@ -41,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mori._provenance import provenance
+from mori.bench_report import Column, add_json, add_world_size, human_size, size_ladder, table, write_json
 from mori.shmem.bench import gpu as bench_gpu
 
 logger = logging.getLogger("mori.ir.bench")
@@ -69,7 +68,6 @@ def parse_sizes(text: str) -> list[int]:
     """Message sizes from ``--sizes``: comma-separated sizes (``4096``, ``4K``, ``1M``) and ranges
     ``LOW..HIGH`` (LOW, 4 LOW, 16 LOW, ... and HIGH itself); sorted, without repeats."""
     from mori.shmem.api import parse_size
-    from mori.shmem.bench import _sizes
 
     sizes: set[int] = set()
     for item in (part.strip() for part in text.split(",")):
@@ -83,7 +81,7 @@ def parse_sizes(text: str) -> list[int]:
             low, high = parse_size(low_text.strip()), parse_size(high_text.strip())
             if not 1 <= low <= high:
                 raise ValueError(f"a range needs 1 <= LOW <= HIGH, got {low}..{high}")
-            sizes.update(_sizes(low, high, factor=4))
+            sizes.update(size_ladder(low, high, factor=4))
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{item!r}: {exc}") from None
     if not sizes or min(sizes) < 1:
@@ -93,17 +91,17 @@ def parse_sizes(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="mori-ir-bench", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--pes", type=int, default=2, help="PEs (processes) to start (default 2)")
+    add_world_size(parser, 2, aliases=("--pes",), dest="pes")
     parser.add_argument(
         "--sizes", type=parse_sizes, default=DEFAULT_SIZES,
         help=f"message sizes: a list (4K,1M) and/or ranges LOW..HIGH in powers of 4 (default {DEFAULT_SIZES})",
     )  # fmt: skip
     parser.add_argument("--pingpongs", type=int, default=10000, help="round trips of the latency test (default 10000)")
-    parser.add_argument("--json", type=Path, default=Path("mori-ir-bench.json"), help="where to write the results")
+    add_json(parser, Path("mori-ir-bench.json"))
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds the PEs may take in all")
     args = parser.parse_args(argv)
     if args.pes < 2:
-        parser.error(f"--pes={args.pes}: the benchmark needs at least 2 PEs")
+        parser.error(f"--world-size={args.pes}: the benchmark needs at least 2 PEs")
     if args.pingpongs < 1:
         parser.error(f"--pingpongs={args.pingpongs}: give at least 1 round trip")
     return args
@@ -259,17 +257,16 @@ def summarize(per_pe: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
-def human_size(size: int) -> str:
-    """4096 -> "4K", 268435456 -> "256M", 1000 -> "1000"."""
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return str(size)
+def _pct_cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
 
 
-def _pct_cell(value: float | None, width: int) -> str:
-    text = "-" if value is None else f"{value:.0f}%"
-    return f"{text:>{width}}"
+_COLUMNS = (
+    Column("size", 6), Column("blocks", 6), Column("reps", 4), Column("triton GB/s", 11, ".2f"),
+    Column("/PE", 8, ".2f"), Column("C++ GB/s", 10, ".2f"), Column("/PE", 8, ".2f"), Column("copy GB/s", 10, ".2f"),
+    Column("tri/C++", 7), Column("tri/copy", 8), Column("C++/copy", 8), Column("triton us", 9, ".2f"),
+    Column("C++ us", 8, ".2f"),
+)  # fmt: skip
 
 
 def report(per_pe: list[dict[str, Any]], rounds: int, host: str) -> tuple[str, dict[str, Any]]:
@@ -282,17 +279,15 @@ def report(per_pe: list[dict[str, Any]], rounds: int, host: str) -> tuple[str, d
         f"split over blocks as in mori-shmem-bench; aggregate = sum over PEs, /PE = median PE; "
         f"copy = torch copy_ of the same size, same PEs, same run (ratios to it from "
         f"{human_size(bench_gpu.CEILING_FROM_BYTES)} on)",
-        f"{'size':>6} {'blocks':>6} {'reps':>4} {'triton GB/s':>11} {'/PE':>8} {'C++ GB/s':>10} {'/PE':>8} "
-        f"{'copy GB/s':>10} {'tri/C++':>7} {'tri/copy':>8} {'C++/copy':>8} {'triton us':>9} {'C++ us':>8}",
     ]
-    for row in rows:
-        lines.append(
-            f"{human_size(row['size_bytes']):>6} {row['blocks']:>6} {row['reps']:>4} {row['triton_GBps']:>11.2f} "
-            f"{statistics.median(row['triton_GBps_per_pe']):>8.2f} {row['cxx_GBps']:>10.2f} "
-            f"{statistics.median(row['cxx_GBps_per_pe']):>8.2f} {row['copy_GBps']:>10.2f} "
-            f"{_pct_cell(row['triton_pct_of_cxx'], 7)} {_pct_cell(row['triton_pct_of_copy'], 8)} "
-            f"{_pct_cell(row['cxx_pct_of_copy'], 8)} {row['triton_us']:>9.2f} {row['cxx_us']:>8.2f}"
-        )
+    cells = [
+        (human_size(row["size_bytes"]), row["blocks"], row["reps"], row["triton_GBps"],
+         statistics.median(row["triton_GBps_per_pe"]), row["cxx_GBps"], statistics.median(row["cxx_GBps_per_pe"]),
+         row["copy_GBps"], _pct_cell(row["triton_pct_of_cxx"]), _pct_cell(row["triton_pct_of_copy"]),
+         _pct_cell(row["cxx_pct_of_copy"]), row["triton_us"], row["cxx_us"])
+        for row in rows
+    ]  # fmt: skip
+    lines += table(_COLUMNS, cells, rule=False)
     triton_us, cxx_us = first["latency_s"]["triton"] * 1e6, first["latency_s"]["cxx"] * 1e6
     latency = {"bytes": PINGPONG_BYTES, "rounds": rounds, "triton_us": triton_us, "cxx_us": cxx_us,
                "triton_pct_of_cxx": _pct(triton_us, cxx_us)}  # fmt: skip
@@ -369,8 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     per_pe = run_pes(pe_program, args.pes, sizes, args.pingpongs, extern_libs, timeout=args.timeout, env=env)
     text, document = report(per_pe, args.pingpongs, platform.node())
     sys.stdout.write(text + "\n")
-    document["provenance"] = provenance()
-    args.json.write_text(json.dumps(document, indent=2) + "\n")
+    write_json(args.json, document)
     logger.info("wrote %s", args.json)
     return 0
 

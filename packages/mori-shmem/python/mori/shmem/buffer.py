@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -197,19 +197,20 @@ def _address_and_nbytes(obj: Any, argument: str) -> tuple[int, int]:
 
 def shmem_put(dest: Any, src: Any, pe: int) -> None:
     """Copies array ``src`` into PE ``pe``'s copy of the symmetric array ``dest`` (same byte size)."""
-    pe = arg.c_int("pe", pe)
-    dest_ptr, dest_bytes = _address_and_nbytes(dest, "dest")
-    src_ptr, src_bytes = _address_and_nbytes(src, "src")
-    if src_bytes > dest_bytes:
-        raise InvalidArgumentError(f"src holds {src_bytes} bytes, more than dest's {dest_bytes}")
-    api.shmem_putmem(dest_ptr, src_ptr, src_bytes, pe)
+    _copy_whole(dest, src, pe, "src", api.shmem_putmem)
 
 
 def shmem_get(dest: Any, src: Any, pe: int) -> None:
     """Copies PE ``pe``'s copy of the symmetric array ``src`` into local array ``dest``."""
+    _copy_whole(dest, src, pe, "dest", api.shmem_getmem)
+
+
+def _copy_whole(dest: Any, src: Any, pe: int, local: str, copy: Callable[[int, int, int, int], Any]) -> None:
+    """``copy(dest address, src address, bytes, pe)`` of the whole ``local`` array ("src" for a put,
+    "dest" for a get), after checking every argument and that it fits the other one."""
     pe = arg.c_int("pe", pe)
-    dest_ptr, dest_bytes = _address_and_nbytes(dest, "dest")
-    src_ptr, src_bytes = _address_and_nbytes(src, "src")
-    if dest_bytes > src_bytes:
-        raise InvalidArgumentError(f"dest holds {dest_bytes} bytes, more than src's {src_bytes}")
-    api.shmem_getmem(dest_ptr, src_ptr, dest_bytes, pe)
+    sides = {"dest": _address_and_nbytes(dest, "dest"), "src": _address_and_nbytes(src, "src")}
+    other = "dest" if local == "src" else "src"
+    if sides[local][1] > sides[other][1]:
+        raise InvalidArgumentError(f"{local} holds {sides[local][1]} bytes, more than {other}'s {sides[other][1]}")
+    copy(sides["dest"][0], sides["src"][0], sides[local][1], pe)

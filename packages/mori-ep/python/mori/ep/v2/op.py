@@ -19,6 +19,7 @@ from typing import Any
 
 from mori.ep.errors import EpConfigError, EpInputError, EpUnsupportedError
 from mori.ep.op import EpDispatchCombineOp as V1Op
+from mori.ep.routing import check_made_for
 from mori.ep.v2 import geometry
 from mori.ep.v2.compat import note_inert_settings
 from mori.ep.v2.config import NATIVE_BACKEND, EpDispatchCombineConfig, dtype_name, unsupported
@@ -229,14 +230,7 @@ class EpDispatchCombineOp:
                 f"{name} must be a mori.ep.v2.EpDispatchRoutingHandle (from dispatch(..., return_routing=True)), "
                 f"got {type(routing).__module__}.{type(routing).__name__}"
             )
-        if routing.owner is not None and routing.owner != self._id:
-            raise EpRoutingError(
-                f"{name} is stale: it was made by another op (#{routing.owner}), not this one (#{self._id})"
-            )
-        if routing.cur_rank_num_token != tokens:
-            raise EpRoutingError(
-                f"{name} was made by a dispatch of {routing.cur_rank_num_token} tokens; this call has {tokens}"
-            )
+        check_made_for(name, routing, self._id, tokens)
         if routing.cur_rank_num_token > self.cfg.max_num_inp_token_per_rank:
             raise EpRoutingError(
                 f"{name}.cur_rank_num_token={routing.cur_rank_num_token} is above "

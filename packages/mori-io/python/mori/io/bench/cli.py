@@ -14,6 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
+from mori.bench_report import add_json
 from mori.io.bench import report
 from mori.io.bench.runner import Point, Samples, measure, summarize, time_iterations
 from mori.io.bench.transports import Layout, MoriTransport, SocketCeiling, SocketStreams, buffer_bytes
@@ -71,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle_seconds", type=float, default=1.0,
                    help="tcp/rdma: seconds over which both mori-io processes' idle CPU is measured")  # fmt: skip
     p.add_argument("--skip_mooncake", action="store_true")
-    p.add_argument("--json", type=Path, help="also write the results here")
+    add_json(p, None)
     p.add_argument("--log_level", default="WARNING")
     return p.parse_args(argv)  # fmt: skip
 

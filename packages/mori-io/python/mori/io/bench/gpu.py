@@ -12,8 +12,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from mori.io.bench.memory import Buffer
-from mori.io.bench.runner import Iteration, Point
-from mori.io.bench.transports import Layout, _Peer, session_iteration
+from mori.io.bench.runner import Point
+from mori.io.bench.transports import SessionTransport, _Peer
 
 
 class Segment:
@@ -80,7 +80,7 @@ def gpu_target(conn: Connection, size: int, num_data_conns: int, seg_type: str, 
     engine.shutdown()
 
 
-class MoriGpuTransport:
+class MoriGpuTransport(SessionTransport):
     """mori-io between two processes with GPU and/or host segments (sessions + batch calls)."""
 
     def __init__(self, size: int, num_data_conns: int, p2p: bool, initiator_seg: str, target_seg: str,
@@ -98,21 +98,11 @@ class MoriGpuTransport:
         self.remote = MemoryDesc.unpack(mem_desc)
         self.session = self.engine.create_session(self.local, self.remote)
 
-    def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
-        return session_iteration(self.engine, self.session, op, layout, thread)
+    def _local_bytes(self) -> int:
+        return self.segment.size
 
-    def validate(self) -> bool:
-        """Writes a known pattern and compares the target's digest with the local one."""
-        n = min(self.segment.size, 1 << 20)
-        pattern = bytes((i * 7 + 3) & 0xFF for i in range(256)) * (n // 256)
+    def _fill(self, pattern: bytes) -> None:
         self.segment.load(pattern)
-        status = self.engine.write(self.local, 0, self.remote, 0, len(pattern), self.engine.allocate_transfer_uid())
-        ok = status.WaitFor(60000) == self._success
-        return ok and bool(self.peer.ask("digest", 0, len(pattern)) == hashlib.sha256(pattern).hexdigest())
-
-    def close(self) -> None:
-        self.engine.shutdown()
-        self.peer.close()
 
 
 class DeviceCopyCeiling:

@@ -3,22 +3,26 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mori._provenance import provenance
+from mori.bench_report import Column, human_size, optional
+from mori.bench_report import table as format_table
+from mori.bench_report import write_json as write_document
 from mori.io.bench.runner import Point
 
-
-def human(n: int) -> str:
-    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    return str(n)
+_POINT_COLUMNS = (
+    Column("transport", 22), Column("block", 7), Column("batch", 6), Column("GB/s", 8, ".3f"),
+    Column("p50 us", 9, ".1f"), Column("p90 us", 9), Column("p99 us", 9, ".1f"), Column("cpu s/GB init", 13),
+    Column("cpu s/GB tgt", 12),
+)  # fmt: skip
+_RATIO_COLUMNS = (
+    Column("block", 7), Column("batch", 6), Column("p50 / socket", 12, ".2f"), Column("p90 / socket", 12),
+    Column("GB/s / socket", 13, ".2f"), Column("GB/s / N streams", 16),
+)  # fmt: skip
 
 
 def _rows(points: list[Point]) -> dict[tuple[int, int], dict[str, Point]]:
@@ -28,22 +32,15 @@ def _rows(points: list[Point]) -> dict[tuple[int, int], dict[str, Point]]:
     return rows
 
 
-def _cpu(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def table(points: list[Point]) -> str:
     """One line per (transport, block, batch): GB/s, iteration-time percentiles and CPU per GB."""
-    head = (f"{'transport':>22} {'block':>7} {'batch':>6} {'GB/s':>8} {'p50 us':>9} {'p90 us':>9} {'p99 us':>9} "
-            f"{'cpu s/GB init':>13} {'cpu s/GB tgt':>12}")  # fmt: skip
-    lines = [head, "-" * len(head)]
-    for (block, batch), by_name in _rows(points).items():
-        for name, p in by_name.items():
-            p90 = "-" if p.lat_p90_us is None else f"{p.lat_p90_us:.1f}"
-            lines.append(f"{name:>22} {human(block):>7} {batch:>6} {p.gbps:>8.3f} {p.lat_p50_us:>9.1f} {p90:>9} "
-                         f"{p.lat_p99_us:>9.1f} {_cpu(p.cpu_s_per_gb_initiator):>13} "
-                         f"{_cpu(p.cpu_s_per_gb_target):>12}")  # fmt: skip
-    return "\n".join(lines)
+    cells = [
+        (name, human_size(block), batch, p.gbps, p.lat_p50_us, optional(p.lat_p90_us, ".1f"), p.lat_p99_us,
+         optional(p.cpu_s_per_gb_initiator, ".2f"), optional(p.cpu_s_per_gb_target, ".2f"))
+        for (block, batch), by_name in _rows(points).items()
+        for name, p in by_name.items()
+    ]  # fmt: skip
+    return "\n".join(format_table(_POINT_COLUMNS, cells))
 
 
 def ratio_rows(points: list[Point]) -> list[dict[str, Any]]:
@@ -76,15 +73,12 @@ def ratios(points: list[Point]) -> str:
     rows = ratio_rows(points)
     if not rows:
         return ""
-    head = (f"{'block':>7} {'batch':>6} {'p50 / socket':>12} {'p90 / socket':>12} {'GB/s / socket':>13} "
-            f"{'GB/s / N streams':>16}")  # fmt: skip
-    lines = ["mori-io against the same run's plain sockets:", head, "-" * len(head)]
-    for r in rows:
-        p90 = f"{r['p90_over_socket']:.2f}" if "p90_over_socket" in r else "-"
-        streams = f"{r['gbps_over_streams']:.2f}" if "gbps_over_streams" in r else "-"
-        lines.append(f"{human(r['block_size']):>7} {r['batch_size']:>6} {r['p50_over_socket']:>12.2f} {p90:>12} "
-                     f"{r['gbps_over_socket']:>13.2f} {streams:>16}")  # fmt: skip
-    return "\n".join(lines)
+    cells = [
+        (human_size(r["block_size"]), r["batch_size"], r["p50_over_socket"], optional(r.get("p90_over_socket"), ".2f"),
+         r["gbps_over_socket"], optional(r.get("gbps_over_streams"), ".2f"))
+        for r in rows
+    ]  # fmt: skip
+    return "\n".join(["mori-io against the same run's plain sockets:", *format_table(_RATIO_COLUMNS, cells)])
 
 
 def write_json(path: Path, config: dict[str, Any], points: list[Point], notes: dict[str, str]) -> None:
@@ -95,6 +89,5 @@ def write_json(path: Path, config: dict[str, Any], points: list[Point], notes: d
         "notes": notes,
         "points": [asdict(p) for p in points],
         "ratios": ratio_rows(points),
-        "provenance": provenance(),
     }
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    write_document(path, doc)

@@ -119,7 +119,44 @@ def session_iteration(engine: Any, session: Any, op: str, layout: Layout, thread
     return step
 
 
-class MoriTransport:
+class SessionTransport:
+    """What a mori-io transport of this bench does once its engine holds a session from its local
+    memory to the target process's (``peer``): timed iterations, a validation and shutting down.
+    A subclass says how many local bytes there are and how a pattern is written into them."""
+
+    engine: Any
+    session: Any
+    local: Any
+    remote: Any
+    peer: _Peer
+    _success: Any
+
+    def _local_bytes(self) -> int:
+        raise NotImplementedError
+
+    def _fill(self, pattern: bytes) -> None:
+        raise NotImplementedError
+
+    def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
+        return session_iteration(self.engine, self.session, op, layout, thread)
+
+    def validate(self) -> bool:
+        """Writes a known pattern and compares the target's digest with the local one."""
+        import hashlib
+
+        n = min(self._local_bytes(), 1 << 20)
+        pattern = bytes((i * 7 + 3) & 0xFF for i in range(256)) * (n // 256)
+        self._fill(pattern)
+        status = self.engine.write(self.local, 0, self.remote, 0, len(pattern), self.engine.allocate_transfer_uid())
+        ok = status.WaitFor(60000) == self._success
+        return ok and bool(self.peer.ask("digest", 0, len(pattern)) == hashlib.sha256(pattern).hexdigest())
+
+    def close(self) -> None:
+        self.engine.shutdown()
+        self.peer.close()
+
+
+class MoriTransport(SessionTransport):
     """mori-io on its TCP backend, or with ``rdma=(qp_per_transfer, enable_notification)`` on its
     RDMA backend only (both sides)."""
 
@@ -165,29 +202,17 @@ class MoriTransport:
         self.remote = MemoryDesc.unpack(mem_desc)
         self.session = self.engine.create_session(self.local, self.remote)
 
-    def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
-        return session_iteration(self.engine, self.session, op, layout, thread)
+    def _local_bytes(self) -> int:
+        return self.buf.size
 
-    def validate(self) -> bool:
-        """Writes a known pattern and compares the target's digest with the local one."""
-        import hashlib
-
-        n = min(self.buf.size, 1 << 20)
-        pattern = bytes((i * 7 + 3) & 0xFF for i in range(256)) * (n // 256)
+    def _fill(self, pattern: bytes) -> None:
         self.buf.view[: len(pattern)] = pattern
-        status = self.engine.write(self.local, 0, self.remote, 0, len(pattern), self.engine.allocate_transfer_uid())
-        ok = status.WaitFor(60000) == self._success
-        return ok and self.peer.ask("digest", 0, len(pattern)) == hashlib.sha256(pattern).hexdigest()
 
     def describe(self) -> str:
         return self._describe
 
     def target_cpu(self) -> float:
         return self.peer.cpu()
-
-    def close(self) -> None:
-        self.engine.shutdown()
-        self.peer.close()
 
 
 class SocketCeiling:

@@ -13,7 +13,7 @@ device proxy, on the GPU.
 Through nox, arguments go after ``--``::
 
     nox -s bench-shmem -- --remote                       # 4 KiB .. 256 MiB, the auto conduit
-    nox -s bench-shmem -- --remote --conduit ucx --max-size 16M --output remote-ucx.json
+    nox -s bench-shmem -- --remote --conduit ucx --max-size 16M --json remote-ucx.json
     mori-shmem-bench --remote --conduit tcp --streams 4  # where the wheel is installed
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import logging
 import platform
 import statistics
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mori._provenance import provenance
+from mori.bench_report import Column, add_json, add_world_size, progress, size_ladder, table, write_json
 from mori.shmem import api
 
 logger = logging.getLogger("mori.shmem.bench")
@@ -45,15 +44,6 @@ def _iterations(size: int) -> int:
     return max(5, min(20000, _TARGET_BYTES_PER_SIZE // max(size, 1)))
 
 
-def _progress(done: int, total: int, label: str) -> None:
-    width = 30
-    filled = width * done // total
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<14}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
 def _timed(fn: Any, iterations: int) -> float:
     start = time.perf_counter()
     for _ in range(iterations):
@@ -62,13 +52,24 @@ def _timed(fn: Any, iterations: int) -> float:
     return time.perf_counter() - start
 
 
-def _pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pingpongs: int) -> dict[str, Any]:
-    api.shmem_init_attr(api.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, nranks, uid)
-    largest = max(sizes)
+def require_two_pes(args: argparse.Namespace, mode: str, why: str = "") -> None:
+    """``mode`` times PE 0 against PE 1: any other ``--world-size`` is refused."""
+    if args.pes != 2:
+        raise SystemExit(f"{mode} measures 2 PEs{why}; leave --world-size at 2")
+
+
+def _pe_buffers(rank: int, largest: int) -> tuple[int, int, Any, Any]:
+    """(symmetric buffer of ``largest`` bytes, 8-byte signal, ``largest`` random bytes, as many
+    scratch bytes) of a PE; the two arrays must stay referenced while their addresses are in use."""
     heap_buf = api.shmem_malloc(largest)
     signal = api.shmem_malloc(8)
     local = np.random.default_rng(rank).integers(0, 255, size=largest, dtype=np.uint8)
-    scratch = np.empty_like(local)
+    return heap_buf, signal, local, np.empty_like(local)
+
+
+def _pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pingpongs: int) -> dict[str, Any]:
+    api.shmem_init_attr(api.MORI_SHMEM_INIT_WITH_UNIQUEID, rank, nranks, uid)
+    heap_buf, signal, local, scratch = _pe_buffers(rank, max(sizes))
     src, dst = local.ctypes.data, scratch.ctypes.data
     peer = (rank + 1) % nranks
     rows = []
@@ -84,7 +85,7 @@ def _pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pingpongs:
         copy_s = _timed(lambda size=size: ctypes.memmove(dst, src, size), iterations)
         rows.append({"size": size, "iterations": iterations, "put_s": put_s, "get_s": get_s, "memcpy_s": copy_s})
         if rank == 0:
-            _progress(index + 1, len(sizes), f"{size} B")
+            progress(f"{size} B", index + 1, len(sizes))
     latencies = _pingpong(rank, nranks, heap_buf, signal, src, pingpongs)
     api.shmem_barrier_all()
     api.shmem_finalize()
@@ -112,11 +113,11 @@ def _pingpong(rank: int, nranks: int, heap_buf: int, signal: int, src: int, roun
 
 
 def _summarize(per_pe: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, float]]:
-    table = []
+    summary = []
     for index, size in enumerate(sizes):
         rows = [pe["rows"][index] for pe in per_pe]
         moved = size * rows[0]["iterations"]
-        table.append(
+        summary.append(
             {
                 "size_bytes": size,
                 # Aggregate over PEs: every PE moves `moved` bytes in its own time.
@@ -126,17 +127,13 @@ def _summarize(per_pe: list[dict[str, Any]], sizes: list[int]) -> list[dict[str,
                 "put_us": statistics.median(row["put_s"] / row["iterations"] for row in rows) * 1e6,
             }
         )
-    return table
+    return summary
 
 
-def _sizes(low: int, high: int, factor: int = 4) -> list[int]:
-    sizes, size = [], low
-    while size <= high:
-        sizes.append(size)
-        size *= factor
-    if sizes[-1] != high:
-        sizes.append(high)
-    return sizes
+_CPU_COLUMNS = (
+    Column("size", 10), Column("put GB/s", 10, ".2f"), Column("get GB/s", 10, ".2f"), Column("memcpy GB/s", 12, ".2f"),
+    Column("put/memcpy", 11, ".0%"), Column("put us", 9, ".2f"),
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="--remote: rounds, each timing every size over the transport, then the socket copy; the best counts",
     )
-    parser.add_argument("--pes", type=int, default=2, help="number of local PEs (processes)")
+    add_world_size(parser, 2, "local PEs (processes)", aliases=("--pes",), dest="pes")
     parser.add_argument("--min-size", type=api.parse_size, default=None, help="default 8 (4K with --remote)")
     parser.add_argument(
         "--max-size", type=api.parse_size, default=None, help="default 64M (cpu), 256M (cuda, --remote)"
@@ -181,11 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pingpongs", type=int, default=None, help="default 2000 (cpu), 10000 (cuda)")
     parser.add_argument("--scopes", default=DEFAULT_SCOPES, help="cuda: scopes of the device put")
     parser.add_argument("--no-peer", action="store_true", help="cuda: skip the NVSHMEM comparison")
-    parser.add_argument("--output", type=Path, default=Path("mori-shmem-bench.json"))
+    add_json(parser, Path("mori-shmem-bench.json"), aliases=("--output",), dest="output")
     parser.add_argument("--timeout", type=float, default=1200.0)
     args = parser.parse_args(argv)
     if args.pes < 2:
-        parser.error(f"--pes={args.pes}: the benchmark needs at least 2 PEs")
+        parser.error(f"--world-size={args.pes}: the benchmark needs at least 2 PEs")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.remote:
         from mori.shmem.bench.remote import main_remote
@@ -207,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from mori.shmem.testing import run_pes
 
-    sizes = _sizes(args.min_size, args.max_size or 64 << 20)
+    sizes = size_ladder(args.min_size, args.max_size or 64 << 20)
     heap = max(sizes) + (16 << 20)
     per_pe = run_pes(
         _pe_program,
@@ -217,17 +214,19 @@ def main(argv: list[str] | None = None) -> int:
         timeout=args.timeout,
         env={"MORI_SHMEM_HEAP_SIZE": str(heap), "MORI_SHMEM_BACKEND": "cpu"},
     )
-    table = _summarize(per_pe, sizes)
+    summary = _summarize(per_pe, sizes)
     latencies = per_pe[0]["latency_s"]
     latency_us = statistics.median(latencies) * 1e6
 
-    header = f"{'size':>10} {'put GB/s':>10} {'get GB/s':>10} {'memcpy GB/s':>12} {'put/memcpy':>11} {'put us':>9}"
-    lines = [f"mori-shmem-bench: {args.pes} PEs, cpu backend, aggregate over PEs", header]
-    for row in table:
-        lines.append(
-            f"{row['size_bytes']:>10} {row['put_GBps']:>10.2f} {row['get_GBps']:>10.2f} {row['memcpy_GBps']:>12.2f} "
-            f"{row['put_GBps'] / row['memcpy_GBps']:>10.0%} {row['put_us']:>9.2f}"
-        )
+    cells = [
+        (row["size_bytes"], row["put_GBps"], row["get_GBps"], row["memcpy_GBps"], row["put_GBps"] / row["memcpy_GBps"],
+         row["put_us"])
+        for row in summary
+    ]  # fmt: skip
+    lines = [
+        f"mori-shmem-bench: {args.pes} PEs, cpu backend, aggregate over PEs",
+        *table(_CPU_COLUMNS, cells, rule=False),
+    ]
     lines.append(f"8-byte put-with-signal latency (half round trip, median of {len(latencies)}): {latency_us:.2f} us")
     sys.stdout.write("\n".join(lines) + "\n")
 
@@ -236,12 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         "backend": "cpu",
         "pes": args.pes,
         "host": platform.node(),
-        "rows": table,
+        "rows": summary,
         "latency_us_median": latency_us,
         "latency_us_p99": float(np.percentile(np.array(latencies), 99)) * 1e6,
-        "provenance": provenance(),
     }
-    args.output.write_text(json.dumps(report, indent=2))
+    write_json(args.output, report)
     logger.info("wrote %s", args.output)
     return 0
 
@@ -251,7 +249,7 @@ def _main_cuda(args: argparse.Namespace) -> int:
     from mori.shmem.settings import setting
     from mori.shmem.testing import run_pes
 
-    sizes = _sizes(args.min_size, args.max_size or 256 << 20, factor=8)
+    sizes = size_ladder(args.min_size, args.max_size or 256 << 20, factor=8)
     scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
     unknown = sorted(set(scopes) - set(bench_gpu.SCOPES))
     if unknown:
@@ -265,8 +263,7 @@ def _main_cuda(args: argparse.Namespace) -> int:
     text, document = bench_gpu.report(per_pe, peer, args.pes, scopes)
     sys.stdout.write(text + "\n")
     document["host"] = platform.node()
-    document["provenance"] = provenance()
-    args.output.write_text(json.dumps(document, indent=2))
+    write_json(args.output, document)
     logger.info("wrote %s", args.output)
     return 0
 

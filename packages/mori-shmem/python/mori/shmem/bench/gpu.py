@@ -21,6 +21,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mori.bench_report import Column, header, optional
+from mori.bench_report import row as table_row
+
 logger = logging.getLogger("mori.shmem.bench")
 
 SCOPES = {"thread": 0, "warp": 1, "block": 2}
@@ -302,6 +305,12 @@ def _sm_count() -> int:
     return int(torch.cuda.get_device_properties(0).multi_processor_count)
 
 
+_COLUMNS = (
+    Column("scope", 6), Column("size", 10), Column("mori GB/s", 10, ".1f"), Column("copy GB/s", 10, ".1f"),
+    Column("mori/copy", 9), Column("nvshmem GB/s", 13), Column("mori/nvshmem", 12), Column("mori us", 9, ".2f"),
+)  # fmt: skip
+
+
 def report(
     per_pe: list[dict[str, Any]], peer: dict[str, Any], nranks: int, scopes: list[str]
 ) -> tuple[str, dict[str, Any]]:
@@ -312,22 +321,19 @@ def report(
     lines = [
         f"mori-shmem-bench: {nranks} PEs on one GPU (cuda backend), aggregate over PEs; "
         "ceiling = torch device copy of the same sizes, same PEs, same run",
-        f"{'scope':>6} {'size':>10} {'mori GB/s':>10} {'copy GB/s':>10} {'mori/copy':>9} {'nvshmem GB/s':>13} "
-        f"{'mori/nvshmem':>12} {'mori us':>9}",
+        header(_COLUMNS),
     ]
     out_rows = []
-    for row in rows:
-        if row["scope"] == "copy":
+    for measured in rows:
+        if measured["scope"] == "copy":
             continue
-        ceiling = copy[row["size_bytes"]]
-        nv = peer_bw.get((row["scope"], row["size_bytes"]))
-        out_rows.append({**row, "copy_GBps": ceiling, "nvshmem_GBps": nv})
-        nv_text = f"{nv:>13.1f} {row['GBps'] / nv:>11.0%}" if nv else f"{'-':>13} {'-':>12}"
-        ratio = f"{row['GBps'] / ceiling:>8.0%}" if row["size_bytes"] >= CEILING_FROM_BYTES else f"{'-':>8}"
-        lines.append(
-            f"{row['scope']:>6} {row['size_bytes']:>10} {row['GBps']:>10.1f} {ceiling:>10.1f} "
-            f"{ratio} {nv_text} {row['us']:>9.2f}"
-        )
+        gbps, ceiling = measured["GBps"], copy[measured["size_bytes"]]
+        nv = peer_bw.get((measured["scope"], measured["size_bytes"])) or None
+        out_rows.append({**measured, "copy_GBps": ceiling, "nvshmem_GBps": nv})
+        of_copy = gbps / ceiling if measured["size_bytes"] >= CEILING_FROM_BYTES else None
+        cells = (measured["scope"], measured["size_bytes"], gbps, ceiling, optional(of_copy, ".0%"),
+                 optional(nv, ".1f"), optional(nv and gbps / nv, ".0%"), measured["us"])  # fmt: skip
+        lines.append(table_row(_COLUMNS, cells))
     latency_us = per_pe[0]["latency_s"] * 1e6
     nv_lat = peer.get("latency_us", {}).get("putmem_signal")
     lines.append(

@@ -14,14 +14,14 @@ ping-pong. ``sweep_s`` is the wall time of the PEs' whole run (every size, scope
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
 import time
 
-from mori._provenance import provenance
-from mori.shmem.bench import DEFAULT_SCOPES, _sizes
+from mori.bench_report import Column, header, size_ladder, write_json
+from mori.bench_report import row as table_row
+from mori.shmem.bench import DEFAULT_SCOPES, require_two_pes
 from mori.shmem.bench.remote import _remote_iterations, _socket_copy
 from mori.shmem.proxy_hazards import NEEDED_ENV
 
@@ -31,16 +31,22 @@ STREAMS = 2
 BYTES_PER_SIZE = 256 << 20
 
 
+_COLUMNS = (
+    Column("scope", 6), Column("size", 10), Column("proxy GB/s", 11, ".2f"), Column("conduit GB/s", 13, ".2f"),
+    Column("proxy/conduit", 14, ".0%"), Column("socket GB/s", 12, ".2f"), Column("proxy/socket", 13, ".0%"),
+    Column("put us", 9, ".1f"),
+)  # fmt: skip
+
+
 def main_device_proxy(args: argparse.Namespace) -> int:
     from mori.shmem.bench import gpu as bench_gpu
     from mori.shmem.device import shmem_cuda_available
     from mori.shmem.testing import run_pes
 
-    if args.pes != 2:
-        raise SystemExit("--device-proxy measures 2 PEs; leave --pes at 2")
+    require_two_pes(args, "--device-proxy")
     if not shmem_cuda_available():
         raise SystemExit("--device-proxy needs a GPU: the device proxy serves kernels, and no CUDA device is visible")
-    sizes = _sizes(args.min_size or 4 << 10, args.max_size or 64 << 20)
+    sizes = size_ladder(args.min_size or 4 << 10, args.max_size or 64 << 20)
     # Block scope unless asked: a thread-scope put of a large buffer becomes thousands of proxy
     # requests, which measures the ring rather than the transfer.
     scope_text = "block" if args.scopes == DEFAULT_SCOPES else args.scopes
@@ -71,21 +77,19 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         f"mori-shmem-bench --device-proxy: 2 PEs on one GPU, each a node of its own, {conduit} conduit on "
         f"loopback ({STREAMS} streams); GB/s per PE (both put at once); conduit = the same puts from the "
         "host; socket = a plain socket copy, one direction",
-        f"{'scope':>6} {'size':>10} {'proxy GB/s':>11} {'conduit GB/s':>13} {'proxy/conduit':>14} "
-        f"{'socket GB/s':>12} {'proxy/socket':>13} {'put us':>9}",
+        header(_COLUMNS),
     ]
-    for row in summary:
-        if row["scope"] in ("copy", "conduit"):
+    for measured in summary:
+        if measured["scope"] in ("copy", "conduit"):
             continue
-        per_pe_gbps = row["GBps"] / len(per_pe)
-        sock = socket_gbps[row["size_bytes"]]
-        host = conduit_gbps[row["size_bytes"]]
-        rows.append({**row, "per_pe_GBps": per_pe_gbps, "conduit_GBps": host, "proxy_over_conduit": per_pe_gbps / host,
-                     "socket_GBps": sock})  # fmt: skip
-        lines.append(
-            f"{row['scope']:>6} {row['size_bytes']:>10} {per_pe_gbps:>11.2f} {host:>13.2f} {per_pe_gbps / host:>13.0%} "
-            f"{sock:>12.2f} {per_pe_gbps / sock:>12.0%} {row['us']:>9.1f}"
-        )
+        per_pe_gbps = measured["GBps"] / len(per_pe)
+        sock = socket_gbps[measured["size_bytes"]]
+        host = conduit_gbps[measured["size_bytes"]]
+        rows.append({**measured, "per_pe_GBps": per_pe_gbps, "conduit_GBps": host,
+                     "proxy_over_conduit": per_pe_gbps / host, "socket_GBps": sock})  # fmt: skip
+        cells = (measured["scope"], measured["size_bytes"], per_pe_gbps, host, per_pe_gbps / host, sock,
+                 per_pe_gbps / sock, measured["us"])  # fmt: skip
+        lines.append(table_row(_COLUMNS, cells))
     latency_us = per_pe[0]["latency_s"] * 1e6
     lines.append(
         f"8-byte put-with-signal latency, kernel to kernel through both proxies (half round trip): "
@@ -102,7 +106,6 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         "latency_us": latency_us,
         "socket_latency_us": socket_us,
         "sweep_s": sweep_s,
-        "provenance": provenance(),
     }
-    args.output.write_text(json.dumps(document, indent=2))
+    write_json(args.output, document)
     return 0

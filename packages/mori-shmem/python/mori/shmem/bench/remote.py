@@ -14,7 +14,6 @@ transport as a percentage of the better ceiling.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import multiprocessing
 import platform
@@ -27,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from mori._provenance import provenance
+from mori.bench_report import Column, progress, size_ladder, table, write_json
 from mori.shmem import api
-from mori.shmem.bench import _TARGET_BYTES_PER_SIZE, _pingpong, _progress, _sizes, _timed
+from mori.shmem.bench import _TARGET_BYTES_PER_SIZE, _pe_buffers, _pingpong, _timed, require_two_pes
 
 logger = logging.getLogger("mori.shmem.bench")
 
@@ -46,11 +45,7 @@ def _remote_pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pin
     transport = api.shmem_pe_transport(1 - rank)
     if transport != "remote":
         raise RuntimeError(f"PE {1 - rank} is reached by {transport!r}, not by the remote transport")
-    largest = max(sizes)
-    heap_buf = api.shmem_malloc(largest)
-    signal = api.shmem_malloc(8)
-    local = np.random.default_rng(rank).integers(0, 255, size=largest, dtype=np.uint8)
-    scratch = np.empty_like(local)
+    heap_buf, signal, local, scratch = _pe_buffers(rank, max(sizes))
     src, dst = local.ctypes.data, scratch.ctypes.data
     rows = []
     for index, size in enumerate(sizes):
@@ -63,7 +58,7 @@ def _remote_pe_program(rank: int, nranks: int, uid: bytes, sizes: list[int], pin
             put_s = _timed(lambda size=size: api.shmem_putmem(heap_buf, src, size, 1), iterations)
             get_s = _timed(lambda size=size: api.shmem_getmem(dst, heap_buf, size, 1), iterations)
             rows.append({"size": size, "iterations": iterations, "put_s": put_s, "get_s": get_s})
-            _progress(index + 1, len(sizes), f"{size} B")
+            progress(f"{size} B", index + 1, len(sizes))
     latencies = _pingpong(rank, nranks, heap_buf, signal, src, pingpongs)
     endpoint = api.shmem_remote_endpoint()
     conduit = api.shmem_remote_conduit()
@@ -195,15 +190,21 @@ def _best_of(rounds: list[tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]
     return per_pe, ceilings
 
 
+_COLUMNS = (
+    Column("size", 10), Column("put GB/s", 9, ".2f"), Column("get GB/s", 9, ".2f"), Column("sock1 GB/s", 11, ".2f"),
+    Column("sock2 GB/s", 11, ".2f"), Column("put/ceil", 9, ".0%"), Column("get/ceil", 9, ".0%"),
+    Column("put us", 9, ".1f"),
+)  # fmt: skip
+
+
 def main_remote(args: argparse.Namespace) -> int:
     from mori.shmem.settings import setting
     from mori.shmem.testing import run_pes
 
-    if args.pes != 2:
-        raise SystemExit("--remote measures 2 PEs (PE 0 moves the data); leave --pes at 2")
+    require_two_pes(args, "--remote", " (PE 0 moves the data)")
     if args.repeats < 1:
         raise SystemExit(f"--repeats={args.repeats} must be >= 1")
-    sizes = _sizes(args.min_size or 4 << 10, args.max_size or 256 << 20)
+    sizes = size_ladder(args.min_size or 4 << 10, args.max_size or 256 << 20)
     pingpongs = args.pingpongs or 2000
     env = {
         "MORI_SHMEM_HEAP_SIZE": str(max(sizes) + (16 << 20)),
@@ -227,13 +228,13 @@ def main_remote(args: argparse.Namespace) -> int:
         pingpongs = 0  # latency: the first round's
     per_pe, ceilings = _best_of(rounds)
 
-    table = []
+    summary = []
     for index, row in enumerate(per_pe[0]["rows"]):
         size, iterations = row["size"], row["iterations"]
         moved = size * iterations
         socket_gbps = {n: moved / ceilings[n]["seconds"][index] / 1e9 for n in ceilings}
         best = max(socket_gbps.values())
-        table.append(
+        summary.append(
             {
                 "size_bytes": size,
                 "iterations": iterations,
@@ -253,21 +254,16 @@ def main_remote(args: argparse.Namespace) -> int:
     conduit = per_pe[0]["conduit"]
     # The ucx endpoint names the UCX transports its endpoints use ("ucx:<worker> tcp/lo").
     label = f"MORI_SHMEM_REMOTE_STREAMS={streams}" if conduit == "tcp" else per_pe[0]["endpoint"].split(" ", 1)[-1]
-    header = (
-        f"{'size':>10} {'put GB/s':>9} {'get GB/s':>9} {'sock1 GB/s':>11} {'sock2 GB/s':>11} "
-        f"{'put/ceil':>9} {'get/ceil':>9} {'put us':>9}"
-    )
+    cells = [
+        (row["size_bytes"], row["put_GBps"], row["get_GBps"], row["socket_1_stream_GBps"], row["socket_2_streams_GBps"],
+         row["put_of_ceiling"], row["get_of_ceiling"], row["put_us"])
+        for row in summary
+    ]  # fmt: skip
     lines = [
         f"mori-shmem-bench --remote: 2 PEs, cpu backend, {conduit} conduit on loopback ({label}); "
         f"ceiling = plain TCP socket copy over 1 and 2 connections; best of {args.repeats} alternating rounds",
-        header,
+        *table(_COLUMNS, cells, rule=False),
     ]
-    for row in table:
-        lines.append(
-            f"{row['size_bytes']:>10} {row['put_GBps']:>9.2f} {row['get_GBps']:>9.2f} "
-            f"{row['socket_1_stream_GBps']:>11.2f} {row['socket_2_streams_GBps']:>11.2f} "
-            f"{row['put_of_ceiling']:>9.0%} {row['get_of_ceiling']:>9.0%} {row['put_us']:>9.1f}"
-        )
     lines.append(
         f"8-byte put-with-signal latency (half round trip, median of {len(latencies)}): {latency_us:.1f} us; "
         f"8-byte socket ping-pong: {socket_latency_us:.1f} us"
@@ -284,12 +280,11 @@ def main_remote(args: argparse.Namespace) -> int:
         "repeats": args.repeats,
         "endpoints": [pe["endpoint"] for pe in per_pe],
         "host": platform.node(),
-        "rows": table,
+        "rows": summary,
         "latency_us_median": latency_us,
         "latency_us_p99": float(np.percentile(np.array(latencies), 99)) * 1e6,
         "socket_latency_us_median": socket_latency_us,
-        "provenance": provenance(),
     }
-    args.output.write_text(json.dumps(report, indent=2))
+    write_json(args.output, report)
     logger.info("wrote %s", args.output)
     return 0

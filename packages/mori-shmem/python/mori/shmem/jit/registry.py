@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from mori.shmem.errors import MoriShmemError
 from mori.shmem.jit.api import compile as compile_kernel
@@ -47,29 +48,15 @@ class KernelSpec:
 
     def compile(self, *, arch: str | None = None, compiler: str | None = None) -> Path:
         """``jit.compile`` of this variant: the same cache entry ``precompile`` fills."""
-        return compile_kernel(
-            self.source,
-            name=self.name,
-            defines=self.defines,
-            include_dirs=self.include_dirs,
-            options=self.options,
-            arch=arch,
-            compiler=compiler,
-        )
+        return compile_kernel(self.source, arch=arch, compiler=compiler, **self._build_options())
 
     def load(self, *, arch: str | None = None, compiler: str | None = None, device: int | None = None) -> Module:
         """``jit.load_module`` of this variant. Loading through the spec keeps the name, and so
         the cache file, the same as ``mori-jit precompile``'s."""
-        return load_module(
-            self.source,
-            name=self.name,
-            defines=self.defines,
-            include_dirs=self.include_dirs,
-            options=self.options,
-            arch=arch,
-            compiler=compiler,
-            device=device,
-        )
+        return load_module(self.source, arch=arch, compiler=compiler, device=device, **self._build_options())
+
+    def _build_options(self) -> dict[str, Any]:
+        return {"name": self.name, "defines": self.defines, "include_dirs": self.include_dirs, "options": self.options}
 
 
 @dataclass(frozen=True)

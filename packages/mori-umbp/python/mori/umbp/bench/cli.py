@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import sys
 from pathlib import Path
 
-from mori._provenance import provenance
+from mori.bench_report import add_json, write_json
 from mori.umbp.bench import ops, report, runner, trace
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import (
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peer-capacity", type=int, default=256 << 20, help="DRAM (and HBM) bytes per peer")
     p.add_argument("--profile", choices=("dram", "hbm"), default="dram", help="hbm: peers own HBM, the client CUDA")
     p.add_argument("--policy", choices=("lru", "prefix_aware_lru"), default="lru", help="the peers' eviction.policy")
-    p.add_argument("--out", type=Path, default=Path("umbp-bench.json"))
+    add_json(p, Path("umbp-bench.json"), aliases=("--out",), dest="out")
     p.add_argument("--png", type=Path, default=None, help="also draw latency CDFs and hit rate here")
     p.add_argument("--mode", choices=("trace", "ops"), default="trace", help="ops: put/get cost matrix (see ops.py)")
     p.add_argument("--blocks", default="16384,262144,2097152", help="ops: block sizes in bytes, comma-separated")
@@ -133,8 +132,7 @@ def _main_ops(args: argparse.Namespace) -> int:
         lambda master, page: _client(master, "bench-client", 0, page, staging),
     )
     out["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    out["provenance"] = provenance()
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.out, out)
     for c in out["cases"]:
         sys.stdout.write(
             f"{c['block_bytes']:>8} {c['api']:>6} t={c['threads']} {c['op']}: {c['ops_per_s']:9.0f} ops/s "

@@ -104,18 +104,19 @@ def run_case(
     def ptrs(arr: np.ndarray, t: int) -> list[int]:
         return [int(arr[t, j].ctypes.data) for j in range(step)]
 
+    def timed_call(batch: Any, single: Any, ks: list[str], p: list[int], lat: list[float]) -> list[bool]:
+        """One batch call (one single call when a step is one key), its time appended to ``lat``."""
+        t0 = time.perf_counter()
+        ok = batch(ks, p, [block] * step) if step > 1 else [single(ks[0], p[0], block)]
+        lat.append(time.perf_counter() - t0)
+        return list(ok)
+
     def do_put(t: int) -> None:
-        lat, failed = [], 0
+        lat: list[float] = []
+        failed = 0
         p = ptrs(src, t)
         for i in range(0, per, step):
-            ks = names(t, i)
-            t0 = time.perf_counter()
-            ok = (
-                client.batch_put_from_ptr(ks, p, [block] * step)
-                if step > 1
-                else [client.put_from_ptr(ks[0], p[0], block)]
-            )
-            lat.append(time.perf_counter() - t0)
+            ok = timed_call(client.batch_put_from_ptr, client.put_from_ptr, names(t, i), p, lat)
             failed += ok.count(False)
         with lock:
             put.call_s += lat
@@ -123,18 +124,13 @@ def run_case(
             put.keys += per
 
     def do_get(t: int) -> None:
-        lat, failed, corrupt = [], 0, 0
+        lat: list[float] = []
+        failed, corrupt = 0, 0
         p = ptrs(dst, t)
         for i in range(0, per, step):
             ks = names(t, i)
             dst[t].fill(0)
-            t0 = time.perf_counter()
-            ok = (
-                client.batch_get_into_ptr(ks, p, [block] * step)
-                if step > 1
-                else [client.get_into_ptr(ks[0], p[0], block)]
-            )
-            lat.append(time.perf_counter() - t0)
+            ok = timed_call(client.batch_get_into_ptr, client.get_into_ptr, ks, p, lat)
             failed += ok.count(False)
             corrupt += sum(1 for j in range(step) if ok[j] and not np.array_equal(dst[t, j], src[t, j]))
         with lock:

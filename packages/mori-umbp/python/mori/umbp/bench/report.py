@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mori._provenance import provenance
+from mori.bench_report import write_json
 from mori.umbp.bench.runner import Result
 
 log = logging.getLogger(__name__)
@@ -42,8 +41,7 @@ def summary(res: Result, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def write(out: dict[str, Any], res: Result, json_path: Path, png_path: Path | None) -> Path | None:
-    out["provenance"] = provenance()
-    json_path.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(json_path, out)
     if png_path is None:
         return None
     try:

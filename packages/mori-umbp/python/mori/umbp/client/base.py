@@ -15,12 +15,13 @@ tensor.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mori.umbp import devmem
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
+from mori.umbp.client.inert import check_compat
 from mori.umbp.errors import ClosedError, InvalidArgumentError
 from mori.umbp.types import UMBPTierType, check_key, check_ptr, check_size
 
@@ -49,6 +50,17 @@ class UMBPClient:
         self._closed = False
         self._regions: list[tuple[int, int, int]] = []  # (ptr, size, device) of registered memory
         self._regions_lock = threading.Lock()
+
+    @staticmethod
+    def _accepted_config(
+        config: UMBPConfig | None, *, distributed: bool, check: Callable[[UMBPConfig], None]
+    ) -> UMBPConfig:
+        """``config`` (the environment's for the mode when None), once the mode's own ``check`` and
+        the compatibility notes (settings accepted without effect) have passed over it."""
+        config = config if config is not None else UMBPConfig.from_environment(distributed=distributed)
+        check(config)
+        check_compat(config)
+        return config
 
     # -- hooks of the modes -----------------------------------------------------------------------
     def _put_batch(

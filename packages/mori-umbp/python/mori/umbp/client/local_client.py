@@ -41,7 +41,6 @@ from mori.umbp import devmem
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode, UMBPRole
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
-from mori.umbp.client.inert import check_compat
 from mori.umbp.errors import ConfigError, InvalidArgumentError, PeerUnavailableError, TierCapacityError
 from mori.umbp.peer.lru import EvictionOrder
 from mori.umbp.peer.packed import ALIGN, PackedAllocator, PackedHostPool
@@ -89,9 +88,7 @@ class LocalClient(UMBPClient):
 
     def __init__(self, config: UMBPConfig | None = None) -> None:
         super().__init__(config)
-        config = config if config is not None else UMBPConfig.from_environment(distributed=False)
-        _check_config(config)
-        check_compat(config)
+        config = self._accepted_config(config, distributed=False, check=_check_config)
         self.config = config
         ev = config.eviction
         self._order = EvictionOrder(ev.policy, ev.candidate_window)  # checks the policy first

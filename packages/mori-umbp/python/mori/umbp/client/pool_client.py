@@ -27,7 +27,6 @@ from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
 from mori.umbp.client.heartbeat import HeartbeatLoop
-from mori.umbp.client.inert import check_compat
 from mori.umbp.client.io_engine import engine_config
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.owners import Owner, OwnerCache
@@ -111,9 +110,7 @@ class DistributedClient(UMBPClient):
 
     def __init__(self, config: UMBPConfig | None = None) -> None:
         super().__init__(config)
-        config = config if config is not None else UMBPConfig.from_environment(distributed=True)
-        _check_config(config)
-        check_compat(config)
+        config = self._accepted_config(config, distributed=True, check=_check_config)
         dist = config.distributed
         assert dist is not None
         mc = dist.master_config

@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 
 
-class PageAllocator:
+class PagedAllocator:
+    """What every allocator over ``capacity // page_size`` pages of ``page_size`` bytes has: its
+    capacity, and its free bytes read under the lock that its allocations and frees take."""
+
     def __init__(self, capacity: int, page_size: int) -> None:
         self.page_size = page_size
         self.num_pages = capacity // page_size if page_size else 0
-        self._free = list(range(self.num_pages - 1, -1, -1))  # pop() hands out low pages first
         self._lock = threading.Lock()
 
     @property
@@ -24,7 +26,19 @@ class PageAllocator:
     @property
     def available(self) -> int:
         with self._lock:
-            return len(self._free) * self.page_size
+            return self._free_bytes()
+
+    def _free_bytes(self) -> int:
+        raise NotImplementedError
+
+
+class PageAllocator(PagedAllocator):
+    def __init__(self, capacity: int, page_size: int) -> None:
+        super().__init__(capacity, page_size)
+        self._free = list(range(self.num_pages - 1, -1, -1))  # pop() hands out low pages first
+
+    def _free_bytes(self) -> int:
+        return len(self._free) * self.page_size
 
     def pages_for(self, size: int) -> int:
         return -(-size // self.page_size)

@@ -12,10 +12,10 @@ An allocation is a list of (offset in the buffer, length) extents, never partly 
 from __future__ import annotations
 
 import bisect
-import threading
 from collections.abc import Iterator
 from typing import Any
 
+from mori.umbp.peer.allocator import PagedAllocator
 from mori.umbp.peer.pools import HostMemory, HostPagePool, Placement
 
 #: Extent alignment: a cache line, so packed blocks never share one.
@@ -28,29 +28,21 @@ def _round_up(n: int, align: int) -> int:
     return -(-n // align) * align
 
 
-class PackedAllocator:
+class PackedAllocator(PagedAllocator):
     """First-fit extents inside fixed-size pages; thread-safe."""
 
     def __init__(self, capacity: int, page_size: int) -> None:
         if page_size % ALIGN:
             raise ValueError(f"page_size={page_size} must be a multiple of {ALIGN}")
-        self.page_size = page_size
-        self.num_pages = capacity // page_size if page_size else 0
+        super().__init__(capacity, page_size)
         # Per page: sorted free (start, length) runs in page-local offsets.
         self._free: list[list[Extent]] = [[(0, page_size)] for _ in range(self.num_pages)]
         self._whole: list[int] = list(range(self.num_pages))  # wholly free pages, sorted
         self._partial: set[int] = set()  # pages with some free and some used bytes
         self._available = self.num_pages * page_size
-        self._lock = threading.Lock()
 
-    @property
-    def capacity(self) -> int:
-        return self.num_pages * self.page_size
-
-    @property
-    def available(self) -> int:
-        with self._lock:
-            return self._available
+    def _free_bytes(self) -> int:
+        return self._available
 
     def footprint(self, size: int) -> int:
         """Bytes a block of ``size`` takes."""
