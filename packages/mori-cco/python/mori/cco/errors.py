@@ -4,8 +4,10 @@ ccoResult), so C++ and Python report the same failure the same way."""
 
 from __future__ import annotations
 
+from mori.errors import MoriError
 
-class CcoError(RuntimeError):
+
+class CcoError(MoriError, RuntimeError):
     """Base class of every mori.cco error."""
 
 

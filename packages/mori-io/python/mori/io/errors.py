@@ -9,8 +9,10 @@ catch either.
 
 from __future__ import annotations
 
+from mori.errors import MoriError, SettingError
 
-class MoriIoError(Exception):
+
+class MoriIoError(MoriError):
     """Base class of every mori.io error."""
 
 
@@ -54,7 +56,7 @@ class EngineClosedError(MoriIoError, RuntimeError):
     """The engine was shut down; make a new one."""
 
 
-class ConfigError(InvalidArgumentError):
+class ConfigError(InvalidArgumentError, SettingError):
     """A MORI_IO_* environment variable has a value that does not parse."""
 
 

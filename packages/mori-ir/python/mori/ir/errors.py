@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+from mori.errors import MoriError, SettingError
+
 __all__ = ["BitcodeBuildError", "BitcodeNotFoundError", "IrConfigError", "IrError"]
 
 
-class IrError(RuntimeError):
+class IrError(MoriError, RuntimeError):
     """Base of mori-ir's errors."""
 
 
-class IrConfigError(IrError, ValueError):
+class IrConfigError(IrError, SettingError):
     """A MORI_IR_* / MORI_SHMEM_BC environment variable has a bad value."""
 
 

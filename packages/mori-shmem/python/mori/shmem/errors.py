@@ -8,8 +8,10 @@ so callers can catch either.
 
 from __future__ import annotations
 
+from mori.errors import MoriError, SettingError
 
-class MoriShmemError(Exception):
+
+class MoriShmemError(MoriError):
     """Base class of every mori.shmem error."""
 
 
@@ -73,7 +75,7 @@ class InternalError(MoriShmemError, RuntimeError):
     """A bug in mori.shmem; please report it with the message."""
 
 
-class ConfigError(MoriShmemError, ValueError):
+class ConfigError(MoriShmemError, SettingError):
     """An environment variable has a value that does not parse."""
 
 

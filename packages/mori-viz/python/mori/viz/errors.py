@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from mori.errors import MoriError, SettingError
 
-class VizError(Exception):
+
+class VizError(MoriError):
     """Base class of every mori.viz error."""
 
 
@@ -12,7 +14,7 @@ class InvalidArgumentError(VizError, ValueError):
     """An argument is out of range or of the wrong kind."""
 
 
-class ConfigError(VizError, ValueError):
+class ConfigError(VizError, SettingError):
     """A MORI_VIZ_* / MORI_ENABLE_PROFILER environment variable holds a value that cannot be used."""
 
 
