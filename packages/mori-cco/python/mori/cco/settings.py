@@ -3,14 +3,15 @@
 
 The native library is the one reader of its variables; :data:`REGISTRY` lists them through the
 shared mechanism (:class:`mori.settings.NativeRegistry`), so ``python -m mori env`` shows them with
-every other package's and flags a size or integer value the library refuses.
+every other package's and flags a size or integer value the library refuses. MORI_ENABLE_SDMA, which
+the library also reads, is listed under ``mori`` (:mod:`mori.settings.shared`).
 """
 
 from __future__ import annotations
 
 from mori.cco import _C
 from mori.cco.errors import CcoError
-from mori.settings import NativeRegistry
+from mori.settings import NativeRegistry, shared
 
 #: The library's typed readers, by type name: each raises CcoInvalidArgumentError for a bad value.
 _NATIVE_READERS = {"size": _C.setting_size, "int": _C.setting_int}
@@ -28,9 +29,9 @@ def _check(name: str) -> str | None:
         return None
     try:
         reader(name)
-    except CcoError as exc:
+    except (CcoError, ValueError, RuntimeError) as exc:  # however the binding reports the refusal
         return str(exc)
     return None
 
 
-REGISTRY = NativeRegistry("mori-cco", _entries, check=_check)
+REGISTRY = NativeRegistry("mori-cco", _entries, check=_check, exclude=shared.REGISTRY.names())

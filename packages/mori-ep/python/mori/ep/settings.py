@@ -3,7 +3,7 @@
 
 Library code reads settings only through :func:`setting`, so each variable has one name, one
 default and one doc; ``python -m mori.ep env`` prints the effective values. MORI_ENABLE_PROFILER
-and MORI_SKIP_ABI_CHECK are shared with other packages (:mod:`mori.settings.shared`).
+MORI_SKIP_ABI_CHECK and MORI_ENABLE_SDMA are shared with other packages (:mod:`mori.settings.shared`).
 """
 
 from __future__ import annotations
@@ -54,13 +54,6 @@ REGISTRY = Registry(
             low=0,
         ),
         Setting(
-            "MORI_ENABLE_SDMA",
-            bool,
-            False,
-            "MORI's AsyncLL copy-engine (SDMA) path. Accepted with no effect: AsyncLL's transfers go "
-            "through mori-shmem's transport here (docs/user-guide/compatibility.md).",
-        ),
-        Setting(
             "MORI_V2_KERNEL_BACKEND",
             str,
             "",
@@ -108,7 +101,7 @@ REGISTRY = Registry(
         ),
     ),
     error=EpConfigError,
-    shared=("MORI_ENABLE_PROFILER", "MORI_SKIP_ABI_CHECK"),
+    shared=("MORI_ENABLE_PROFILER", "MORI_SKIP_ABI_CHECK", "MORI_ENABLE_SDMA"),
 )
 
 
@@ -142,7 +135,7 @@ def note_settings_without_effect(config: Any) -> None:
     if setting("MORI_ENABLE_SDMA"):
         note_no_effect(
             "MORI_ENABLE_SDMA",
-            True,
+            setting("MORI_ENABLE_SDMA"),
             "there is no copy-engine path: AsyncLL moves its data through mori-shmem's transport",
         )
 

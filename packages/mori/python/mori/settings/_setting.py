@@ -132,7 +132,7 @@ class Setting:
     def _from_value(self, value: object) -> object:
         wanted: tuple[type, ...] = {"bool": (bool,), "int": (int,), "size": (int,), "float": (int, float)}[self.type]
         if not isinstance(value, wanted) or (self.type != "bool" and isinstance(value, bool)):
-            raise InvalidValue(f"is a {type(value).__name__}, not a {self.type}")
+            raise InvalidValue(f"is a {type(value).__name__}, expected {self.type}")
         return float(value) if self.type == "float" else value  # type: ignore[arg-type]
 
     def _check_range(self, value: object) -> None:

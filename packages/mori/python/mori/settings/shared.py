@@ -3,9 +3,10 @@
 
 Logging (MORI_LOG_LEVEL, MORI's MORI_GLOBAL_LOG_LEVEL), kernel trace points (MORI_ENABLE_PROFILER:
 mori-ep and mori-viz), the JIT warm-up at import (MORI_PRECOMPILE), the ABI check of the packages
-built against mori-shmem (MORI_SKIP_ABI_CHECK: mori-ep, mori-ir) and MORI's node and NIC
-selection (MORI_NODE_ID, MORI_RDMA_DEVICES: mori-shmem's native library and mori-io). mori-shmem's
-native registry declares the last four too, for its C users; Python lists them here only.
+built against mori-shmem (MORI_SKIP_ABI_CHECK: mori-ep, mori-ir), MORI's SDMA switch (no effect in
+mori-ep and mori-cco) and MORI's node and NIC selection (MORI_NODE_ID, MORI_RDMA_DEVICES:
+mori-shmem's native library and mori-io). The native registries of mori-shmem and mori-cco declare
+the ones their libraries read too, for their C users; Python lists them here only.
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ REGISTRY = Registry(
             False,
             "Import mori-ep and mori-ir even when they were built against another mori-shmem ABI version than the "
             "one loaded (debugging only).",
+        ),
+        Setting(
+            "MORI_ENABLE_SDMA",
+            int,
+            "0",
+            "MORI's switch for its SDMA copy engine. Accepted with no effect (logged when not 0): mori-ep's AsyncLL "
+            "moves its data through mori-shmem's transport and mori-cco's copy engine is always available "
+            "(docs/user-guide/compatibility.md).",
+            low=0,
         ),
         Setting(
             "MORI_NODE_ID",
