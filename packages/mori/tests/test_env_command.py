@@ -60,6 +60,7 @@ def test_values_from_the_environment_are_shown_with_their_source() -> None:
         ("mori-ep", "MORI_EP_TIMEOUT", "-1", "is out of range: must be >= 0"),
         ("mori", "MORI_LOG_LEVEL", "loud", "does not parse as choice"),
         ("mori-cco", "MORI_CCO_BLOCKS", "many", "is not a non-negative integer"),  # the native library's check
+        ("mori-shmem", "MORI_SHMEM_HEAP_SIZE", "12Q", "has an unknown unit"),  # the native library's size parser
     ],
 )
 def test_an_invalid_value_is_flagged_and_the_exit_status_is_1(

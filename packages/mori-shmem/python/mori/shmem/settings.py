@@ -18,7 +18,21 @@ from pathlib import Path
 from mori.settings import NativeRegistry, shared
 from mori.shmem._native import _C
 
-REGISTRY = NativeRegistry("mori-shmem", _C.env_entries, exclude=shared.REGISTRY.names())
+
+def _check(name: str) -> str | None:
+    """Why the library refuses ``name``'s value, or None. Only sizes can be asked today (the C ABI
+    exports the library's size parser, mori_shmem_parse_size); other types pass here and init
+    raises ConfigError for them."""
+    for entry_name, kind, _default, _doc, value in _C.env_entries():
+        if entry_name == name and kind == "size":
+            try:
+                _C.parse_size(value)
+            except Exception as exc:  # the library's own refusal, whatever class it maps to
+                return f"{name}={value!r} is not valid: {exc}"
+    return None
+
+
+REGISTRY = NativeRegistry("mori-shmem", _C.env_entries, check=_check, exclude=shared.REGISTRY.names())
 
 
 def setting(name: str) -> str:
