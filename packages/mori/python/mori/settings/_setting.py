@@ -123,14 +123,15 @@ class Setting:
                 if choice.lower() == text.strip().lower():
                     return choice
             raise InvalidValue(f"does not parse as choice: expected one of {', '.join(self.choices)}")
-        parser: Callable[[str], object] = {"int": int, "float": float, "size": parse_size}[self.type]
+        parsers: dict[str, Callable[[str], object]] = {"int": int, "float": float, "size": parse_size}
+        parser = parsers[self.kind]
         try:
             return parser(text.strip())
         except ValueError as exc:
             raise InvalidValue(f"does not parse as {self.type}: {exc}") from None
 
     def _from_value(self, value: object) -> object:
-        wanted: tuple[type, ...] = {"bool": (bool,), "int": (int,), "size": (int,), "float": (int, float)}[self.type]
+        wanted: tuple[type, ...] = {"bool": (bool,), "int": (int,), "size": (int,), "float": (int, float)}[self.kind]
         if not isinstance(value, wanted) or (self.type != "bool" and isinstance(value, bool)):
             raise InvalidValue(f"is a {type(value).__name__}, expected {self.type}")
         return float(value) if self.type == "float" else value  # type: ignore[arg-type]
