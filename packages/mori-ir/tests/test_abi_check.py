@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
@@ -46,9 +47,10 @@ def _copy_with_abi(tmp_path: Path, abi: int) -> Path:
     """The installed root `mori` modules and mori.ir, with mori.ir's build info claiming ``abi``;
     mori.shmem still comes from the installed wheel (the namespace extends over sys.path)."""
     package = tmp_path / "mori"
-    package.mkdir()
-    for module in Path(mori.__file__).parent.glob("*.py"):
-        shutil.copy(module, package)
+    for file in distribution("mori").files or []:  # the root distribution's modules and subpackages
+        if file.suffix == ".py" and file.parts[0] == "mori":
+            (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(file.locate(), tmp_path / file)
     shutil.copytree(Path(mori.ir.__file__).parent, package / "ir", ignore=shutil.ignore_patterns("__pycache__"))
     (package / "ir" / "_build_info.py").write_text(f"SHMEM_ABI_VERSION = {abi}\n")
     return tmp_path

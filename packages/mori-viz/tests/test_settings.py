@@ -31,8 +31,8 @@ def test_explicit_argument_wins(monkeypatch):
     ("name", "text", "match"),
     [
         ("MORI_ENABLE_PROFILER", "maybe", "MORI_ENABLE_PROFILER='maybe' is not a boolean"),
-        ("MORI_VIZ_EVENTS_PER_WARP", "many", "is not a int"),
-        ("MORI_VIZ_EVENTS_PER_WARP", "-4", "must be > 0"),
+        ("MORI_VIZ_EVENTS_PER_WARP", "many", "MORI_VIZ_EVENTS_PER_WARP='many' does not parse as int"),
+        ("MORI_VIZ_EVENTS_PER_WARP", "-4", "is out of range: must be >= 1"),
     ],
 )
 def test_malformed_values_name_the_variable(monkeypatch, name, text, match):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.util
 import inspect
 import re
 import sys
@@ -23,9 +22,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from mori.settings import registries
+
 COMPAT_PAGE = REPO / "docs" / "user-guide" / "compatibility.md"
 
-#: package -> (module of its env registry, or None when the registry is native) and its config classes.
+#: package -> its config classes (its env registry comes from mori.settings.registries()).
 CONFIG_CLASSES: dict[str, list[str]] = {
     "mori-cco": ["mori.cco.communicator:CCODevCommRequirements"],
     "mori-ep": ["mori.ep.config:EpDispatchCombineConfig", "mori.ep.v2.config:EpDispatchCombineConfig"],
@@ -50,24 +51,18 @@ CONFIG_CLASSES: dict[str, list[str]] = {
 
 
 def _registered_variables(package: str) -> list[str]:
-    if package == "mori-shmem":  # the registries of shmem and cco are native (src/core/env.cpp, settings.cpp)
-        from mori.shmem._native import _C
-
-        return [entry[0] for entry in _C.env_entries()]
-    if package == "mori-cco":
-        from mori.cco import _C as cco_native
-
-        return [entry["name"] for entry in cco_native.settings()]
-    module = importlib.import_module(f"mori.{package.removeprefix('mori-')}.settings")
-    return [entry.name for entry in module.REGISTRY]
+    """The names ``package``'s registry lists (mori.settings; native ones through their adapter)."""
+    return registries()[package].names()
 
 
 def _sources(package: str) -> Iterator[Path]:
-    directory = REPO / "packages" / package
-    for sub in ("python", "src", "include"):
-        for path in sorted((directory / sub).rglob("*")):
-            if path.suffix in (".py", ".cpp", ".hpp", ".h", ".cu", ".cuh") and "tests" not in path.parts:
-                yield path
+    """The package's sources; the root's shared settings are read by every package, so all of them."""
+    directories = sorted((REPO / "packages").glob("mori*")) if package == "mori" else [REPO / "packages" / package]
+    for directory in directories:
+        for sub in ("python", "src", "include"):
+            for path in sorted((directory / sub).rglob("*")):
+                if path.suffix in (".py", ".cpp", ".hpp", ".h", ".cu", ".cuh") and "tests" not in path.parts:
+                    yield path
 
 
 def _compat_table() -> dict[str, list[list[str]]]:
@@ -133,13 +128,11 @@ def _is_listed(names: set[str], listed: set[str]) -> bool:
     return any(name in listed or any(row.startswith(name + ".") for row in listed) for name in names)
 
 
-PACKAGES = ["mori-shmem", "mori-ep", "mori-cco", "mori-ir", "mori-viz", "mori-io", "mori-umbp"]
+PACKAGES = ["mori", "mori-shmem", "mori-ep", "mori-cco", "mori-ir", "mori-viz", "mori-io", "mori-umbp"]
 
 
 def _has_registry(package: str) -> bool:
-    if package in ("mori-shmem", "mori-cco"):
-        return True
-    return importlib.util.find_spec(f"mori.{package.removeprefix('mori-')}.settings") is not None
+    return package in registries()
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -183,8 +176,10 @@ def test_every_config_field_is_read_or_listed(package):
 
 def test_every_compat_row_names_a_real_setting():
     known: dict[str, set[str]] = {}
+    shared_names = set(_registered_variables("mori"))  # the root's shared settings reach every package
     for package in PACKAGES:
         names = set(_registered_variables(package)) if _has_registry(package) else set()
+        names |= shared_names
         for (class_name, field), dotted in _field_paths(package).items():
             names |= {field, f"{class_name}.{field}", *dotted}
         known[package] = names

@@ -10,13 +10,13 @@ MORI's compiled-module names, each resolved from the package that implements it.
 from __future__ import annotations
 
 import importlib
-import os
 import pkgutil
 from types import ModuleType
 
 from mori import _logging
 from mori._subpackages import SUBPACKAGES, install_missing_wheel_hint, missing_wheel_error
 from mori._version import distribution_version
+from mori.settings import shared as _shared_settings
 
 # Wheels installed into separate directories (pip --target, PYTHONPATH layers) still join.
 __path__ = pkgutil.extend_path(__path__, __name__)
@@ -45,7 +45,7 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *SUBPACKAGES})
 
 
-if os.environ.get("MORI_PRECOMPILE", "").strip().lower() in ("1", "true", "on", "yes"):
+if _shared_settings.get("MORI_PRECOMPILE"):
     # MORI's switch: fill the JIT cache with every declared kernel when mori is imported.
     from mori._precompile import precompile_declared_kernels
 

@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: MIT
 """The level of the ``mori`` logger from MORI_LOG_LEVEL or MORI's MORI_GLOBAL_LOG_LEVEL.
 
-Every package logs under ``mori.<package>``, so one level on ``mori`` reaches them all; a package's
-own variable (MORI_IO_LOG_LEVEL, ...) still sets its logger below this one.
+Both are declared once, in :mod:`mori.settings.shared`. Every package logs under ``mori.<package>``,
+so one level on ``mori`` reaches them all; a package's own variable (MORI_UMBP_LOG_LEVEL, ...)
+still sets its logger below this one.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+
+from mori.errors import SettingError
+from mori.settings import shared
 
 #: MORI's spdlog level names, and ours, to logging levels.
 _LEVELS: dict[str, int] = {
@@ -25,7 +28,7 @@ _LEVELS: dict[str, int] = {
 _VARIABLES = ("MORI_LOG_LEVEL", "MORI_GLOBAL_LOG_LEVEL")
 
 
-class LogLevelError(ValueError):
+class LogLevelError(SettingError):
     """A log-level variable holds a name that is not a level."""
 
 
@@ -36,14 +39,19 @@ def parse_level(variable: str, text: str) -> int:
         raise LogLevelError(f"{variable}={text!r} is not a log level; expected one of {', '.join(_LEVELS)}") from None
 
 
-def level_from_environment(environ: dict[str, str] | None = None) -> int | None:
-    """The level MORI_LOG_LEVEL (first) or MORI_GLOBAL_LOG_LEVEL asks for, or None when neither is set."""
-    env = os.environ if environ is None else environ
+def level_from_environment() -> int | None:
+    """The level MORI_LOG_LEVEL (first) or MORI_GLOBAL_LOG_LEVEL asks for (environment or
+    ``mori.settings.override``), or None when neither is set."""
     for variable in _VARIABLES:
-        text = env.get(variable, "").strip()
-        if text:
-            return parse_level(variable, text)
+        if shared.is_set(variable):
+            return parse_level(variable, shared.REGISTRY.text(variable))
     return None
+
+
+def effective_level() -> int:
+    """The level asked for, else the registry's default (WARNING)."""
+    level = level_from_environment()
+    return _LEVELS[str(shared.get("MORI_LOG_LEVEL"))] if level is None else level
 
 
 def configure() -> None:

@@ -1,33 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""``python -m mori.cco env``: the effective value of every mori-cco setting."""
+"""``python -m mori.cco env [--json]``: mori-cco's settings, printed by ``python -m mori env``."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from mori.cco import _C
-
-
-def _print_env() -> None:
-    entries = _C.settings()
-    width = max(len(e["name"]) for e in entries)
-    for e in entries:
-        marker = "" if e["effective"] == e["default"] else "  (set)"
-        sys.stdout.write(
-            f"{e['name']:<{width}}  {e['type']:<8} {e['effective']!r}{marker}\n"
-            f"{'':<{width}}  default {e['default']!r}: {e['doc']}\n"
-        )
+from mori import _env_command
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mori.cco")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("env", help="print every environment variable mori-cco reads, with its effective value")
+    env = sub.add_parser("env", help="print every environment variable mori-cco reads, with its effective value")
+    env.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
-    if args.command == "env":
-        _print_env()
-    return 0
+    return _env_command.main(["--json"] if args.json else [], prog="python -m mori.cco env", package="mori-cco")
 
 
 if __name__ == "__main__":

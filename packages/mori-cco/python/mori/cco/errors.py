@@ -4,8 +4,10 @@ ccoResult), so C++ and Python report the same failure the same way."""
 
 from __future__ import annotations
 
+from mori import errors as _root  # module, not names: the class list here stays the package's own
 
-class CcoError(RuntimeError):
+
+class CcoError(_root.MoriError, RuntimeError):
     """Base class of every mori.cco error."""
 
 

@@ -8,16 +8,14 @@ import sys
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["env"]:
-        from mori.ep.settings import effective
+        from mori import _env_command
 
-        for name, value, doc in effective():
-            sys.stdout.write(f"{name}={value}\n    {doc}\n")
-        return 0
+        return _env_command.main(argv[1:], prog="python -m mori.ep env", package="mori-ep")
     if argv[:1] == ["bench"]:
         from mori.ep.bench import main as bench
 
         return bench(argv[1:])
-    sys.stderr.write("usage: python -m mori.ep {env | bench [mori-ep-bench arguments]}\n")
+    sys.stderr.write("usage: python -m mori.ep {env [--json] | bench [mori-ep-bench arguments]}\n")
     return 2
 
 

@@ -35,7 +35,9 @@ def mapped_library_paths(maps_file: str = "/proc/self/maps", name: str = _LIBRAR
 def check_abi(built: int, loaded: int, python_abi: int, mapped: set[str] | None) -> None:
     """Raise ImportError unless the build-time, linked and Python-side ABI versions agree and
     exactly one libmori_shmem.so is mapped. Does nothing when MORI_SKIP_ABI_CHECK=1."""
-    if os.environ.get(SKIP_ENV, "0") == "1":
+    from mori.ep.settings import setting
+
+    if setting(SKIP_ENV):
         return
     hint = f" (set {SKIP_ENV}=1 to import anyway)"
     if built != loaded:

@@ -1,133 +1,115 @@
 # SPDX-License-Identifier: MIT
-"""mori-ep's one registry of environment variables: name, type, default and meaning.
+"""mori-ep's environment variables, declared once with the shared mechanism (:mod:`mori.settings`).
 
 Library code reads settings only through :func:`setting`, so each variable has one name, one
-default and one doc; ``python -m mori.ep env`` prints the effective values.
+default and one doc; ``python -m mori.ep env`` prints the effective values. MORI_ENABLE_PROFILER
+MORI_SKIP_ABI_CHECK and MORI_ENABLE_SDMA are shared with other packages (:mod:`mori.settings.shared`).
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from typing import Any
 
 from mori.ep.errors import EpConfigError
+from mori.settings import Registry, Setting
 
-
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    kind: type
-    default: Any
-    doc: str
-    choices: tuple[str, ...] = ()
-
-
-REGISTRY: tuple[Setting, ...] = (
-    Setting(
-        "MORI_EP_LAUNCH_CONFIG_MODE",
-        str,
-        "MANUAL",
-        "MANUAL: launch geometry from the per-call arguments, else the config. AUTO: from the tuning "
-        "JSON for this GPU (MORI_EP_TUNING_CONFIG or the shipped files), else per-call/config values.",
-        ("MANUAL", "AUTO"),
+REGISTRY = Registry(
+    "mori-ep",
+    (
+        Setting(
+            "MORI_EP_LAUNCH_CONFIG_MODE",
+            "choice",
+            "MANUAL",
+            "MANUAL: launch geometry from the per-call arguments, else the config. AUTO: from the tuning "
+            "JSON for this GPU (MORI_EP_TUNING_CONFIG or the shipped files), else per-call/config values.",
+            choices=("MANUAL", "AUTO"),
+        ),
+        Setting(
+            "MORI_EP_TUNING_CONFIG",
+            "path",
+            "",
+            "Directory of tuning JSON files to use in AUTO mode instead of the shipped one.",
+        ),
+        Setting(
+            "MORI_EP_TIMEOUT",
+            float,
+            60.0,
+            "Seconds a dispatch or combine waits for a peer before it fails (cpu: raises EpTimeoutError; "
+            "cuda: the kernel ends and check_error() raises it). 0 waits forever.",
+            low=0,
+        ),
+        Setting(
+            "MORI_EP_VALIDATE_INDICES",
+            bool,
+            True,
+            "Check expert ids on the host before a dispatch (a device sync on the cuda backend; skipped "
+            "under CUDA graph capture). Kernels skip out-of-range ids either way and record the error.",
+        ),
+        Setting(
+            "MORI_FP8_COMBINE_SCALE_DIM",
+            int,
+            56,
+            "Scale blocks per row of the fp8_blockwise and fp4_blockwise combine formats "
+            "(56 blocks of 128 at hidden 7168).",
+            low=0,
+        ),
+        Setting(
+            "MORI_V2_KERNEL_BACKEND",
+            str,
+            "",
+            "Kernel backend of EP v2 ops whose config leaves kernel_backend=None. This build has one, 'v1' "
+            "(mori.ep's kernels, on the cpu or cuda backend of mori.shmem); MORI's 'flydsl' and 'hip' "
+            "raise EpUnsupportedError when an op is created. MORI's other v2 variables steer its AMD "
+            "kernel builds and have no effect (below).",
+        ),
+        # MORI's v2 variables for its AMD kernel builds: accepted, no effect here (a note when set).
+        Setting(
+            "MORI_V2_LIB_DIR",
+            str,
+            "",
+            "MORI: where libmori_ops_v2.so lives. No effect: this build has no such library.",
+        ),
+        Setting(
+            "MORI_WAVE_SIZE",
+            str,
+            "",
+            "MORI: the AMD wavefront size of v2's kernels. No effect: CUDA warps are 32.",
+        ),
+        Setting(
+            "MORI_V2_EP_DISP_BLOCKS",
+            str,
+            "",
+            "MORI: v2 HIP dispatch blocks. No effect: use the config's geometry.",
+        ),
+        Setting(
+            "MORI_V2_EP_DISP_WARPS",
+            str,
+            "",
+            "MORI: v2 HIP dispatch warps. No effect: use the config's geometry.",
+        ),
+        Setting(
+            "MORI_V2_EP_COMB_BLOCKS",
+            str,
+            "",
+            "MORI: v2 HIP combine blocks. No effect: use the config's geometry.",
+        ),
+        Setting(
+            "MORI_V2_EP_COMB_WARPS",
+            str,
+            "",
+            "MORI: v2 HIP combine warps. No effect: use the config's geometry.",
+        ),
     ),
-    Setting(
-        "MORI_EP_TUNING_CONFIG",
-        str,
-        "",
-        "Directory of tuning JSON files to use in AUTO mode instead of the shipped one.",
-    ),
-    Setting(
-        "MORI_EP_TIMEOUT",
-        float,
-        60.0,
-        "Seconds a dispatch or combine waits for a peer before it fails (cpu: raises EpTimeoutError; "
-        "cuda: the kernel ends and check_error() raises it). 0 waits forever.",
-    ),
-    Setting(
-        "MORI_EP_VALIDATE_INDICES",
-        bool,
-        True,
-        "Check expert ids on the host before a dispatch (a device sync on the cuda backend; skipped "
-        "under CUDA graph capture). Kernels skip out-of-range ids either way and record the error.",
-    ),
-    Setting(
-        "MORI_ENABLE_PROFILER",
-        bool,
-        False,
-        "Compile the kernels with mori-viz trace points (needs the mori-viz wheel); "
-        "op.get_debug_time_buf() then holds each call's per-warp timeline.",
-    ),
-    Setting(
-        "MORI_FP8_COMBINE_SCALE_DIM",
-        int,
-        56,
-        "Scale blocks per row of the fp8_blockwise and fp4_blockwise combine formats "
-        "(56 blocks of 128 at hidden 7168).",
-    ),
-    Setting(
-        "MORI_ENABLE_SDMA",
-        bool,
-        False,
-        "MORI's AsyncLL copy-engine (SDMA) path. Accepted with no effect: AsyncLL's transfers go "
-        "through mori-shmem's transport here (docs/user-guide/compatibility.md).",
-    ),
-    Setting(
-        "MORI_V2_KERNEL_BACKEND",
-        str,
-        "",
-        "Kernel backend of EP v2 ops whose config leaves kernel_backend=None. This build has one, 'v1' "
-        "(mori.ep's kernels, on the cpu or cuda backend of mori.shmem); MORI's 'flydsl' and 'hip' "
-        "raise EpUnsupportedError when an op is created. MORI's other v2 variables steer its AMD "
-        "kernel builds and have no effect (below).",
-    ),
-    # MORI's v2 variables for its AMD kernel builds: accepted, no effect here (a note when set).
-    Setting(
-        "MORI_V2_LIB_DIR", str, "", "MORI: where libmori_ops_v2.so lives. No effect: this build has no such library."
-    ),
-    Setting("MORI_WAVE_SIZE", str, "", "MORI: the AMD wavefront size of v2's kernels. No effect: CUDA warps are 32."),
-    Setting("MORI_V2_EP_DISP_BLOCKS", str, "", "MORI: v2 HIP dispatch blocks. No effect: use the config's geometry."),
-    Setting("MORI_V2_EP_DISP_WARPS", str, "", "MORI: v2 HIP dispatch warps. No effect: use the config's geometry."),
-    Setting("MORI_V2_EP_COMB_BLOCKS", str, "", "MORI: v2 HIP combine blocks. No effect: use the config's geometry."),
-    Setting("MORI_V2_EP_COMB_WARPS", str, "", "MORI: v2 HIP combine warps. No effect: use the config's geometry."),
+    error=EpConfigError,
+    shared=("MORI_ENABLE_PROFILER", "MORI_SKIP_ABI_CHECK", "MORI_ENABLE_SDMA"),
 )
-
-_BY_NAME = {entry.name: entry for entry in REGISTRY}
-_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-
-def _parse(entry: Setting, text: str) -> Any:
-    if entry.kind is bool:
-        lowered = text.strip().lower()
-        if lowered in _TRUE | _FALSE:
-            return lowered in _TRUE
-        raise EpConfigError(f"{entry.name}={text!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
-    if entry.choices:
-        upper = text.strip().upper()
-        if upper not in entry.choices:
-            raise EpConfigError(f"{entry.name}={text!r} is not one of {', '.join(entry.choices)}")
-        return upper
-    try:
-        value = entry.kind(text)
-    except ValueError:
-        raise EpConfigError(f"{entry.name}={text!r} is not a {entry.kind.__name__}") from None
-    if entry.kind in (int, float) and value < 0:
-        raise EpConfigError(f"{entry.name}={text!r} must be >= 0")
-    return value
 
 
 def setting(name: str) -> Any:
-    """The effective value of registered variable ``name``: parsed from the environment if set and
-    non-empty, else the default. A malformed value raises ``EpConfigError`` naming it."""
-    entry = _BY_NAME[name]
-    text = os.environ.get(name, "")
-    return _parse(entry, text) if text.strip() else entry.default
-
-
-def effective() -> list[tuple[str, str, str]]:
-    """(name, effective value, doc) of every registered variable."""
-    return [(entry.name, str(setting(entry.name)), entry.doc) for entry in REGISTRY]
+    """The effective value of registered variable ``name``: parsed from the environment (or a
+    ``mori.settings.override``) if set and non-empty, else the default. A malformed value raises
+    ``EpConfigError`` naming it."""
+    return REGISTRY.get(name)
 
 
 #: Config fields accepted for MORI's sake that change nothing here: (field, MORI's default, why).
@@ -153,7 +135,7 @@ def note_settings_without_effect(config: Any) -> None:
     if setting("MORI_ENABLE_SDMA"):
         note_no_effect(
             "MORI_ENABLE_SDMA",
-            True,
+            setting("MORI_ENABLE_SDMA"),
             "there is no copy-engine path: AsyncLL moves its data through mori-shmem's transport",
         )
 

@@ -1,21 +1,19 @@
 # SPDX-License-Identifier: MIT
-"""``python -m mori.io env``: the effective value of every registered environment variable."""
+"""``python -m mori.io env [--json]``: mori.io's settings, printed by ``python -m mori env``."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from mori.io import settings
+from mori import _env_command
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mori.io", description=__doc__)
-    parser.add_argument("command", choices=["env"], help="env: list MORI_IO_* variables and their values")
-    parser.parse_args(argv)
-    for name, kind, default, doc, value in settings.entries():
-        sys.stdout.write(f"{name}={value}  ({kind}, default {default!r})\n    {doc}\n")
-    return 0
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] != ["env"]:
+        sys.stderr.write("usage: python -m mori.io env [--json]\n")
+        return 2
+    return _env_command.main(args[1:], prog="python -m mori.io env", package="mori-io")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from mori._logging import level_from_environment
+from mori._logging import effective_level
 from mori.io import _C as _C  # re-exported
-from mori.io import settings
 from mori.io.errors import NATIVE_CODES
 
 _C.set_error_classes(dict(NATIVE_CODES))
@@ -15,10 +14,8 @@ _C.set_error_classes(dict(NATIVE_CODES))
 
 def apply_log_level() -> None:
     """Sets the native log threshold and the ``mori.io`` logger from MORI_LOG_LEVEL, else from
-    MORI's MORI_GLOBAL_LOG_LEVEL (the root package reads both), else the registry's default."""
-    level = level_from_environment()
-    if level is None:
-        level = logging.getLevelName(settings.get_str("MORI_LOG_LEVEL"))
+    MORI's MORI_GLOBAL_LOG_LEVEL (both declared once, in mori.settings.shared), else WARNING."""
+    level = effective_level()
     _C.set_log_level(level)
     logging.getLogger("mori.io").setLevel(level)
 

@@ -23,6 +23,7 @@ from mori._compat import note_no_effect
 from mori.io import settings
 from mori.io._native import _C
 from mori.io.errors import ConfigError, InvalidArgumentError, UnsupportedError, check_int
+from mori.settings import shared
 
 _NativeConfig = TypeVar("_NativeConfig", _C.TcpConfig, _C.P2PConfig)
 
@@ -145,7 +146,7 @@ def _ucx_net_devices(host: str) -> str:
     selection, which SGLang sets from its InfiniBand device option); else an engine kept to
     loopback keeps UCX's network transports there too (UCX's own sockets authenticate nobody),
     unless the user chose devices with UCX_NET_DEVICES."""
-    selection = settings.get_str("MORI_RDMA_DEVICES")
+    selection = str(shared.get("MORI_RDMA_DEVICES"))
     if selection:
         devices = rdma_devices_to_ucx(selection)
         log.info("RDMA backend: MORI_RDMA_DEVICES=%s selects UCX NET_DEVICES=%s", selection, devices)

@@ -38,6 +38,7 @@ from mori.io.config import (
 from mori.io.descriptors import MAX_TEXT_BYTES, EngineDesc, MemoryDesc
 from mori.io.errors import ConfigError, InvalidArgumentError, NotFoundError, UnsupportedError, check_int
 from mori.io.session import IOEngineSession
+from mori.settings import shared
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ _DEFAULT_CONFIGS: dict[Any, type] = {
 
 
 def _node_id() -> str:
-    node = settings.get_str("MORI_NODE_ID")
+    node = str(shared.get("MORI_NODE_ID"))
     if node:
         return node
     try:

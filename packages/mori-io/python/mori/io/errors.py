@@ -9,8 +9,10 @@ catch either.
 
 from __future__ import annotations
 
+from mori import errors as _root  # module, not names: the class list here stays the package's own
 
-class MoriIoError(Exception):
+
+class MoriIoError(_root.MoriError):
     """Base class of every mori.io error."""
 
 
@@ -54,7 +56,7 @@ class EngineClosedError(MoriIoError, RuntimeError):
     """The engine was shut down; make a new one."""
 
 
-class ConfigError(InvalidArgumentError):
+class ConfigError(InvalidArgumentError, _root.SettingError):
     """A MORI_IO_* environment variable has a value that does not parse."""
 
 

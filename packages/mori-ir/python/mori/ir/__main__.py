@@ -20,10 +20,16 @@ def main(argv: list[str]) -> int:
     build.add_argument("--force", action="store_true", help="rebuild even when the cache has it")
     sub.add_parser("functions", help="list the exported device functions with their signatures")
     sub.add_parser("declarations", help="print LLVM IR declare lines for every exported function")
-    sub.add_parser("env", help="print the effective MORI_IR_* settings")
+    env = sub.add_parser("env", help="print the effective MORI_IR_* settings (python -m mori env's format)")
+    env.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
 
-    from mori.ir import bitcode, functions, settings
+    if args.command == "env":
+        from mori import _env_command
+
+        return _env_command.main(["--json"] if args.json else [], prog="python -m mori.ir env", package="mori-ir")
+
+    from mori.ir import bitcode, functions
 
     if args.command == "path":
         sys.stdout.write(bitcode.find_bitcode(args.variant) + "\n")
@@ -33,11 +39,8 @@ def main(argv: list[str]) -> int:
         for f in functions.DEVICE_FUNCTIONS.values():
             params = ", ".join(f"{t} {n}" for n, t in f.args)
             sys.stdout.write(f"{f.ret} {f.symbol}({params}){'  [pure]' if f.pure else ''}\n")
-    elif args.command == "declarations":
-        sys.stdout.write(functions.llvm_declarations())
     else:
-        for name, value, doc in settings.effective():
-            sys.stdout.write(f"{name}={value}\n    {doc}\n")
+        sys.stdout.write(functions.llvm_declarations())
     return 0
 
 

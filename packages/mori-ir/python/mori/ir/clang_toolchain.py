@@ -150,6 +150,8 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("find", help="print the clang that would be used; exit 1 when there is none")
     build = sub.add_parser("build", help="compile the device library to bitcode")
+    # Run by the build as a plain script, before mori is installed: it reads the variable itself
+    # (mori.ir.settings declares it for the installed package).
     build.add_argument("--clang", default=os.environ.get("MORI_IR_CLANG", ""))
     build.add_argument("--source", type=Path, required=True)
     build.add_argument("--prelude", type=Path, required=True)

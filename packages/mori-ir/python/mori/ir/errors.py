@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+from mori import errors as _root  # module, not names: the class list here stays the package's own
+
 __all__ = ["BitcodeBuildError", "BitcodeNotFoundError", "IrConfigError", "IrError"]
 
 
-class IrError(RuntimeError):
+class IrError(_root.MoriError, RuntimeError):
     """Base of mori-ir's errors."""
 
 
-class IrConfigError(IrError, ValueError):
+class IrConfigError(IrError, _root.SettingError):
     """A MORI_IR_* / MORI_SHMEM_BC environment variable has a bad value."""
 
 

@@ -1,30 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""``python -m mori.shmem env``: the effective value of every mori-shmem setting."""
+"""``python -m mori.shmem env [--json]``: mori-shmem's settings, printed by ``python -m mori env``."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from mori.shmem._native import _C
-
-
-def _print_env() -> None:
-    rows = [(name, kind, default, value, doc) for name, kind, default, doc, value in _C.env_entries()]
-    width = max(len(row[0]) for row in rows)
-    for name, kind, default, value, doc in rows:
-        marker = "" if value == default else "  (set)"
-        sys.stdout.write(f"{name:<{width}}  {kind:<8} {value!r}{marker}\n{'':<{width}}  default {default!r}: {doc}\n")
+from mori import _env_command
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mori.shmem")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("env", help="print every environment variable mori-shmem reads, with its effective value")
+    env = sub.add_parser("env", help="print every environment variable mori-shmem reads, with its effective value")
+    env.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
-    if args.command == "env":
-        _print_env()
-    return 0
+    return _env_command.main(["--json"] if args.json else [], prog="python -m mori.shmem env", package="mori-shmem")
 
 
 if __name__ == "__main__":

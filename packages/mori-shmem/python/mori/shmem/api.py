@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from mori.shmem._native import _C
 from mori.shmem.dtypes import from_bits, int_type_code, to_bits
 from mori.shmem.errors import InvalidArgumentError, InvalidArgumentTypeError
 from mori.shmem.no_effect import note_init_settings, note_malloc_flags
-from mori.shmem.settings import provide_ucx_dir, setting
+from mori.shmem.settings import is_set, provide_ucx_dir, setting
 
 logger = logging.getLogger("mori.shmem")
 
@@ -172,7 +171,7 @@ def shmem_npes() -> int:
 def _remote_streams() -> int:
     """The tcp conduit's connections per remote PE as init resolves them (src/core/state.cpp):
     MORI_SHMEM_REMOTE_STREAMS when set, else MORI's MORI_NUM_QP_PER_PE when set, else the default."""
-    if not os.environ.get("MORI_SHMEM_REMOTE_STREAMS") and int(setting("MORI_NUM_QP_PER_PE")) != 0:
+    if not is_set("MORI_SHMEM_REMOTE_STREAMS") and int(setting("MORI_NUM_QP_PER_PE")) != 0:
         return int(setting("MORI_NUM_QP_PER_PE"))
     return int(setting("MORI_SHMEM_REMOTE_STREAMS"))
 

@@ -8,8 +8,10 @@ so callers can catch either.
 
 from __future__ import annotations
 
+from mori import errors as _root  # module, not names: the class list here stays the package's own
 
-class MoriShmemError(Exception):
+
+class MoriShmemError(_root.MoriError):
     """Base class of every mori.shmem error."""
 
 
@@ -73,7 +75,7 @@ class InternalError(MoriShmemError, RuntimeError):
     """A bug in mori.shmem; please report it with the message."""
 
 
-class ConfigError(MoriShmemError, ValueError):
+class ConfigError(MoriShmemError, _root.SettingError):
     """An environment variable has a value that does not parse."""
 
 

@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Python's view of mori-shmem's one environment registry (declared in src/core/env.cpp).
 
-Python code reads settings here rather than from os.environ, so a variable has one name, one
-default and one doc wherever it is read, and ``python -m mori.shmem env`` lists it. The one value
-Python supplies is MORI_SHMEM_UCX_DIR: where the libucx wheel keeps UCX, which only Python can find.
+The native library is the one reader of its variables; :data:`REGISTRY` lists them through the
+shared mechanism (:class:`mori.settings.NativeRegistry`), so ``python -m mori env`` shows them with
+every other package's. The variables the root declares for every package (MORI_LOG_LEVEL,
+MORI_NODE_ID, ...) are in the native registry too, for C users, and listed under ``mori`` only.
+The one value Python supplies is MORI_SHMEM_UCX_DIR: where the libucx wheel keeps UCX, which only
+Python can find.
 """
 
 from __future__ import annotations
@@ -12,15 +15,34 @@ import importlib.util
 import os
 from pathlib import Path
 
+from mori.settings import NativeRegistry, shared
 from mori.shmem._native import _C
+
+
+def _check(name: str) -> str | None:
+    """Why the library refuses ``name``'s value, or None. Only sizes can be asked today (the C ABI
+    exports the library's size parser, mori_shmem_parse_size); other types pass here and init
+    raises ConfigError for them."""
+    for entry_name, kind, _default, _doc, value in _C.env_entries():
+        if entry_name == name and kind == "size":
+            try:
+                _C.parse_size(value)
+            except Exception as exc:  # the library's own refusal, whatever class it maps to
+                return f"{name}={value!r} is not valid: {exc}"
+    return None
+
+
+REGISTRY = NativeRegistry("mori-shmem", _C.env_entries, check=_check, exclude=shared.REGISTRY.names())
 
 
 def setting(name: str) -> str:
     """The effective text of registered variable ``name``: its value if set and non-empty, else its default."""
-    for entry_name, _kind, _default, _doc, value in _C.env_entries():
-        if entry_name == name:
-            return value
-    raise KeyError(f"{name} is not a registered mori-shmem environment variable")
+    return REGISTRY.text(name)
+
+
+def is_set(name: str) -> bool:
+    """True when ``name`` is set to a non-empty value, not left to its default."""
+    return REGISTRY.is_set(name)
 
 
 UCX_DIR = "MORI_SHMEM_UCX_DIR"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 
@@ -49,16 +48,17 @@ def _smoke(blocks: int, size: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mori.umbp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("env", help="list UMBP_* variables and their values")
+    env = sub.add_parser("env", help="list UMBP_* variables and their values (python -m mori env's format)")
+    env.add_argument("--json", action="store_true", help="print JSON instead of text")
     smoke = sub.add_parser("smoke", help="single-node master + 2 clients round trip")
     smoke.add_argument("--blocks", type=int, default=16)
     smoke.add_argument("--size", type=int, default=256 << 10)
     args = parser.parse_args(argv)
     if args.command == "env":
-        for name, kind, default, doc, value in settings.entries():
-            sys.stdout.write(f"{name}={value}  ({kind}, default {default!r})\n    {doc}\n")
-        return 0
-    logging.basicConfig(level=os.environ.get("MORI_UMBP_LOG_LEVEL", "WARNING").upper())
+        from mori import _env_command
+
+        return _env_command.main(["--json"] if args.json else [], prog="python -m mori.umbp env", package="mori-umbp")
+    logging.basicConfig(level=settings.get_str("MORI_UMBP_LOG_LEVEL"))
     return _smoke(args.blocks, args.size)
 
 

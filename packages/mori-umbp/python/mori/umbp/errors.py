@@ -10,8 +10,10 @@ closest other builtin (``ValueError``, ``ConnectionError``), so callers may catc
 
 from __future__ import annotations
 
+from mori import errors as _root  # module, not names: the class list here stays the package's own
 
-class UMBPError(RuntimeError):
+
+class UMBPError(_root.MoriError, RuntimeError):
     """Base class of every mori.umbp error; a RuntimeError, as MORI raises."""
 
     #: True when a server answered UNIMPLEMENTED (an older version without the call).
@@ -42,7 +44,7 @@ class TierCapacityError(ValueTooLargeError):
     """A block is larger than a tier (or the SSD staging buffer) can ever hold."""
 
 
-class ConfigError(InvalidArgumentError):
+class ConfigError(InvalidArgumentError, _root.SettingError):
     """A UMBP_* environment variable or a config field has a value that does not parse or fit."""
 
 

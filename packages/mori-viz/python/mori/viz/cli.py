@@ -20,7 +20,6 @@ import numpy as np
 from mori.viz import codegen
 from mori.viz.errors import VizError
 from mori.viz.perfetto import export_to_perfetto
-from mori.viz.settings import effective
 from mori.viz.slots import SlotTable
 from mori.viz.summary import format_summary, summarize
 
@@ -28,7 +27,8 @@ from mori.viz.summary import format_summary, summarize
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mori-viz", description="mori.viz kernel trace tools")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("env", help="print the effective MORI_ENABLE_PROFILER / MORI_VIZ_* settings")
+    env = commands.add_parser("env", help="print the effective MORI_ENABLE_PROFILER / MORI_VIZ_* settings")
+    env.add_argument("--json", action="store_true", help="print JSON instead of text")
     gen = commands.add_parser("codegen", help="generate a C header / Python names from a slot table (JSON)")
     gen.add_argument("table", type=Path)
     gen.add_argument("--header", type=Path, help="C header to write")
@@ -46,9 +46,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "env":
-        for name, value, doc in effective():
-            sys.stdout.write(f"{name}={value}\n    {doc}\n")
-        return 0
+        from mori import _env_command
+
+        return _env_command.main(["--json"] if args.json else [], prog="python -m mori.viz env", package="mori-viz")
     if args.command == "codegen":
         table = SlotTable.from_json(args.table)
         if args.header is None and args.python is None:

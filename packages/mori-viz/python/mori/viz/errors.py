@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from mori import errors as _root  # module, not names: the class list here stays the package's own
 
-class VizError(Exception):
+
+class VizError(_root.MoriError):
     """Base class of every mori.viz error."""
 
 
@@ -12,7 +14,7 @@ class InvalidArgumentError(VizError, ValueError):
     """An argument is out of range or of the wrong kind."""
 
 
-class ConfigError(VizError, ValueError):
+class ConfigError(VizError, _root.SettingError):
     """A MORI_VIZ_* / MORI_ENABLE_PROFILER environment variable holds a value that cannot be used."""
 
 

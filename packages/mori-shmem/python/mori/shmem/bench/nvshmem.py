@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from mori.shmem.errors import MoriShmemError
+from mori.shmem.settings import setting
 
 _log = logging.getLogger("mori.shmem.bench.nvshmem")
 
@@ -186,7 +187,7 @@ def find_nvshmem() -> NvshmemInstall | None:
 
 def find_nvcc() -> Path | None:
     """nvcc from ``MORI_JIT_NVCC``, ``CUDA_HOME``/``CUDA_PATH``, ``PATH`` or ``/usr/local/cuda``."""
-    explicit = os.environ.get("MORI_JIT_NVCC", "").strip()
+    explicit = setting("MORI_JIT_NVCC").strip()
     if explicit:
         path = Path(explicit).expanduser()
         return path if path.is_file() and os.access(path, os.X_OK) else None
