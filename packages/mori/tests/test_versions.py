@@ -66,7 +66,7 @@ def test_missing_metadata_gives_the_unknown_version() -> None:
 
 
 def test_installed_pins_are_satisfied() -> None:
-    """Every dependency pin between the installed wheels (mori-shmem==0.1.*, mori>=0.1.0,<0.2) holds."""
+    """Every dependency pin between the installed wheels (mori-shmem==0.1.*, mori>=0.2.0,<0.3) holds."""
     done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 

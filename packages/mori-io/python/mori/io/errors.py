@@ -64,7 +64,7 @@ class DescriptorError(InvalidArgumentError):
     """Bytes given to ``EngineDesc.unpack`` / ``MemoryDesc.unpack`` are not a valid descriptor."""
 
 
-#: Codes of mori::io::Code (src/engine/error.hpp) -> the class the native layer raises.
+#: Codes of mori::io::Code (src/core/error.hpp) -> the class the native layer raises.
 NATIVE_CODES: dict[int, type[MoriIoError]] = {
     1: InvalidArgumentError,
     2: NotFoundError,
