@@ -22,10 +22,11 @@ def _entries() -> list[tuple[str, str, str, str, str]]:
 
 
 def _check(name: str) -> str | None:
-    """Why the library refuses ``name``'s value, or None (types it has no reader for pass)."""
-    kinds = {entry[0]: entry[1] for entry in _entries()}
-    reader = _NATIVE_READERS.get(kinds[name])
-    if reader is None:
+    """Why the library refuses ``name``'s value, or None (types it has no reader for pass, and so
+    does an unset variable without a default, such as MORI_VPOD_ID)."""
+    kind, effective = next((entry[1], entry[4]) for entry in _entries() if entry[0] == name)
+    reader = _NATIVE_READERS.get(kind)
+    if reader is None or not effective.strip():
         return None
     try:
         reader(name)
