@@ -13,6 +13,7 @@ import multiprocessing as mp
 import select
 import socket
 import struct
+from abc import ABC, abstractmethod
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -119,7 +120,7 @@ def session_iteration(engine: Any, session: Any, op: str, layout: Layout, thread
     return step
 
 
-class SessionTransport:
+class SessionTransport(ABC):
     """What a mori-io transport of this bench does once its engine holds a session from its local
     memory to the target process's (``peer``): timed iterations, a validation and shutting down.
     A subclass says how many local bytes there are and how a pattern is written into them."""
@@ -131,11 +132,11 @@ class SessionTransport:
     peer: _Peer
     _success: Any
 
-    def _local_bytes(self) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def _local_bytes(self) -> int: ...
 
-    def _fill(self, pattern: bytes) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _fill(self, pattern: bytes) -> None: ...
 
     def iteration(self, op: str, layout: Layout, thread: int) -> Iteration:
         return session_iteration(self.engine, self.session, op, layout, thread)
