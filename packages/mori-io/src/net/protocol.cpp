@@ -162,4 +162,35 @@ Hello server_handshake(const Socket& socket, const std::string& secret, const st
   return hello;
 }
 
+StatusCode checked_status(uint32_t raw) {
+  auto code = static_cast<StatusCode>(raw);
+  if (!is_final(code) || raw > static_cast<uint32_t>(StatusCode::ERR_GPU_OP)) {
+    throw Error(Code::Protocol, "response carries an invalid status code " + std::to_string(raw));
+  }
+  return code;
+}
+
+ControlAnswer control_round_trip(const Socket& socket, FrameType type, uint32_t mem_id, uint64_t max_payload,
+                                 Deadline deadline, const std::atomic<bool>* stop) {
+  FrameHeader request;
+  request.type = type;
+  request.mem_id = mem_id;
+  request.total = 1;
+  uint8_t raw[kFrameHeaderBytes];
+  encode_header(request, raw);
+  send_all(socket, raw, sizeof(raw), deadline, stop);
+  recv_all(socket, raw, sizeof(raw), deadline, stop);
+  const FrameHeader response = decode_header(raw);
+  if (response.type != FrameType::Response || response.nseg > kMaxMessageBytes || response.payload > max_payload) {
+    throw Error(Code::Protocol, "malformed control response");
+  }
+  ControlAnswer answer;
+  answer.code = checked_status(response.mem_id);
+  answer.message.assign(response.nseg, '\0');
+  recv_all(socket, answer.message.data(), answer.message.size(), deadline, stop);
+  answer.payload.assign(response.payload, '\0');
+  recv_all(socket, answer.payload.data(), answer.payload.size(), deadline, stop);
+  return answer;
+}
+
 }  // namespace mori::io::net

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/status.hpp"
 #include "net/socket.hpp"
 
 namespace mori::io::net {
@@ -121,5 +122,23 @@ TargetLimits client_handshake(const Socket& socket, const std::string& secret, c
 // closes the socket.
 Hello server_handshake(const Socket& socket, const std::string& secret, const std::string& own_key,
                        const TargetLimits& limits, int64_t timeout_ms, const std::atomic<bool>* stop);
+
+// The status a response frame carries (its mem_id field); anything but a final status is a
+// protocol error.
+StatusCode checked_status(uint32_t raw);
+
+// The answer to a one-frame control request (MemQuery, Ping, an RDMA request).
+struct ControlAnswer {
+  StatusCode code = StatusCode::SUCCESS;
+  std::string message;
+  std::string payload;  // at most the caller's max_payload bytes
+};
+
+// Sends a control request (type, mem_id) on `socket` and reads its answer, all by `deadline`; an
+// answer that is not a response, or whose message or payload exceed kMaxMessageBytes /
+// max_payload, or whose status is not final, is Error(Protocol). The caller serialises requests
+// on the socket.
+ControlAnswer control_round_trip(const Socket& socket, FrameType type, uint32_t mem_id, uint64_t max_payload,
+                                 Deadline deadline, const std::atomic<bool>* stop);
 
 }  // namespace mori::io::net

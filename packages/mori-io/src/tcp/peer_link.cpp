@@ -30,14 +30,6 @@ net::Socket open_connection(const LinkConfig& config, net::Channel channel, uint
   return socket;
 }
 
-StatusCode checked_code(uint32_t raw) {
-  auto code = static_cast<StatusCode>(raw);
-  if (!is_final(code) || raw > static_cast<uint32_t>(StatusCode::ERR_GPU_OP)) {
-    throw Error(Code::Protocol, "response carries an invalid status code " + std::to_string(raw));
-  }
-  return code;
-}
-
 // How long a response to a transfer sent by its posting thread is left for a thread that waits
 // for (or polls) that transfer; after it, the engine's watchdog (wake_unclaimed) has the lane's
 // receiver thread read it. Only transfers that nobody looks at pay that thread's wake-up.
@@ -289,7 +281,7 @@ void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vecto
     throw Error(Code::Protocol, "response out of order");
   }
   if (header.nseg > net::kMaxMessageBytes) throw Error(Code::Protocol, "response message too long");
-  StatusCode code = checked_code(header.mem_id);
+  StatusCode code = net::checked_status(header.mem_id);
   message.assign(header.nseg, '\0');
   net::recv_all(lane.socket, message.data(), message.size(), net::never(), &dead_);
   if (code == StatusCode::SUCCESS && frame->is_read()) {
@@ -488,30 +480,11 @@ void PeerLink::fail_frames(Lane& lane) {
   for (auto& f : orphans) f->complete(StatusCode::ERR_BAD_STATE, "connection to " + description_ + " lost: " + reason);
 }
 
-StatusCode PeerLink::control(net::FrameType type, uint32_t mem_id, int64_t timeout_ms, std::string* message,
-                             std::vector<uint8_t>* payload) {
+net::ControlAnswer PeerLink::control(net::FrameType type, uint32_t mem_id, int64_t timeout_ms) {
   std::lock_guard<std::mutex> lock(control_mutex_);
   if (dead_.load()) throw Error(Code::Connection, "connection to " + description_ + " is closed");
-  net::Deadline deadline = net::after_ms(timeout_ms);
   try {
-    net::FrameHeader request;
-    request.type = type;
-    request.mem_id = mem_id;
-    request.total = 1;
-    uint8_t raw[net::kFrameHeaderBytes];
-    net::encode_header(request, raw);
-    net::send_all(control_, raw, sizeof(raw), deadline, &dead_);
-    net::recv_all(control_, raw, sizeof(raw), deadline, &dead_);
-    net::FrameHeader response = net::decode_header(raw);
-    if (response.type != net::FrameType::Response || response.nseg > net::kMaxMessageBytes || response.payload > 64) {
-      throw Error(Code::Protocol, "malformed control response");
-    }
-    StatusCode code = checked_code(response.mem_id);
-    message->assign(response.nseg, '\0');
-    net::recv_all(control_, message->data(), message->size(), deadline, &dead_);
-    payload->assign(response.payload, 0);
-    net::recv_all(control_, payload->data(), payload->size(), deadline, &dead_);
-    return code;
+    return net::control_round_trip(control_, type, mem_id, kMaxControlPayload, net::after_ms(timeout_ms), &dead_);
   } catch (const Error& e) {
     fail(std::string("control request failed: ") + e.what());
     throw Error(e.code(), "control request to " + description_ + " failed: " + e.what());
@@ -519,18 +492,14 @@ StatusCode PeerLink::control(net::FrameType type, uint32_t mem_id, int64_t timeo
 }
 
 uint64_t PeerLink::query_memory(uint32_t mem_id, int64_t timeout_ms) {
-  std::string message;
-  std::vector<uint8_t> payload;
-  StatusCode code = control(net::FrameType::MemQuery, mem_id, timeout_ms, &message, &payload);
-  if (code != StatusCode::SUCCESS) throw Error(Code::NotFound, description_ + ": " + message);
-  if (payload.size() != 8) throw Error(Code::Protocol, "memory query answer of the wrong size");
-  return net::get_u64(payload.data());
+  const net::ControlAnswer answer = control(net::FrameType::MemQuery, mem_id, timeout_ms);
+  if (answer.code != StatusCode::SUCCESS) throw Error(Code::NotFound, description_ + ": " + answer.message);
+  if (answer.payload.size() != 8) throw Error(Code::Protocol, "memory query answer of the wrong size");
+  return net::get_u64(reinterpret_cast<const uint8_t*>(answer.payload.data()));
 }
 
 void PeerLink::ping(int64_t timeout_ms) {
-  std::string message;
-  std::vector<uint8_t> payload;
-  control(net::FrameType::Ping, 0, timeout_ms, &message, &payload);
+  control(net::FrameType::Ping, 0, timeout_ms);
 }
 
 }  // namespace mori::io

@@ -115,9 +115,9 @@ class PeerLink : public StatusDriver, public std::enable_shared_from_this<PeerLi
   void receive_until_error(Lane& lane);
   void report_receive_error(std::shared_ptr<Frame>& frame, const Error& e);
   void fail_frames(Lane& lane);
-  // One control round trip; returns the response code, message and payload.
-  StatusCode control(net::FrameType type, uint32_t mem_id, int64_t timeout_ms, std::string* message,
-                     std::vector<uint8_t>* payload);
+  // One control round trip (a memory query's answer is 8 bytes, a ping's none).
+  static constexpr uint64_t kMaxControlPayload = 64;
+  net::ControlAnswer control(net::FrameType type, uint32_t mem_id, int64_t timeout_ms);
 
   LinkConfig config_;
   std::string description_;

@@ -24,11 +24,7 @@ class ControlChannel {
   ControlChannel(const ControlChannel&) = delete;
   ControlChannel& operator=(const ControlChannel&) = delete;
 
-  struct Answer {
-    StatusCode code = StatusCode::SUCCESS;
-    std::string message;
-    std::string payload;  // at most wire::kMaxAnswerBytes
-  };
+  using Answer = net::ControlAnswer;  // its payload at most wire::kMaxAnswerBytes
   // One round trip within timeout_ms; throws Error (and closes the channel) when the peer does
   // not answer in time, closes the connection or breaks the protocol.
   Answer request(net::FrameType type, uint32_t mem_id, int64_t timeout_ms);
