@@ -64,6 +64,6 @@ def test_metrics_endpoint_counts_routes_and_capacity():
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'mori_umbp_route_get_total{result="hit"} 1.0' in text
     assert 'mori_umbp_route_get_total{result="miss"} 1.0' in text
-    assert 'mori_umbp_route_put_total{outcome="ROUTED"} 1.0' in text
+    assert 'mori_umbp_route_put_total{outcome="DIRECT"} 1.0' in text  # placed by the writer (NOTE [direct put])
     assert f'mori_umbp_client_capacity_used_bytes{{node="m-peer",tier="DRAM"}} {float(PAGE)}' in text
     assert f'mori_umbp_client_capacity_total_bytes{{node="m-peer",tier="DRAM"}} {float(4 * PAGE)}' in text

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.errors import ClosedError, MasterUnavailableError
@@ -22,9 +23,15 @@ log = logging.getLogger(__name__)
 
 class HeartbeatLoop:
     def __init__(
-        self, master: UMBPMasterClient, store: PeerStore, register: Callable[[], int], interval_s: float
+        self,
+        master: UMBPMasterClient,
+        store: PeerStore,
+        register: Callable[[], int],
+        interval_s: float,
+        on_view: Callable[[Any], None] | None = None,
     ) -> None:
         self.master, self.store, self.register = master, store, register
+        self.on_view = on_view  # takes the PoolView the periodic beats ask for (NOTE [direct put])
         self.interval_s = interval_s
         self._need_full_sync = False
         self._wake = threading.Event()
@@ -55,8 +62,9 @@ class HeartbeatLoop:
                 time.sleep(0.05)
         return False
 
-    def beat(self) -> bool:
-        """One heartbeat (a full sync when due); True when the master is current."""
+    def beat(self, want_view: bool = False) -> bool:
+        """One heartbeat (a full sync when due); True when the master is current. ``want_view``:
+        the master answers with its pool view too, handed to ``on_view``."""
         with self._lock:
             self.store.expire_slots()
             caps = self.store.capacities()
@@ -64,9 +72,12 @@ class HeartbeatLoop:
             due = self.store.unpublished()
             if self._need_full_sync:
                 baseline, snapshot = self.store.full_sync()
-                res = self.master.heartbeat([(baseline, snapshot)], caps, is_full_sync=True, baseline=baseline)
+                res = self.master.heartbeat(
+                    [(baseline, snapshot)], caps, is_full_sync=True, baseline=baseline, want_pool_view=want_view
+                )
             else:
-                res = self.master.heartbeat(self.store.events.bundles(), caps, accessed=self.store.take_accessed())
+                bundles, accessed = self.store.events.bundles(), self.store.take_accessed()
+                res = self.master.heartbeat(bundles, caps, accessed=accessed, want_pool_view=want_view)
             if res.status != 0:  # EXPIRED: the master does not know this node
                 log.warning(
                     "master %s does not know node %r: registering again",
@@ -81,8 +92,12 @@ class HeartbeatLoop:
                 return False
             self._need_full_sync = False
             self.store.events.ack(int(res.acked_seq))
+            if res.refused_keys:  # NOTE [direct put]: decided before the rest is published
+                self.store.refuse(list(res.refused_keys))
             self.store.publish(due)
-            return True
+        if want_view and self.on_view is not None and res.HasField("pool_view"):
+            self.on_view(res.pool_view)
+        return True
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -91,8 +106,8 @@ class HeartbeatLoop:
             if self._stop.is_set():
                 break
             try:
-                if not self.beat():
-                    self.beat()  # heal (re-register / full sync) without waiting an interval
+                if not self.beat(want_view=True):
+                    self.beat(want_view=True)  # heal (re-register / full sync) without waiting an interval
             except MasterUnavailableError as exc:
                 log.warning("heartbeat: %s", exc)
             except ClosedError:

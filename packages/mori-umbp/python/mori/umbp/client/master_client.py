@@ -14,12 +14,18 @@ from mori.umbp import rpc
 from mori.umbp.auth import ClientAuth, SecretSource
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
 from mori.umbp.errors import InvalidArgumentError, MasterUnavailableError
-from mori.umbp.peer.events import Event
+from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, Event
 from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_node_id, check_tier
 
 
 def _caps(capacities: dict[int, tuple[int, int]]) -> list[Any]:
     return [rpc.pb.TierCapacity(tier=int(t), total=tot, available=av) for t, (tot, av) in capacities.items()]
+
+
+def _event(kind: int, key: str, tier: int, size: int) -> Any:
+    if kind == ADD_IF_ABSENT:  # NOTE [direct put] in mori.umbp.master.core
+        return rpc.pb.KvEvent(kind=ADD, key=key, tier=tier, size=size, if_absent=True)
+    return rpc.pb.KvEvent(kind=kind, key=key, tier=tier, size=size)
 
 
 class UMBPMasterClient:
@@ -36,6 +42,7 @@ class UMBPMasterClient:
         self._channel = rpc.channel(master_address, ClientAuth(node_id, SecretSource(pool_secret, master_address)))
         self._stub = rpc.pb_grpc.UMBPMasterStub(self._channel)
         self._registered = False
+        self.registered_view: Any = None  # the PoolView of the last registration's answer
 
     def __repr__(self) -> str:
         return f"UMBPMasterClient(master_address={self.master_address!r}, node_id={self.node_id!r})"
@@ -66,6 +73,7 @@ class UMBPMasterClient:
         )
         res = self._call("RegisterClient", req)
         self._registered = True
+        self.registered_view = res.pool_view  # NOTE [direct put]
         return int(res.heartbeat_interval_ms)
 
     def unregister_self(self) -> None:
@@ -82,6 +90,7 @@ class UMBPMasterClient:
         is_full_sync: bool = False,
         baseline: int = 0,
         accessed: Sequence[str] = (),
+        want_pool_view: bool = False,
     ) -> Any:
         pb = rpc.pb
         req = pb.HeartbeatRequest(
@@ -90,10 +99,8 @@ class UMBPMasterClient:
             delta_seq_baseline=baseline,
             tier_capacities=_caps(capacities),
             accessed_keys=list(accessed),
-            bundles=[
-                pb.KvEventBundle(seq=seq, events=[pb.KvEvent(kind=k, key=key, tier=t, size=s) for k, key, t, s in evs])
-                for seq, evs in bundles
-            ],
+            bundles=[pb.KvEventBundle(seq=seq, events=[_event(*e) for e in evs]) for seq, evs in bundles],
+            want_pool_view=want_pool_view,
         )
         return self._call("Heartbeat", req)
 

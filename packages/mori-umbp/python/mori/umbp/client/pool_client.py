@@ -30,6 +30,7 @@ from mori.umbp.client.heartbeat import HeartbeatLoop
 from mori.umbp.client.io_engine import engine_config
 from mori.umbp.client.master_client import UMBPMasterClient
 from mori.umbp.client.owners import Owner, OwnerCache
+from mori.umbp.client.pool_view import PoolView
 from mori.umbp.client.transfer import Mover, RemotePages
 from mori.umbp.errors import (
     ClosedError,
@@ -179,13 +180,16 @@ class DistributedClient(UMBPClient):
         self._peers: dict[str, Any] = {}
         self._peers_lock = threading.Lock()
         self._owners = OwnerCache()  # NOTE [owner cache]
+        self._view = PoolView(self.node_id, rpc.pb.ROUTED)  # NOTE [direct put]
         self._no_inline: set[str] = set()  # peer addresses that answered BatchPutInline UNIMPLEMENTED
         try:
             interval_ms = self._register_node()
         except Exception:
             self._teardown()
             raise
-        self._hb = HeartbeatLoop(self._master, self.store, _weakly(self._register_node, _gone), interval_ms / 1000)
+        self._hb = HeartbeatLoop(
+            self._master, self.store, _weakly(self._register_node, _gone), interval_ms / 1000, self._view.update
+        )
         self._hb.start()
         if ssd is not None and ssd.recovered:  # re-announce the previous run's blocks before returning
             self._hb.request_full_sync()
@@ -240,13 +244,17 @@ class DistributedClient(UMBPClient):
 
     def _register_node(self) -> int:
         caps = {UMBPTierType(t): c for t, c in self.store.capacities().items()}
-        return self._master.register_self(caps, self.peer_address, self._desc, self._tags)
+        interval_ms = self._master.register_self(caps, self.peer_address, self._desc, self._tags)
+        if self._master.registered_view is not None:
+            self._view.update(self._master.registered_view)
+        return interval_ms
 
-    def _after_commit(self, keys: list[str]) -> bool:
+    def _after_commit(self, keys: list[str], conditional: bool = False) -> bool:
         """True once the commits of ``keys`` are visible to every client (the master acknowledged
         their ADDs, in one heartbeat). Without UMBP_COMMIT_SYNC_FLUSH they are published at once,
-        as MORI's looser contract."""
-        if self._sync_flush:
+        as MORI's looser contract, unless ``conditional``: ADD-if-absents wait for the master's
+        decision (NOTE [direct put] in mori.umbp.master.core)."""
+        if self._sync_flush or conditional:
             return self._hb.flush(rpc.timeout_s())
         self.store.publish(keys)
         self._hb.kick()
@@ -291,7 +299,7 @@ class DistributedClient(UMBPClient):
         self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int], devs: list[int]
     ) -> list[bool]:
         pb = rpc.pb
-        routes = self._master.batch_route_put(keys, sizes)
+        routes, direct = self._place(keys, sizes)
         out: list[bool] = [False] * len(keys)
         first: dict[str, int] = {}
         dups: list[tuple[int, int]] = []
@@ -312,18 +320,36 @@ class DistributedClient(UMBPClient):
             else:
                 remote.setdefault(route.node_id, []).append(i)
         if local:
-            self._put_local(local, keys, ptrs, sizes, routes, depths, devs, out, retry)
+            self._put_local(local, keys, ptrs, sizes, routes, depths, devs, out, retry, direct)
         inline = self._take_inline(remote, routes, sizes, devs)
         if inline:
-            for node, idx in self._put_inline(inline, keys, sizes, ptrs, routes, depths, out, retry).items():
+            older = self._put_inline(inline, keys, sizes, ptrs, routes, depths, out, retry, direct)
+            for node, idx in older.items():
                 remote.setdefault(node, []).extend(idx)  # peers without BatchPutInline: the slot path
         if remote:
-            self._put_remote(remote, keys, ptrs, sizes, routes, depths, devs, out, retry)
+            self._put_remote(remote, keys, ptrs, sizes, routes, depths, devs, out, retry, direct)
+        if direct:
+            for node in {node for _, node, failure in retry if failure is not None}:
+                self._view.forget(node)  # it failed a call: the master's next view says if it lives
         for i, node, failure in retry:
             out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [node], failure)
         for i, j in dups:
             out[i] = out[j]
         return out
+
+    def _place(self, keys: Sequence[str], sizes: Sequence[int]) -> tuple[Sequence[Any], bool]:
+        """(routes, direct): placed by this client over its pool view (NOTE [direct put]), or, when
+        the view has no room for some key (or no nodes yet), routed by the master."""
+        if self._view:
+            seen: set[str] = set()
+            todo: list[int | None] = []
+            for key, size in zip(keys, sizes, strict=True):
+                todo.append(None if key in seen else size)  # a repeated key shares the first's fate
+                seen.add(key)
+            picks = self._view.place(todo)
+            if all(pick is not None for pick, want in zip(picks, todo, strict=True) if want is not None):
+                return picks, True
+        return self._master.batch_route_put(keys, sizes), False
 
     def _take_inline(
         self, remote: dict[str, list[int]], routes: Any, sizes: Sequence[int], devs: list[int]
@@ -355,6 +381,7 @@ class DistributedClient(UMBPClient):
         depths: Sequence[int],
         out: list[bool],
         retry: list[tuple[int, str, PeerUnavailableError | None]],
+        direct: bool = False,
     ) -> dict[str, list[int]]:
         """One BatchPutInline per owning peer and chunk, peers in parallel: the bytes ride in the
         call, and an answer of STORED means committed and acknowledged by the master. Returns the
@@ -370,7 +397,11 @@ class DistributedClient(UMBPClient):
             req = ppb.BatchPutInlineRequest(
                 entries=[
                     ppb.PutInlineEntry(
-                        key=keys[i], tier=int(routes[i].tier), depth=depths[i], data=ctypes.string_at(ptrs[i], sizes[i])
+                        key=keys[i],
+                        tier=int(routes[i].tier),
+                        depth=depths[i],
+                        data=ctypes.string_at(ptrs[i], sizes[i]),
+                        if_absent=direct,
                     )
                     for i in idx
                 ]
@@ -393,6 +424,8 @@ class DistributedClient(UMBPClient):
                 else:
                     retry.extend((i, node, exc) for i in idx)
                 continue
+            if direct:
+                self._view.refresh(node, res.tier_capacities)
             owner = self._owners.owner(node, route.peer_address, route.engine_desc)
             for i, e in zip(idx, res.entries, strict=True):
                 if e.outcome == res_t.STORED:
@@ -421,26 +454,28 @@ class DistributedClient(UMBPClient):
         devs: list[int],
         out: list[bool],
         retry: list[tuple[int, str, PeerUnavailableError | None]],
+        direct: bool = False,
     ) -> None:
-        """Self-target puts: local copies, no RPC but the one acknowledgement of all their ADDs."""
+        """Self-target puts: local copies, no RPC but the one acknowledgement of all their ADDs
+        (ADD-if-absents when ``direct``; a refused one is a key stored elsewhere: True too)."""
         committed: list[int] = []
         for i in reversed(idx):  # NOTE [chain order] in mori.umbp.peer.store
             try:
-                done = self._put_self(keys[i], ptrs[i], sizes[i], int(routes[i].tier), depths[i], devs[i])
+                done = self._put_self(keys[i], ptrs[i], sizes[i], int(routes[i].tier), depths[i], devs[i], direct)
                 if done == "COMMITTED":
                     committed.append(i)
                 else:
                     out[i] = done == "EXISTS"
             except _NoSpace:
                 retry.append((i, self.node_id, None))
-        if committed and not self._after_commit([keys[i] for i in committed]):
+        if committed and not self._after_commit([keys[i] for i in committed], direct):
             failure = PeerUnavailableError("local commit: the master did not acknowledge it in time")
             retry.extend((i, self.node_id, failure) for i in committed)
             return
         for i in committed:
             out[i] = True
 
-    def _put_self(self, key: str, ptr: int, size: int, tier: int, depth: int, dev: int) -> str:
+    def _put_self(self, key: str, ptr: int, size: int, tier: int, depth: int, dev: int, direct: bool = False) -> str:
         """ "COMMITTED" here by this call (not yet acknowledged by the master), "EXISTS" (committed
         and acknowledged before) or "PENDING" (another writer still holds it: not stored)."""
         outcome, slot_id, pages = self.store.allocate(key, size, tier, depth, self.node_id, rpc.timeout_s())
@@ -461,7 +496,7 @@ class DistributedClient(UMBPClient):
         except Exception:
             self.store.abort(slot_id)
             raise
-        why = self.store.commit(slot_id, key)
+        why, _ = self.store.commit_block(slot_id, key, direct)
         if why:
             raise PeerUnavailableError(f"local commit of {key!r} failed: {why}")
         return "COMMITTED"
@@ -477,8 +512,9 @@ class DistributedClient(UMBPClient):
         devs: list[int],
         out: list[bool],
         retry: list[tuple[int, str, PeerUnavailableError | None]],
+        direct: bool = False,
     ) -> None:
-        """See NOTE [batched data path]."""
+        """See NOTE [batched data path]; ``direct``: the commits are ADD-if-absents (NOTE [direct put])."""
         ppb = rpc.peer_pb
         res_t = ppb.AllocateSlotResponse
         chunks = {
@@ -544,7 +580,9 @@ class DistributedClient(UMBPClient):
                     retry.extend((i, node, exc) for i, _ in slots)
                     continue
                 req = ppb.BatchCommitSlotsRequest(
-                    entries=[ppb.BatchCommitSlotEntry(slot_id=e.slot_id, key=keys[i]) for i, e in slots]
+                    entries=[
+                        ppb.BatchCommitSlotEntry(slot_id=e.slot_id, key=keys[i], if_absent=direct) for i, e in slots
+                    ]
                 )
                 commits[node] = (
                     slots,
@@ -564,10 +602,12 @@ class DistributedClient(UMBPClient):
                     continue
                 route = routes[slots[0][0]]
                 owner = self._owners.owner(node, route.peer_address, route.engine_desc)
-                for (i, _), ok, why in zip(slots, done.success, done.message, strict=True):
+                exists = list(done.already_exists) or [False] * len(slots)  # an older peer sends none
+                for (i, _), ok, why, there in zip(slots, done.success, done.message, exists, strict=True):
                     if ok:
                         out[i] = True
-                        self._owners.remember(keys[i], owner)
+                        if not there:
+                            self._owners.remember(keys[i], owner)
                     else:
                         retry.append((i, node, PeerUnavailableError(f"CommitSlot on peer {node!r} refused: {why}")))
 

@@ -8,6 +8,16 @@ peer reships its whole snapshot with the seq it is current up to. Bundles alread
 retry after a lost response) are skipped, so applying is idempotent. An unknown node (a master
 restarted on the in-memory store, or one that reaped it) is told EXPIRED: it registers again and
 full-syncs, which rebuilds the index without any put being repeated.
+
+NOTE [direct put]: a client may place a put itself, with the master's placement policy
+(``policy.place_puts``) over the pool view it gets with its registration and periodic heartbeats,
+and send it straight to the owner, skipping the route. The owner's commit then ships an
+ADD-if-absent (ADD_IF_ABSENT here): applied only if no alive node holds the key elsewhere, decided
+under the heartbeat lock, so of two writers that place one fresh key on two owners exactly one is
+indexed. The other's key is refused (``HeartbeatResult.refused``): that owner drops its copy and
+its writer hears ALREADY_EXISTS, what the route would have answered. A refusal is reported for
+every if_absent ADD of the request, applied now or in an earlier request whose answer was lost,
+as "not indexed on the caller", so a resent bundle gets the same answer.
 """
 
 from __future__ import annotations
@@ -20,13 +30,15 @@ from dataclasses import dataclass
 
 from mori.umbp.master.external_kv import ExternalKvIndex
 from mori.umbp.master.metrics import MasterMetrics
-from mori.umbp.master.policy import pick_replica, route_put_batch
+from mori.umbp.master.policy import pick_replica, place_puts
 from mori.umbp.master.store import Location, MetadataStore, NodeInfo
-from mori.umbp.types import PAGE_TIERS, UMBPTierType
+from mori.umbp.types import UMBPTierType
 
 log = logging.getLogger(__name__)
 
 ADD, REMOVE = 0, 1
+#: An ADD sent with if_absent (NOTE [direct put]); the master never stores this kind.
+ADD_IF_ABSENT = 2
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,7 @@ class HeartbeatResult:
     known: bool
     acked_seq: int
     request_full_sync: bool
+    refused: tuple[str, ...] = ()  # NOTE [direct put]
 
 
 @dataclass(frozen=True)
@@ -152,15 +165,45 @@ class Master:
                 return HeartbeatResult(False, 0, False)
             self.store.update_heartbeat(node_id, now, capacities)
             if is_full_sync:
-                entries = [(key, tier, size) for _, evs in bundles for kind, key, tier, size in evs if kind == ADD]
+                entries = [(key, tier, size) for _, evs in bundles for kind, key, tier, size in evs if kind != REMOVE]
                 self.store.replace_node_locations(node_id, baseline, entries, now)
                 self.metrics.full_sync.inc()
                 log.info("node %r full sync: %d blocks, seq %d", node_id, len(entries), baseline)
                 acked, gap = baseline, False
+                refused: list[str] = []
             else:
                 acked, gap = self._apply_bundles(node, bundles, now)
+                refused = [] if gap else self._refused(node_id, bundles)
         self._export_capacity(node_id, capacities)
-        return HeartbeatResult(True, acked, gap)
+        return HeartbeatResult(True, acked, gap, tuple(refused))
+
+    def _refused(self, node_id: str, bundles: list[tuple[int, list[tuple[int, str, int, int]]]]) -> list[str]:
+        """The keys of the if_absent ADDs in ``bundles`` not indexed on ``node_id`` in their tier."""
+        wanted = [(key, tier) for _, evs in bundles for kind, key, tier, _ in evs if kind == ADD_IF_ABSENT]
+        if not wanted:
+            return []
+        locations = self.store.lookup([key for key, _ in wanted])
+        refused = [
+            key
+            for (key, tier), locs in zip(wanted, locations, strict=True)
+            if not any(loc.node_id == node_id and loc.tier == tier for loc in locs)
+        ]
+        return refused
+
+    def _absent(self, node_id: str, adds: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+        """The if_absent ADDs of a bundle to apply: those of keys no alive node holds elsewhere
+        (another node, or another tier of this one). Runs under the heartbeat lock, which every
+        change of the index takes, so the check and the add are one step (NOTE [direct put])."""
+        if not adds:
+            return []
+        alive = self.alive_nodes()
+        keep = []
+        for (key, tier, size), locs in zip(adds, self.store.lookup([key for key, _, _ in adds]), strict=True):
+            if not any(loc.node_id in alive and (loc.node_id, loc.tier) != (node_id, tier) for loc in locs):
+                keep.append((key, tier, size))
+        self.metrics.route_put.labels("DIRECT").inc(len(keep))
+        self.metrics.route_put.labels("DIRECT_ALREADY_EXISTS").inc(len(adds) - len(keep))
+        return keep
 
     def _apply_bundles(
         self, node: NodeInfo, bundles: list[tuple[int, list[tuple[int, str, int, int]]]], now: float
@@ -180,6 +223,8 @@ class Master:
             # share a bundle, and must leave the key present.
             last = {(key, tier): (kind, size) for kind, key, tier, size in events}
             adds = [(key, tier, size) for (key, tier), (kind, size) in last.items() if kind == ADD]
+            maybe = [(key, tier, size) for (key, tier), (kind, size) in last.items() if kind == ADD_IF_ABSENT]
+            adds += self._absent(node.node_id, maybe)
             removes = [(key, tier) for (key, tier), (kind, _) in last.items() if kind == REMOVE]
             self.store.apply_events(node.node_id, seq, adds, removes, now)
             acked = seq
@@ -219,12 +264,6 @@ class Master:
         """Master-side dedup (also within the batch), then tier-first placement by the configured
         algorithm and affinity (see ``policy.route_put_batch``)."""
         alive = self.alive_nodes()
-        free = {
-            (n.node_id, tier): avail
-            for n in alive.values()
-            if n.node_id not in exclude
-            for tier, (_, avail) in n.capacities.items()
-        }
         existing = self.store.lookup(keys)
         seen: set[str] = set()
         todo: list[int | None] = []
@@ -234,20 +273,8 @@ class Master:
             dup = any(loc.node_id in alive and loc.node_id not in exclude for loc in locs) or key in seen
             todo.append(None if dup else size)
             seen.add(key)
-        picks = route_put_batch(todo, free, self.put_algo, self.put_affinity, requester, self._rng)
-        unplaced = [None if pick is not None else want for want, pick in zip(todo, picks, strict=True)]
-        if any(want is not None for want in unplaced):
-            # No node has the room free: route by capacity instead, since the owner evicts on demand
-            # (NOTE [eviction on demand] in mori.umbp.peer.store) unless its every block is busy.
-            room = {
-                (n.node_id, tier): total
-                for n in alive.values()
-                if n.node_id not in exclude
-                for tier, (total, _) in n.capacities.items()
-                if tier in PAGE_TIERS
-            }
-            again = route_put_batch(unplaced, room, self.put_algo, self.put_affinity, requester, self._rng)
-            picks = [pick if pick is not None else alt for pick, alt in zip(picks, again, strict=True)]
+        nodes = {n.node_id: n.capacities for n in alive.values() if n.node_id not in exclude}
+        picks = place_puts(todo, nodes, self.put_algo, self.put_affinity, requester, self._rng)
         routes: list[PutRoute] = []
         for wanted, pick in zip(todo, picks, strict=True):
             if wanted is None:
@@ -258,6 +285,10 @@ class Master:
                 routes.append(PutRoute("ROUTED", alive[pick[0]], pick[1]))
             self.metrics.route_put.labels(routes[-1].outcome).inc()
         return routes
+
+    def pool_view(self) -> list[NodeInfo]:
+        """The alive nodes, for clients that place their own puts (NOTE [direct put])."""
+        return list(self.alive_nodes().values())
 
     def lookup(self, keys: list[str]) -> list[bool]:
         """A pure probe: no lease, no access bump."""

@@ -7,7 +7,7 @@ import random
 from collections.abc import Sequence
 
 from mori.umbp.master.store import Candidate, Location
-from mori.umbp.types import UMBPTierType
+from mori.umbp.types import PAGE_TIERS, UMBPTierType
 
 #: Read priority: fastest tier first (MORI's TierPriorityRouteGetStrategy).
 READ_ORDER = (UMBPTierType.HBM, UMBPTierType.DRAM, UMBPTierType.SSD)
@@ -104,6 +104,37 @@ def route_put_batch(
             free[pick] -= size
         out.append(pick)
     return out
+
+
+#: node id -> {tier: (total bytes, available bytes)}, as the nodes last reported.
+Capacities = dict[str, dict[int, tuple[int, int]]]
+
+
+def place_puts(
+    sizes: Sequence[int | None],
+    nodes: Capacities,
+    algo: str = "most_available",
+    affinity: str = "none",
+    requester: str = "",
+    rng: random.Random | None = None,
+) -> list[tuple[str, int] | None]:
+    """Where each put of ``sizes`` goes (None sizes are skipped): ``route_put_batch`` over the
+    nodes' free bytes; keys no node has the room free for are placed by capacity instead, since
+    the owner evicts on demand (NOTE [eviction on demand] in mori.umbp.peer.store). The master's
+    route and a client placing its own puts (NOTE [direct put]) both decide with this."""
+    free = {(node, tier): avail for node, caps in nodes.items() for tier, (_, avail) in caps.items()}
+    picks = route_put_batch(sizes, free, algo, affinity, requester, rng)
+    unplaced = [None if pick is not None else want for want, pick in zip(sizes, picks, strict=True)]
+    if any(want is not None for want in unplaced):
+        room = {
+            (node, tier): total
+            for node, caps in nodes.items()
+            for tier, (total, _) in caps.items()
+            if tier in PAGE_TIERS
+        }
+        again = route_put_batch(unplaced, room, algo, affinity, requester, rng)
+        picks = [pick if pick is not None else alt for pick, alt in zip(picks, again, strict=True)]
+    return picks
 
 
 def select_victims(

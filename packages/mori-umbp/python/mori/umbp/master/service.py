@@ -10,7 +10,7 @@ import grpc  # type: ignore[import-untyped]
 
 from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidArgumentError
-from mori.umbp.master.core import Master
+from mori.umbp.master.core import ADD, ADD_IF_ABSENT, Master
 from mori.umbp.master.store import NodeInfo
 from mori.umbp.rpc import pb, pb_grpc
 from mori.umbp.types import PEER_TIERS, check_key, check_node_id, check_tier
@@ -18,6 +18,12 @@ from mori.umbp.types import PEER_TIERS, check_key, check_node_id, check_tier
 
 def _caps(items: Any) -> dict[int, tuple[int, int]]:
     return {int(c.tier): (int(c.total), int(c.available)) for c in items}
+
+
+def _kind(event: Any) -> int:
+    """The master's event kind: an ADD sent with if_absent is ADD_IF_ABSENT (NOTE [direct put])."""
+    kind = int(event.kind)
+    return ADD_IF_ABSENT if kind == ADD and event.if_absent else kind
 
 
 #: Accessed keys one heartbeat may report; the rest are ignored (an access is a hint).
@@ -137,7 +143,22 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         )
         self.m.register(info)
         interval_ms = int(self.m.timing.heartbeat_interval_s * 1000)
-        return pb.RegisterClientResponse(heartbeat_interval_ms=interval_ms, ack_seq=0)
+        return pb.RegisterClientResponse(heartbeat_interval_ms=interval_ms, ack_seq=0, pool_view=self._pool_view())
+
+    def _pool_view(self) -> Any:
+        """NOTE [direct put]: the alive nodes and the placement policy, for clients that place puts."""
+        nodes = [
+            pb.PoolNode(
+                node_id=n.node_id,
+                peer_address=n.peer_address,
+                engine_desc=n.engine_desc,
+                tier_capacities=[
+                    pb.TierCapacity(tier=t, total=total, available=avail) for t, (total, avail) in n.capacities.items()
+                ],
+            )
+            for n in self.m.pool_view()
+        ]
+        return pb.PoolView(nodes=nodes, put_algo=self.m.put_algo, put_affinity=self.m.put_affinity)
 
     def UnregisterClient(self, req: Any, ctx: Any) -> Any:
         self._count("UnregisterClient")
@@ -148,16 +169,19 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     def Heartbeat(self, req: Any, ctx: Any) -> Any:
         self._count("Heartbeat")
         self._own(req.node_id, ctx)
-        bundles = [
-            (int(b.seq), [(int(e.kind), e.key, int(e.tier), int(e.size)) for e in b.events]) for b in req.bundles
-        ]
+        bundles = [(int(b.seq), [(_kind(e), e.key, int(e.tier), int(e.size)) for e in b.events]) for b in req.bundles]
         res = self.m.heartbeat(
             req.node_id, bundles, req.is_full_sync, int(req.delta_seq_baseline), _caps(req.tier_capacities)
         )
         if res.known and req.accessed_keys:
             self.m.record_accesses(list(req.accessed_keys[:MAX_ACCESSED]))
         status = pb.HeartbeatResponse.ALIVE if res.known else pb.HeartbeatResponse.EXPIRED
-        return pb.HeartbeatResponse(status=status, acked_seq=res.acked_seq, request_full_sync=res.request_full_sync)
+        out = pb.HeartbeatResponse(
+            status=status, acked_seq=res.acked_seq, request_full_sync=res.request_full_sync, refused_keys=res.refused
+        )
+        if res.known and req.want_pool_view:
+            out.pool_view.CopyFrom(self._pool_view())
+        return out
 
     def RouteGet(self, req: Any, ctx: Any) -> Any:
         self._count("RouteGet")

@@ -12,6 +12,9 @@ import threading
 from collections.abc import Callable
 
 ADD, REMOVE = 0, 1
+#: An ADD the master applies only if no other node holds the key (NOTE [direct put] in
+#: mori.umbp.master.core); it travels as KvEvent ADD with if_absent set.
+ADD_IF_ABSENT = 2
 #: (kind, key, tier, size)
 Event = tuple[int, str, int, int]
 

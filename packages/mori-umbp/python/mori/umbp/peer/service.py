@@ -82,7 +82,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         self,
         store: PeerStore,
         engine_desc: bytes,
-        on_commit: Callable[[list[str]], bool],
+        on_commit: Callable[[list[str], bool], bool],
         on_evict: Callable[[], None],
         max_waiters: int = 4,
     ) -> None:
@@ -92,7 +92,9 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         # find a free worker.
         self._waiters = threading.BoundedSemaphore(max_waiters)
         self.engine_desc = engine_desc
-        self.on_commit = on_commit  # ships the ADDs to the master before answering; True once visible
+        # Ships the ADDs to the master before answering; True once visible. Its flag: the commits
+        # include ADD-if-absents, which wait for the master's decision whatever the flush setting.
+        self.on_commit = on_commit
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
 
     @staticmethod
@@ -223,11 +225,12 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         finally:
             if may_wait:
                 self._waiters.release()
-        committed = self._commit_all([(slot_id, entries[i].key) for i, slot_id in slots])
-        for (i, _), (ok, why) in zip(slots, committed, strict=True):
-            outcome = result.STORED if ok else result.FAILED_COMMIT
+        committed = self._commit_all([(slot_id, entries[i].key, entries[i].if_absent) for i, slot_id in slots])
+        for (i, _), (ok, why, exists) in zip(slots, committed, strict=True):
+            outcome = (result.ALREADY_EXISTS if exists else result.STORED) if ok else result.FAILED_COMMIT
             answers[i] = result(outcome=outcome, message=why)
-        return peer_pb.BatchPutInlineResponse(entries=answers)
+        caps = [rpc.pb.TierCapacity(tier=t, total=tot, available=av) for t, (tot, av) in self.s.capacities().items()]
+        return peer_pb.BatchPutInlineResponse(entries=answers, tier_capacities=caps)
 
     def _limit_message(self, owner: str) -> str:
         cap = self.s.max_pending_per_node
@@ -237,23 +240,30 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         )
 
     def CommitSlot(self, req: Any, ctx: Any) -> Any:
-        ((ok, why),) = self._commit_all([(int(req.slot_id), req.key)])
+        ((ok, why, _),) = self._commit_all([(int(req.slot_id), req.key, False)])
         return peer_pb.CommitSlotResponse(success=ok, message=why)
 
     def BatchCommitSlots(self, req: Any, ctx: Any) -> Any:
         if len(req.entries) > MAX_BATCH:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"entries={len(req.entries)} exceeds the limit {MAX_BATCH}")
-        done = self._commit_all([(int(e.slot_id), e.key) for e in req.entries])
-        return peer_pb.BatchCommitSlotsResponse(success=[ok for ok, _ in done], message=[why for _, why in done])
+        done = self._commit_all([(int(e.slot_id), e.key, e.if_absent) for e in req.entries])
+        return peer_pb.BatchCommitSlotsResponse(
+            success=[ok for ok, _, _ in done], message=[why for _, why, _ in done], already_exists=[e for *_, e in done]
+        )
 
-    def _commit_all(self, entries: list[tuple[int, str]]) -> list[tuple[bool, str]]:
-        """Commits each slot, then ships all their ADDs to the master in one acknowledgement."""
-        whys = [self.s.commit(slot_id, key) for slot_id, key in reversed(entries)][::-1]  # NOTE [chain order]
-        committed = [key for (_, key), why in zip(entries, whys, strict=True) if not why]
-        if committed and not self.on_commit(committed):  # stored here, but no client can be sure to see it yet
+    def _commit_all(self, entries: list[tuple[int, str, bool]]) -> list[tuple[bool, str, bool]]:
+        """Commits each slot, then ships all their ADDs to the master in one acknowledgement.
+        Per entry (ok, why not, already exists): an if_absent commit the master refused is ok and
+        already exists (NOTE [direct put] in mori.umbp.peer.store)."""
+        # Last to first: NOTE [chain order] in mori.umbp.peer.store.
+        done = [self.s.commit_block(slot_id, key, cond) for slot_id, key, cond in reversed(entries)][::-1]
+        whys = [why for why, _ in done]
+        committed = [key for (_, key, _), why in zip(entries, whys, strict=True) if not why]
+        conditional = any(cond for (_, _, cond), why in zip(entries, whys, strict=True) if not why)
+        if committed and not self.on_commit(committed, conditional):  # stored here, but not surely visible yet
             late = "committed, but the master did not acknowledge it in time"
-            whys = [why or late for why in whys]
-        return [(not why, why) for why in whys]
+            return [(False, why or late, False) for why in whys]
+        return [(not why, why, block is not None and block.refused) for why, block in done]
 
     def AbortSlot(self, req: Any, ctx: Any) -> Any:
         self.s.abort(int(req.slot_id))

@@ -30,6 +30,12 @@ master has not acknowledged yet; HBM victims are demoted to DRAM when it has roo
 REMOVE events reach the master with the commit's acknowledged heartbeat. Only when every block
 of the tier is busy does the allocation answer NO_SPACE.
 
+NOTE [direct put] (the master's side in mori.umbp.master.core): a commit the writer placed itself
+queues an ADD-if-absent and stays unpublished (so not evictable, and not spilled yet) until a
+heartbeat's answer decides it: indexed, it is published like any commit; refused (another node
+holds the key), the block is dropped here without an event (the master never indexed it), and
+its Block is marked ``refused`` so the committer answers ALREADY_EXISTS.
+
 NOTE [chain order]: a batch's keys are a prompt's chain, head first, and a lookup stops at the
 first missing block, so a chain is worth keeping from its head. The peer service resolves and
 commits a batch's keys last to first: the head becomes the most recently used, plain LRU then
@@ -49,7 +55,7 @@ import numpy as np
 
 from mori.io import IOEngine
 from mori.umbp import devmem
-from mori.umbp.peer.events import ADD, REMOVE, Event, EventLog
+from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, REMOVE, Event, EventLog
 from mori.umbp.peer.lru import EvictionOrder
 from mori.umbp.peer.pools import PagePool
 from mori.umbp.peer.store_ssd import SsdSide
@@ -71,6 +77,7 @@ class Block:
     size: int
     tier: int
     depth: int = -1
+    refused: bool = False  # NOTE [direct put]: the master refused its ADD-if-absent; dropped
 
 
 @dataclass
@@ -124,6 +131,7 @@ class PeerStore(SsdSide):
         # Wakes writers waiting on a key another writer holds (NOTE [one key, many writers]).
         self._cond = threading.Condition(self._lock)
         self._unpublished: set[str] = set()  # committed here, not yet acknowledged by the master
+        self._conditional: dict[str, Block] = {}  # ADD-if-absent commits not decided yet (NOTE [direct put])
         self._accessed: set[str] = set()  # resolved since the last heartbeat (NOTE [owner cache])
         self._slots: dict[int, Slot] = {}
         self._blocks: dict[str, Block] = {}
@@ -214,9 +222,41 @@ class PeerStore(SsdSide):
 
     def publish(self, keys: Sequence[str]) -> None:
         """The master acknowledged these commits: every client can see them now."""
+        spills = []
         with self._cond:
             self._unpublished.difference_update(keys)
+            for key in keys:  # NOTE [direct put]: an accepted conditional commit spills now
+                block = self._conditional.pop(key, None)
+                if block is not None and self._blocks.get(key) is block and self._pin_for_spill(key, block.size):
+                    spills.append(key)
             self._cond.notify_all()
+        for key in spills:
+            self._submit_spill(key)
+
+    def refuse(self, keys: Sequence[str]) -> None:
+        """NOTE [direct put]: the master did not index these ADD-if-absent commits (another node
+        holds the keys): drop the blocks, without an event, and mark them for their committers."""
+        now = time.monotonic()
+        frees: list[tuple[PagePool, list[int]]] = []
+        with self._cond:
+            for key in keys:
+                block = self._conditional.pop(key, None)
+                if block is None:
+                    continue  # decided before (a resent bundle), or dropped meanwhile
+                block.refused = True
+                if self._blocks.get(key) is not block:
+                    continue
+                del self._blocks[key]
+                self._orders[block.tier].remove(key)
+                self._unpublished.discard(key)
+                lease = self._leases.pop(key, 0.0)
+                if lease > now:
+                    self._draining.append((lease, self.pools[block.tier], block.pages))
+                else:
+                    frees.append((self.pools[block.tier], block.pages))
+            self._cond.notify_all()
+        for pool, pages in frees:
+            pool.alloc.free(pages)
 
     def unpublished(self) -> list[str]:
         with self._lock:
@@ -224,22 +264,33 @@ class PeerStore(SsdSide):
 
     def commit(self, slot_id: int, key: str) -> str:
         """'' on success, else why not (the slot expired or names another key)."""
+        return self.commit_block(slot_id, key)[0]
+
+    def commit_block(self, slot_id: int, key: str, if_absent: bool = False) -> tuple[str, Block | None]:
+        """('', the committed block) or (why not, None). ``if_absent``: an ADD-if-absent whose
+        block stays unpublished until the master decides it (NOTE [direct put])."""
         with self._lock:
             slot = self._slots.get(slot_id)
             if slot is None:
-                return f"slot {slot_id} is unknown or expired (pending TTL {self.pending_ttl_s:.1f}s)"
+                return f"slot {slot_id} is unknown or expired (pending TTL {self.pending_ttl_s:.1f}s)", None
             if slot.key != key:
-                return f"slot {slot_id} belongs to key {slot.key!r}, not {key!r}"
+                return f"slot {slot_id} belongs to key {slot.key!r}, not {key!r}", None
             del self._slots[slot_id]
-            self._blocks[key] = Block(key, slot.pages, slot.size, slot.tier, slot.depth)
+            block = Block(key, slot.pages, slot.size, slot.tier, slot.depth)
+            self._blocks[key] = block
             self._orders[slot.tier].add(key, slot.depth)
             self._unpublished.add(key)
-            self.events.add(ADD, key, slot.tier, slot.size)
-            spill = self._pin_for_spill(key, slot.size)
+            if if_absent:
+                self._conditional[key] = block
+                self.events.add(ADD_IF_ABSENT, key, slot.tier, slot.size)
+                spill = False  # spilled once the master indexed it (publish)
+            else:
+                self.events.add(ADD, key, slot.tier, slot.size)
+                spill = self._pin_for_spill(key, slot.size)
             self._cond.notify_all()
         if spill:
             self._submit_spill(key)
-        return ""
+        return "", block
 
     def abort(self, slot_id: int) -> None:
         with self._cond:
@@ -321,6 +372,7 @@ class PeerStore(SsdSide):
                 self._orders[block.tier].remove(key)
                 self._leases.pop(key, None)
                 self._unpublished.discard(key)
+                self._conditional.pop(key, None)
                 self.events.add(REMOVE, key, block.tier, block.size)
                 drops.append((pool, block.pages))
             self._cond.notify_all()
@@ -373,6 +425,7 @@ class PeerStore(SsdSide):
             for order in self._orders.values():
                 order.clear()
             self._unpublished.clear()
+            self._conditional.clear()
             self._cond.notify_all()
             for b in blocks:
                 self.events.add(REMOVE, b.key, b.tier, b.size)
