@@ -60,6 +60,15 @@ def _master_calls(engine_desc: bytes):
         ("RegisterClient", pb.RegisterClientRequest(node_id="intruder", peer_address="x:1", engine_desc=engine_desc)),
         ("UnregisterClient", pb.UnregisterClientRequest(node_id="tenant")),
         ("Heartbeat", pb.HeartbeatRequest(node_id="tenant", is_full_sync=True)),
+        # NOTE [direct put]: the pool view (engine descriptors) and an ADD-if-absent.
+        (
+            "Heartbeat",
+            pb.HeartbeatRequest(
+                node_id="tenant",
+                want_pool_view=True,
+                bundles=[pb.KvEventBundle(seq=1, events=[pb.KvEvent(key="intruder-block", tier=DRAM, if_absent=True)])],
+            ),
+        ),
         ("RouteGet", pb.RouteGetRequest(key="tenant-block")),
         ("BatchRouteGet", pb.BatchRouteGetRequest(keys=["tenant-block"])),
         ("RoutePut", pb.RoutePutRequest(key="intruder-block", block_size=PAGE)),
@@ -79,6 +88,18 @@ def _peer_calls():
         (
             "BatchPutInline",
             peer_pb.BatchPutInlineRequest(entries=[peer_pb.PutInlineEntry(key="intruder-block", tier=DRAM, data=b"x")]),
+        ),
+        (  # a direct put (NOTE [direct put]): placed by the caller, committed if absent
+            "BatchPutInline",
+            peer_pb.BatchPutInlineRequest(
+                entries=[peer_pb.PutInlineEntry(key="intruder-block", tier=DRAM, data=b"x", if_absent=True)]
+            ),
+        ),
+        (
+            "BatchCommitSlots",
+            peer_pb.BatchCommitSlotsRequest(
+                entries=[peer_pb.BatchCommitSlotEntry(slot_id=1, key="intruder-block", if_absent=True)]
+            ),
         ),
     ]
 
@@ -182,13 +203,20 @@ def test_a_member_acts_only_as_itself(pool):
         for name, req in (
             ("UnregisterClient", pb.UnregisterClientRequest(node_id="tenant")),
             ("Heartbeat", pb.HeartbeatRequest(node_id="tenant", is_full_sync=True)),
+            (  # an ADD-if-absent in another node's name (NOTE [direct put])
+                "Heartbeat",
+                pb.HeartbeatRequest(
+                    node_id="tenant",
+                    bundles=[pb.KvEventBundle(seq=9, events=[pb.KvEvent(key="forged", tier=DRAM, if_absent=True)])],
+                ),
+            ),
             ("RegisterClient", pb.RegisterClientRequest(node_id="tenant", peer_address="x:1")),
         ):
             with pytest.raises(grpc.RpcError) as err:
                 getattr(master_stub, name)(req, timeout=2)
             assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, name
     assert "tenant" in master.master.alive_nodes()
-    assert master.master.lookup(["tenant-block"]) == [True]
+    assert master.master.lookup(["tenant-block", "forged"]) == [True, False]
 
 
 def test_pending_slots_are_capped_per_node(monkeypatch):
