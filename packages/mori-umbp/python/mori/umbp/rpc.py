@@ -59,6 +59,8 @@ def call(what: str, fn: Callable[..., T], request: Any, error: type[UMBPError], 
 #: grpcio's own ``future()`` starts a thread per call on a channel with no call in flight (its
 #: "channel spin" thread, gone again once the call ends), which cost more than the RPC itself
 #: here (~0.7 ms a batch of two owners); a blocking call on a kept thread costs a queue handoff.
+#: A round's last call is not handed off at all: started with ``overlap`` False, it runs in the
+#: caller's thread when its ``result()`` is taken, which the caller does first.
 _OVERLAP_WORKERS = 16
 _overlap_pool: ThreadPoolExecutor | None = None
 _overlap_lock = threading.Lock()
@@ -100,7 +102,7 @@ def start(
     what: str, fn: Any, request: Any, error: type[UMBPError], timeout: float | None = None, overlap: bool = True
 ) -> Pending:
     """Sends ``fn(request)`` without waiting, so calls to several peers overlap; with ``overlap``
-    False (the only call of its round) it is sent, blocking, by ``result()``."""
+    False (the only or last call of its round) it is sent, blocking, by ``result()``."""
     deadline = timeout_s() if timeout is None else timeout
     return Pending(what, fn, request, error, deadline, overlap)
 

@@ -55,10 +55,11 @@ def tier_name(tier: int) -> str:
         return str(tier)
 
 
-def check_key(key: object, name: str = "key") -> str:
+def check_key(key: object, name: str = "key", limit: int | None = None) -> str:
     """``key`` if it is a valid block key: non-empty text of at most UMBP_MAX_KEY_BYTES UTF-8 bytes
-    with no whitespace or control characters (stores join keys with newlines and '|')."""
-    return _check_name(key, name, "UMBP_MAX_KEY_BYTES", KEY_SEPARATORS, InvalidKeyError)
+    with no whitespace or control characters (stores join keys with newlines and '|'). ``limit``:
+    that setting's value, read once by a caller checking many keys."""
+    return _check_name(key, name, "UMBP_MAX_KEY_BYTES", KEY_SEPARATORS, InvalidKeyError, limit)
 
 
 #: Characters the master's stores use to build their own keys and fields (Redis: ``block:<key>``,
@@ -80,8 +81,16 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 80 else f"{text[:40]!r}... ({len(text)} chars)"
 
 
-def _check_name(value: object, name: str, limit_name: str, separators: str, error: type[InvalidArgumentError]) -> str:
-    limit = settings.get_int(limit_name)
+def _check_name(
+    value: object,
+    name: str,
+    limit_name: str,
+    separators: str,
+    error: type[InvalidArgumentError],
+    limit: int | None = None,
+) -> str:
+    if limit is None:
+        limit = settings.get_int(limit_name)
     if not isinstance(value, str):
         raise error(f"{name}={value!r} must be a str, not {type(value).__name__}")
     if not value:
@@ -98,9 +107,11 @@ def _check_name(value: object, name: str, limit_name: str, separators: str, erro
     return value
 
 
-def check_size(size: object, name: str = "size") -> int:
-    """``size`` as an int in [1, UMBP_MAX_BLOCK_BYTES], else a typed error naming the limit."""
-    limit = settings.get_int("UMBP_MAX_BLOCK_BYTES")
+def check_size(size: object, name: str = "size", limit: int | None = None) -> int:
+    """``size`` as an int in [1, UMBP_MAX_BLOCK_BYTES], else a typed error naming the limit
+    (``limit``: that setting's value, read once by a caller checking many sizes)."""
+    if limit is None:
+        limit = settings.get_int("UMBP_MAX_BLOCK_BYTES")
     if isinstance(size, bool) or not isinstance(size, int):
         raise InvalidArgumentError(f"{name}={size!r} must be an int")
     if size <= 0:

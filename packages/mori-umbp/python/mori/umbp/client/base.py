@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mori.umbp import devmem
+from mori.umbp import devmem, settings
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
 from mori.umbp.client.inert import check_compat
@@ -157,10 +157,11 @@ class UMBPClient:
         self._check_fits(ptr, size, "size")
 
     def _check_batch(self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int]) -> list[int]:
+        key_limit, size_limit = settings.get_int("UMBP_MAX_KEY_BYTES"), settings.get_int("UMBP_MAX_BLOCK_BYTES")
         for i, (k, p, s) in enumerate(zip(keys, ptrs, sizes, strict=True)):
-            check_key(k, f"keys[{i}]")
+            check_key(k, f"keys[{i}]", key_limit)
             check_ptr(p, f"ptrs[{i}]")
-            check_size(s, f"sizes[{i}]")
+            check_size(s, f"sizes[{i}]", size_limit)
             self._check_fits(p, s, f"sizes[{i}]")
         return [self._device_of(p, s) for p, s in zip(ptrs, sizes, strict=True)]
 

@@ -392,7 +392,7 @@ class DistributedClient(UMBPClient):
             (node, idx[k : k + PEER_CHUNK]) for node, idx in groups.items() for k in range(0, len(idx), PEER_CHUNK)
         ]
         calls = []
-        for node, idx in chunks:
+        for j, (node, idx) in enumerate(chunks):
             route = routes[idx[0]]
             req = ppb.BatchPutInlineRequest(
                 entries=[
@@ -408,11 +408,11 @@ class DistributedClient(UMBPClient):
             )
             what = f"BatchPutInline on peer {node!r} at {route.peer_address}"
             stub = self._peer(route.peer_address)
-            calls.append(
-                (node, idx, rpc.start(what, stub.BatchPutInline, req, PeerUnavailableError, overlap=len(chunks) > 1))
-            )
+            # NOTE [overlapped calls]: the last chunk's call runs in this thread, taken first below.
+            last = j == len(chunks) - 1
+            calls.append((node, idx, rpc.start(what, stub.BatchPutInline, req, PeerUnavailableError, overlap=not last)))
         older: dict[str, list[int]] = {}
-        for node, idx, pending in calls:
+        for node, idx, pending in reversed(calls):
             route = routes[idx[0]]
             try:
                 res = pending.result()
@@ -731,16 +731,15 @@ class DistributedClient(UMBPClient):
             if not out[i]:
                 retry.append((i, self.node_id, None))
         pending = []
-        overlap = len(groups) > 1 or any(len(idx) > PEER_CHUNK for idx in groups.values())
-        for owner, idx in groups.items():
-            for k in range(0, len(idx), PEER_CHUNK):
-                chunk = idx[k : k + PEER_CHUNK]
-                req = rpc.peer_pb.BatchResolveKeysRequest(keys=[keys[i] for i in chunk])
-                what = f"BatchResolveKeys on peer {owner.node_id!r} at {owner.peer_address}"
-                stub = self._peer(owner.peer_address)
-                call = rpc.start(what, stub.BatchResolveKeys, req, PeerUnavailableError, overlap=overlap)
-                pending.append((owner, chunk, call))
-        for owner, chunk, call in pending:
+        chunks = [(o, idx[k : k + PEER_CHUNK]) for o, idx in groups.items() for k in range(0, len(idx), PEER_CHUNK)]
+        for j, (owner, chunk) in enumerate(chunks):
+            req = rpc.peer_pb.BatchResolveKeysRequest(keys=[keys[i] for i in chunk])
+            what = f"BatchResolveKeys on peer {owner.node_id!r} at {owner.peer_address}"
+            stub = self._peer(owner.peer_address)
+            # NOTE [overlapped calls]: the last chunk's call runs in this thread, taken first below.
+            call = rpc.start(what, stub.BatchResolveKeys, req, PeerUnavailableError, overlap=j < len(chunks) - 1)
+            pending.append((owner, chunk, call))
+        for owner, chunk, call in reversed(pending):
             who = f"peer {owner.node_id!r} at {owner.peer_address}"
             try:
                 found = call.result().entries

@@ -7,15 +7,15 @@ staging buffer, 2 HBM), and ``descs[0]`` is that buffer's packed mori-io MemoryD
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
-import numpy as np
 
-from mori.umbp import rpc
+from mori.umbp import rpc, settings
 from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidKeyError
 from mori.umbp.peer.pools import STAGING_BUFFER, PagePool
@@ -133,9 +133,10 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         may_wait = self._waiters.acquire(blocking=False)
         deadline = time.monotonic() + (_wait_budget(ctx) if may_wait else 0.0)
         out: list[Any] = []
+        key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
         try:
             for req in reqs:
-                res = self._allocate(req, owner, max(0.0, deadline - time.monotonic()))
+                res = self._allocate(req, owner, max(0.0, deadline - time.monotonic()), key_limit)
                 if res is None:  # this node is at its pending cap: undo the batch's own slots
                     for done in out:
                         if done.outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED:
@@ -147,10 +148,12 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
                 self._waiters.release()
         return out
 
-    def _allocate(self, req: Any, owner: str, wait_s: float) -> Any:
+    def _allocate(self, req: Any, owner: str, wait_s: float, key_limit: int) -> Any:
         """The AllocateSlotResponse for ``req``; None when ``owner`` is at its pending cap."""
         out = peer_pb.AllocateSlotResponse
-        outcome, slot_id, pages, why = self._claim(req.key, int(req.size), int(req.tier), int(req.depth), owner, wait_s)
+        outcome, slot_id, pages, why = self._claim(
+            req.key, int(req.size), int(req.tier), int(req.depth), owner, wait_s, key_limit
+        )
         if outcome == "LIMIT":
             return None
         if outcome != "ALLOCATED":
@@ -165,11 +168,21 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             pending_ttl_ms=int(self.s.pending_ttl_s * 1000),
         )
 
-    def _claim(self, key: str, size: int, tier: int, depth: int, owner: str, wait_s: float) -> _Claim:
+    def _claim(
+        self,
+        key: str,
+        size: int,
+        tier: int,
+        depth: int,
+        owner: str,
+        wait_s: float,
+        key_limit: int | None = None,
+        expire: bool = True,
+    ) -> _Claim:
         """(outcome, slot id, pages, why): outcome is ALLOCATED, EXISTS, PENDING, LIMIT (``owner``
         is at its pending cap), NO_SPACE or FAILED (a request this peer must never store)."""
         try:  # the client checked already; a peer still refuses what it must never store
-            check_key(key)
+            check_key(key, "key", key_limit)
         except InvalidKeyError as exc:
             return "FAILED", 0, [], str(exc)
         if size == 0:
@@ -181,7 +194,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         if pool is None or pool.desc is None:
             have = ", ".join(tier_name(t) for t in self.s.capacities() if t in PAGE_TIERS) or "none"
             return "NO_SPACE", 0, [], f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
-        outcome, slot_id, pages = self.s.allocate(key, size, tier, depth, owner, wait_s)
+        outcome, slot_id, pages = self.s.allocate(key, size, tier, depth, owner, wait_s, expire)
         if outcome == "PENDING":
             why = f"key {key!r} is held by another writer, still uncommitted after {wait_s:.2f}s"
             return "PENDING", 0, [], why
@@ -193,7 +206,8 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         """NOTE [inline put]: allocate, copy the bytes in, commit, and answer once the master
         acknowledged the ADDs; the request's size is checked before any of it."""
         entries = list(req.entries)
-        refusal = inline_refusal([(e.key, len(e.data)) for e in entries])
+        datas = [e.data for e in entries]  # each read of the field is a copy of the block: once
+        refusal = inline_refusal([(e.key, len(d)) for e, d in zip(entries, datas, strict=True)])
         if refusal:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, refusal)
         result = peer_pb.PutInlineResult
@@ -202,11 +216,15 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         deadline = time.monotonic() + (_wait_budget(ctx) if may_wait else 0.0)
         answers: list[Any] = [None] * len(entries)
         slots: list[tuple[int, int]] = []  # (entry, slot id) allocated and filled by this call
+        key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
+        self.s.expire_slots()  # once per call: the claims below skip it (expire=False)
         try:
-            for i, e in enumerate(entries):
+            for i, (e, data) in enumerate(zip(entries, datas, strict=True)):
                 tier = int(e.tier)
                 wait_s = max(0.0, deadline - time.monotonic())
-                outcome, slot_id, pages, why = self._claim(e.key, len(e.data), tier, int(e.depth), owner, wait_s)
+                outcome, slot_id, pages, why = self._claim(
+                    e.key, len(data), tier, int(e.depth), owner, wait_s, key_limit, expire=False
+                )
                 if outcome == "LIMIT":  # undo this call's own slots, as BatchAllocateSlots does
                     for _, done in slots:
                         self.s.abort(done)
@@ -214,9 +232,8 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
                 if outcome != "ALLOCATED":
                     answers[i] = result(outcome=_INLINE_OUTCOME[outcome], message=why)
                     continue
-                try:
-                    data = np.frombuffer(e.data, dtype=np.uint8)
-                    self.s.copy_in(tier, pages, int(data.ctypes.data), data.nbytes)
+                try:  # from the bytes object's own buffer (kept alive by ``datas``)
+                    self.s.copy_in(tier, pages, ctypes.cast(data, ctypes.c_void_p).value or 0, len(data))
                 except Exception as exc:  # the slot must not outlive a failed copy
                     self.s.abort(slot_id)
                     answers[i] = result(outcome=result.FAILED, message=f"copy into tier {tier_name(tier)}: {exc}")

@@ -154,19 +154,22 @@ class PeerStore(SsdSide):
 
     # -- put ------------------------------------------------------------------------------------
     def allocate(
-        self, key: str, size: int, tier: int, depth: int = -1, owner: str = "", wait_s: float = 0.0
+        self, key: str, size: int, tier: int, depth: int = -1, owner: str = "", wait_s: float = 0.0, expire: bool = True
     ) -> tuple[str, int, list[int]]:
         """("ALLOCATED", slot id, pages); ("EXISTS", 0, []) only once the key is committed here and
         the master acknowledged it; ("PENDING", 0, []) when another writer still held it after
         ``wait_s``; ("LIMIT", 0, []) when ``owner`` holds max_pending_per_node slots already;
-        ("NO_SPACE", 0, []) or ("NO_TIER", 0, []). See NOTE [one key, many writers]."""
+        ("NO_SPACE", 0, []) or ("NO_TIER", 0, []). See NOTE [one key, many writers]. ``expire``
+        False: the caller expired the pending slots just before (once for many keys)."""
         pool = self.pool(tier)
         if pool is None:
             return "NO_TIER", 0, []
         deadline = time.monotonic() + wait_s
         made_room = False
         while True:
-            self.expire_slots()
+            if expire:
+                self.expire_slots()
+            expire = True  # a retry after a wait or an eviction expires them again
             with self._cond:
                 if key in self._blocks and key not in self._unpublished:
                     return "EXISTS", 0, []  # peer-side dedup: the master's index may lag
