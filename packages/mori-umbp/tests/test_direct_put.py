@@ -10,6 +10,7 @@ reported stored that a reader cannot read."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -178,6 +179,29 @@ def test_a_view_naming_a_node_that_is_gone_falls_back_to_the_route():
         assert w.put_from_ptr("k2", data.ctypes.data, data.nbytes)
         assert _routes(master) == routes  # straight to the live node again
         assert sorted(live.store.keys()) == ["k", "k2"]
+
+
+def test_an_owner_restarted_at_another_address_is_found_again():
+    """The writer's view has the owner's old address; the owner restarted (same node id) on
+    another port. The direct call fails, the writer asks the master's view, sees the new address,
+    and routes the key without excluding that node, the only one: it is stored there."""
+    with MasterServer(master_config()) as master, make_client(master.address, "writer") as w:
+        old = make_client(master.address, "owner", 64 * PAGE)
+        old_address = old.peer_address
+        w._hb.interval_s = 3600  # no periodic view from now on: only the put's own refresh
+        time.sleep(0.7)  # the wait the heartbeat thread was in (0.5 s here) ends
+        assert w._hb.beat(want_view=True) and w._view.address("owner") == old_address
+        old.close()
+        with make_client(master.address, "owner", 64 * PAGE) as new:
+            assert new.peer_address != old_address
+            assert w._view.address("owner") == old_address  # stale
+            routes = _routes(master)
+            data = _block(5)
+            assert w.put_from_ptr("k", data.ctypes.data, data.nbytes)
+            assert _routes(master) == routes + 1
+            assert w._view.address("owner") == new.peer_address
+            assert new.store.keys() == ["k"]
+            assert _read(w, "k", data.nbytes) == data.tobytes()
 
 
 def test_a_view_naming_a_full_node_falls_back_to_the_route():

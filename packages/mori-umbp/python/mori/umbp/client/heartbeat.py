@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mori.umbp.client.master_client import UMBPMasterClient
@@ -50,22 +50,28 @@ class HeartbeatLoop:
         with self._lock:
             self._need_full_sync = True
 
-    def flush(self, timeout_s: float) -> bool:
-        """Runs a heartbeat now in the caller's thread; True once the master acknowledged."""
+    def flush(self, timeout_s: float, keys: Sequence[str] = ()) -> bool:
+        """Runs a heartbeat now in the caller's thread; True once the master acknowledged. With
+        ``keys`` (commits of the caller), no heartbeat is sent if the master already answered for
+        all of them, in a heartbeat another committer sent while this one waited for it (a group
+        commit: concurrent puts to one owner share heartbeats)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
-                if self.beat():
+                if self.beat(keys=keys):
                     return True
             except MasterUnavailableError as exc:
                 log.warning("flush: %s", exc)
                 time.sleep(0.05)
         return False
 
-    def beat(self, want_view: bool = False) -> bool:
+    def beat(self, want_view: bool = False, keys: Sequence[str] = ()) -> bool:
         """One heartbeat (a full sync when due); True when the master is current. ``want_view``:
-        the master answers with its pool view too, handed to ``on_view``."""
+        the master answers with its pool view too, handed to ``on_view``. ``keys``: none is sent,
+        and True returned, when the master answered for all of them already (see ``flush``)."""
         with self._lock:
+            if keys and not self._need_full_sync and self.store.answered(keys):
+                return True
             self.store.expire_slots()
             caps = self.store.capacities()
             # Commits made before this beat are in the bundles (or snapshot) it ships.

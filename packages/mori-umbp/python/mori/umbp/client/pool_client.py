@@ -255,7 +255,7 @@ class DistributedClient(UMBPClient):
         as MORI's looser contract, unless ``conditional``: ADD-if-absents wait for the master's
         decision (NOTE [direct put] in mori.umbp.master.core)."""
         if self._sync_flush or conditional:
-            return self._hb.flush(rpc.timeout_s())
+            return self._hb.flush(rpc.timeout_s(), keys)
         self.store.publish(keys)
         self._hb.kick()
         return True
@@ -328,14 +328,32 @@ class DistributedClient(UMBPClient):
                 remote.setdefault(node, []).extend(idx)  # peers without BatchPutInline: the slot path
         if remote:
             self._put_remote(remote, keys, ptrs, sizes, routes, depths, devs, out, retry, direct)
-        if direct:
-            for node in {node for _, node, failure in retry if failure is not None}:
-                self._view.forget(node)  # it failed a call: the master's next view says if it lives
+        moved = self._moved_owners(retry, routes) if direct else set()
         for i, node, failure in retry:
-            out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [node], failure)
+            if node in moved:  # restarted elsewhere: its re-registration wiped what it held
+                out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [], None)
+            else:
+                out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [node], failure)
         for i, j in dups:
             out[i] = out[j]
         return out
+
+    def _moved_owners(self, retry: list[tuple[int, str, PeerUnavailableError | None]], routes: Any) -> set[str]:
+        """NOTE [direct put]: the owners a direct put failed on that the master now lists at
+        another address (restarted): their keys are routed again without excluding them. The
+        others leave the view until the master's next one, and are excluded as on the routed path
+        (a copy they committed before failing may be gone with them)."""
+        tried = {node: routes[i].peer_address for i, node, failure in retry if failure is not None}
+        if not tried:
+            return set()
+        try:
+            self._hb.beat(want_view=True)  # the master's view now, rather than at the next interval
+        except MasterUnavailableError as exc:
+            log.warning("no fresh pool view: %s", exc)
+        moved = {node for node, address in tried.items() if self._view.address(node) not in (None, address)}
+        for node in tried.keys() - moved:
+            self._view.forget(node)
+        return moved
 
     def _place(self, keys: Sequence[str], sizes: Sequence[int]) -> tuple[Sequence[Any], bool]:
         """(routes, direct): placed by this client over its pool view (NOTE [direct put]), or, when

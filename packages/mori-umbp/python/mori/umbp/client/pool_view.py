@@ -64,6 +64,12 @@ class PoolView:
             if node_id in self._caps and capacities:
                 self._caps[node_id] = _caps(capacities)
 
+    def address(self, node_id: str) -> str | None:
+        """The peer address the view has for ``node_id`` (None: not in the view)."""
+        with self._lock:
+            entry = self._nodes.get(node_id)
+            return entry[0] if entry is not None else None
+
     def forget(self, node_id: str) -> None:
         """An owner that failed a call: not placed on again until the master's next view."""
         with self._lock:

@@ -261,6 +261,12 @@ class PeerStore(SsdSide):
         for pool, pages in frees:
             pool.alloc.free(pages)
 
+    def answered(self, keys: Sequence[str]) -> bool:
+        """True when the master answered for every one of ``keys``' commits (acknowledged, or
+        refused an ADD-if-absent): none is waiting for a heartbeat."""
+        with self._lock:
+            return not any(key in self._unpublished for key in keys)
+
     def unpublished(self) -> list[str]:
         with self._lock:
             return list(self._unpublished)
