@@ -3,8 +3,10 @@
 
 Each client is also a peer: it owns a DRAM tier (``dram.capacity_bytes``; 0 owns none) and
 optionally an HBM tier (``hbm.capacity_bytes`` of one CUDA tensor), serves UMBPPeer for them and
-heartbeats to the master. Puts route through the master (which dedups and picks the node and the
-tier, HBM first), allocate pages on the chosen peer, write them with mori-io and commit; gets
+heartbeats to the master. Puts are placed by the client over the master's pool view with the
+master's policy (or, without a usable view, routed by the master, which dedups and picks the node
+and the tier, HBM first), allocate pages on the chosen peer, write them with mori-io and commit
+(an ADD-if-absent when the client placed them: NOTE [direct put]); gets
 route, resolve the pages on the owning peer and read them with mori-io. Bytes go peer to peer,
 never via the master; GPU <-> GPU on one host through mori-io's P2P backend.
 """
@@ -287,14 +289,15 @@ class DistributedClient(UMBPClient):
         return self._master.batch_lookup(keys)
 
     # -- put ------------------------------------------------------------------------------------
-    # NOTE [batched data path]: a batch costs one BatchRoutePut to the master, then per owning
+    # NOTE [batched data path]: a batch is placed by the client (NOTE [direct put] in
+    # mori.umbp.client.pool_view; else one BatchRoutePut to the master), then per owning
     # peer (peers in parallel, each in chunks of at most PEER_CHUNK keys so a node stays under
     # its pending-slot cap) one BatchAllocateSlots, one mori-io batch transfer and one
     # BatchCommitSlots, whose ADDs reach the master in one acknowledged heartbeat before it
     # answers. A single put is a batch of one. Blocks of at most INLINE_MAX_BYTES in host memory
     # skip the allocate/write/commit sequence: one BatchPutInline per owning peer carries their
     # bytes (NOTE [inline put] in mori.umbp.peer.service). Keys a peer could not take (full,
-    # dead, refused) are routed again one by one, excluding that peer, as before.
+    # dead, refused) are routed again by the master one by one, excluding that peer.
     def _put_batch(
         self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int], devs: list[int]
     ) -> list[bool]:
