@@ -81,6 +81,31 @@ def test_an_add_if_absent_is_indexed_once_and_a_resent_bundle_gets_the_same_answ
     assert m.heartbeat("c", [(1, [(ADD_IF_ABSENT, "k", DRAM, 10)])], False, 0, {}).refused == ()
 
 
+@pytest.mark.parametrize("affinity", ["none", "same", "local"])
+def test_the_client_places_a_batch_as_the_master_would(affinity):
+    """A PoolView built from the master's own view message places a batch exactly where the
+    master's route does (most_available is deterministic: ties go to the smaller node id)."""
+    from mori.umbp.client.pool_view import PoolView
+    from mori.umbp.master.service import MasterServicer
+    from mori.umbp.rpc import pb
+
+    m = Master(InMemoryMetadataStore(), MasterTiming(), MasterMetrics(), "most_available", affinity)
+    for node, (hbm, dram) in {"a": (0, 300), "b": (100, 250), "c": (40, 250)}.items():
+        caps = {DRAM: (1000, dram)} | ({1: (1000, hbm)} if hbm else {})
+        m.register(NodeInfo(node, "127.0.0.1", f"{node}:1", node.encode(), capacities=caps))
+    sizes = [30, 30, 60, 100, 10, 200, 5000]
+    keys = [f"k{i}" for i in range(len(sizes))]
+    view = PoolView("c", pb.ROUTED)
+    view.update(MasterServicer(m)._pool_view())
+    mine = [(r.node_id, r.tier, r.peer_address, r.engine_desc) if r else None for r in view.place(sizes)]
+    routed = [
+        (r.node.node_id, r.tier, r.node.peer_address, r.node.engine_desc) if r.node else None
+        for r in m.route_put(keys, sizes, set(), requester="c")
+    ]
+    assert mine == routed
+    assert len({p for p in mine if p}) > 1  # the batch did spread (or pin) over several choices
+
+
 # -- against real servers ---------------------------------------------------------------------------
 def test_a_put_goes_straight_to_the_owner_and_a_stored_key_is_not_copied_again():
     with (
@@ -179,6 +204,29 @@ def test_a_view_naming_a_node_that_is_gone_falls_back_to_the_route():
         assert w.put_from_ptr("k2", data.ctypes.data, data.nbytes)
         assert _routes(master) == routes  # straight to the live node again
         assert sorted(live.store.keys()) == ["k", "k2"]
+
+
+def test_a_put_placed_on_the_writer_itself_is_a_local_add_if_absent():
+    """With affinity local a writer with DRAM places its puts on itself: a local copy and one
+    acknowledged heartbeat; a key another node holds is refused there and dropped, reported stored."""
+    with (
+        MasterServer(master_config(put_affinity="local")) as master,
+        make_client(master.address, "other", 64 * PAGE) as other,
+        make_client(master.address, "self", 64 * PAGE) as me,
+        make_client(master.address, "reader") as r,
+    ):
+        data = _block(6)
+        assert other.put_from_ptr("theirs", data.ctypes.data, data.nbytes)  # placed on "other" itself
+        assert other.store.keys() == ["theirs"]
+        routes = _routes(master)
+        mine = _block(7)
+        assert me.put_from_ptr("mine", mine.ctypes.data, mine.nbytes)
+        assert me.put_from_ptr("theirs", mine.ctypes.data, mine.nbytes)  # exists elsewhere: True
+        assert _routes(master) == routes
+        assert (me.store.keys(), other.store.keys()) == (["mine"], ["theirs"])
+        assert me.store.capacities()[DRAM][1] == 63 * PAGE  # the refused copy's page is free again
+        assert _read(r, "mine", mine.nbytes) == mine.tobytes()
+        assert _read(r, "theirs", data.nbytes) == data.tobytes()
 
 
 def test_an_owner_restarted_at_another_address_is_found_again():
