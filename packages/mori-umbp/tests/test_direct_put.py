@@ -272,11 +272,12 @@ def test_a_view_naming_a_full_node_falls_back_to_the_route():
         assert _read(w, "k", data.nbytes) == data.tobytes()
 
 
+@pytest.mark.parametrize("size", [4000, PAGE + 1], ids=["inline", "slots"])
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_a_node_dying_mid_batch_leaves_no_key_reported_stored_that_is_missing(when):
-    """A batch placed by the writer over two owners; one dies in its BatchPutInline, before its
-    commits or after the master indexed them. Every key reported stored must read back exactly
-    from a reader that never saw the batch."""
+def test_a_node_dying_mid_batch_leaves_no_key_reported_stored_that_is_missing(when, size):
+    """A batch placed by the writer over two owners; one dies in its commit RPC (BatchPutInline,
+    or BatchCommitSlots after the mori-io write), before its commits or after the master indexed
+    them. Every key reported stored must read back exactly from a reader that never saw it."""
     master = MasterProcess(free_port())
     peers = []
     client = reader = None
@@ -286,7 +287,7 @@ def test_a_node_dying_mid_batch_leaves_no_key_reported_stored_that_is_missing(wh
         peers = [doomed, live]
         client = make_client(master.address, "writer", 0)
         assert set(client._view._nodes) >= {"doomed", "live"}
-        blocks = [_block(300 + i) for i in range(16)]
+        blocks = [_block(300 + i, size) for i in range(16)]
         keys = [f"b{i}" for i in range(16)]
         done = client.batch_put_from_ptr(keys, [x.ctypes.data for x in blocks], [x.nbytes for x in blocks])
         doomed.proc.join(10)
