@@ -125,3 +125,20 @@ def test_event_log_resends_until_acked_and_full_sync_resets():
     assert baseline == 2 and log.bundles() == []
     log.add(REMOVE, "a", DRAM, 1)
     assert [s for s, _ in log.bundles()] == [3]
+
+
+def test_capacity_gauges_follow_a_node_that_leaves_and_comes_back():
+    # The metrics keep their labelled children (MasterMetrics.child): one of a node that left
+    # must not be kept, or the node's gauges would stop being exported when it comes back.
+    from prometheus_client import generate_latest
+
+    m = new_master()
+    register(m, "a", free=600)
+    line = b'mori_umbp_client_capacity_available_bytes{node="a",tier="DRAM"}'
+    assert line + b" 600.0" in generate_latest(m.metrics.registry)
+    m.unregister("a")
+    assert line not in generate_latest(m.metrics.registry)
+    register(m, "a", free=700)
+    assert line + b" 700.0" in generate_latest(m.metrics.registry)
+    m.heartbeat("a", [], False, 0, {DRAM: (1000, 650)})
+    assert line + b" 650.0" in generate_latest(m.metrics.registry)

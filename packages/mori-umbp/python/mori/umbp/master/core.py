@@ -201,8 +201,9 @@ class Master:
         for (key, tier, size), locs in zip(adds, self.store.lookup([key for key, _, _ in adds]), strict=True):
             if not any(loc.node_id in alive and (loc.node_id, loc.tier) != (node_id, tier) for loc in locs):
                 keep.append((key, tier, size))
-        self.metrics.route_put.labels("DIRECT").inc(len(keep))
-        self.metrics.route_put.labels("DIRECT_ALREADY_EXISTS").inc(len(adds) - len(keep))
+        self.metrics.child(self.metrics.route_put, "DIRECT").inc(len(keep))
+        if len(keep) < len(adds):
+            self.metrics.child(self.metrics.route_put, "DIRECT_ALREADY_EXISTS").inc(len(adds) - len(keep))
         return keep
 
     def _apply_bundles(
@@ -246,11 +247,11 @@ class Master:
             loc = pick_replica(usable, self._rng)
             if loc is None:
                 out.append(None)
-                self.metrics.route_get.labels("miss").inc()
+                self.metrics.child(self.metrics.route_get, "miss").inc()
                 continue
             self.store.record_access(key, now, now + self.timing.lease_s)
             out.append((loc, alive[loc.node_id]))
-            self.metrics.route_get.labels("hit").inc()
+            self.metrics.child(self.metrics.route_get, "hit").inc()
         return out
 
     def record_accesses(self, keys: list[str]) -> None:
@@ -283,7 +284,7 @@ class Master:
                 routes.append(PutRoute("UNAVAILABLE"))
             else:
                 routes.append(PutRoute("ROUTED", alive[pick[0]], pick[1]))
-            self.metrics.route_put.labels(routes[-1].outcome).inc()
+            self.metrics.child(self.metrics.route_put, routes[-1].outcome).inc()
         return routes
 
     def pool_view(self) -> list[NodeInfo]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge  # type: ignore[import-not-found]
 
@@ -27,13 +28,26 @@ class MasterMetrics:
         self.cap_total = Gauge("mori_umbp_client_capacity_total_bytes", "Tier capacity", labels, registry=r)
         self.cap_avail = Gauge("mori_umbp_client_capacity_available_bytes", "Tier free bytes", labels, registry=r)
         self.cap_used = Gauge("mori_umbp_client_capacity_used_bytes", "Tier used bytes", labels, registry=r)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, kept: prometheus_client's ``labels`` validates and locks on
+        every call, which was a quarter of the master's work per heartbeat."""
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     def set_capacity(self, node: str, tier: str, total: int, avail: int) -> None:
-        self.cap_total.labels(node, tier).set(total)
-        self.cap_avail.labels(node, tier).set(avail)
-        self.cap_used.labels(node, tier).set(total - avail)
+        self.child(self.cap_total, node, tier).set(total)
+        self.child(self.cap_avail, node, tier).set(avail)
+        self.child(self.cap_used, node, tier).set(total - avail)
 
     def forget_node(self, node: str, tiers: list[str]) -> None:
+        gauges = {id(g) for g in (self.cap_total, self.cap_avail, self.cap_used)}
+        for key in [k for k in self._children if k[0] in gauges and k[1][0] == node]:
+            del self._children[key]  # removed below: a kept child would no longer be exported
         for gauge in (self.cap_total, self.cap_avail, self.cap_used):
             for tier in tiers:
                 with contextlib.suppress(KeyError):  # a tier this node never reported

@@ -128,7 +128,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         )
 
     def _count(self, rpc: str) -> None:
-        self.m.metrics.rpcs.labels(rpc).inc()
+        self.m.metrics.child(self.m.metrics.rpcs, rpc).inc()
 
     def RegisterClient(self, req: Any, ctx: Any) -> Any:
         self._count("RegisterClient")
