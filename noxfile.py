@@ -273,6 +273,28 @@ def tests(session: nox.Session) -> None:
     session.log("passed: " + ", ".join(f"test-{p}" for p in ORDER if _tests_dir(p).is_dir()))
 
 
+#: The tests that run again on the newest torch (what a plain `pip install torch` gives users; the
+#: other test venvs pin the 2.13.0 CPU wheel): the torch-facing paths that MORI's clients call, in
+#: one job, since that torch is a multi-GB CUDA build.
+NEWEST_TORCH_TESTS: dict[str, list[str]] = {
+    "ep": ["test_clients.py", "test_mori_paths.py"],
+    "cco": ["test_communicator.py"],
+}
+_NEWEST_TORCH_PKGS = [p for p in ORDER if any(p in _test_pkgs(q) for q in NEWEST_TORCH_TESTS)]
+
+
+@nox.session(name="test-newest-torch", requires=[f"build-{p}" for p in _NEWEST_TORCH_PKGS])
+def test_newest_torch(session: nox.Session) -> None:
+    """mori-ep's and mori-cco's torch-facing tests on the newest torch pip gives (unpinned)."""
+    deps = [d for pkg in NEWEST_TORCH_TESTS for d in TEST_DEPS[pkg] if not d.startswith(("torch==", "jax"))]
+    session.install("torch", *dict.fromkeys(deps))
+    _install_wheels(session, _NEWEST_TORCH_PKGS)
+    session.run("python", "-c", "import torch; print('torch', torch.__version__)")
+    for pkg, files in NEWEST_TORCH_TESTS.items():  # one pytest per package: each suite has its own conftest
+        tests = [str((_tests_dir(pkg) / f).relative_to(ROOT)) for f in files]
+        session.run("pytest", *tests, "-m", "not slow", "-q", "--durations=5")
+
+
 @nox.session(name="release", requires=[f"release-{p}" for p in ORDER], venv_backend="none")
 def release_all(session: nox.Session) -> None:
     """Every package's release-<pkg>: all sdists and wheels into dist/<pkg>/ (no upload)."""
