@@ -15,12 +15,13 @@ from mori.umbp.bench import ceiling, trace
 from mori.umbp.errors import InvalidArgumentError
 
 
-def _naive_policy(requests, capacity, policy, window=16):
+def _naive_policy(requests, capacity, policy, window=16, lease=0.0, starts=()):
     """A list, least recent first, and a depth per key; the victim is picked by scanning it."""
     order: list[str] = []
     depth: dict[str, int] = {}
+    read_at: dict[str, float] = {}
     hits = []
-    for keys in requests:
+    for n, keys in enumerate(requests):
         h = 0
         while h < len(keys) and keys[h] in order:
             h += 1
@@ -28,12 +29,13 @@ def _naive_policy(requests, capacity, policy, window=16):
         for key in keys[h - 1 :: -1] if h else []:  # resolved last to first
             order.remove(key)
             order.append(key)
+            read_at[key] = starts[n] if lease else 0.0
         for d in range(len(keys) - 1, h - 1, -1):  # committed last to first
             key = keys[d]
             if key in order:
                 continue
             while len(order) >= capacity:
-                free = [k for k in order if k not in keys]
+                free = [k for k in order if k not in keys and not (lease and starts[n] < read_at.get(k, -1e9) + lease)]
                 if not free:
                     break
                 if policy == "lru":
@@ -110,6 +112,26 @@ def test_policy_simulation_matches_a_naive_list(policy):
         for capacity in (0, 1, 2, 3, 5, 8, 13):
             want = _naive_policy(t, capacity, policy, window)
             assert ceiling.policy_hits(t, capacity, policy, window) == want, (t, capacity, window)
+
+
+@pytest.mark.parametrize("policy", ["lru", "prefix_aware_lru"])
+def test_read_leases_match_a_naive_list(policy):
+    rng = random.Random(5)
+    for _ in range(30):
+        t = _random_chains(rng, 40, 5, 6)
+        starts = sorted(rng.uniform(0, 4) for _ in t)
+        for capacity, lease in itertools.product((2, 4, 7), (0.1, 0.5, 2.0)):
+            want = _naive_policy(t, capacity, policy, 16, lease, starts)
+            assert ceiling.policy_hits(t, capacity, policy, 16, lease, starts) == want, (t, capacity, lease)
+    with pytest.raises(InvalidArgumentError, match=r"starts_s has 1 times for 2 requests"):
+        ceiling.policy_hits([["a"], ["b"]], 1, "lru", 16, 0.5, [0.0])
+
+
+def test_leases_change_the_outcome_somewhere():
+    rng = random.Random(9)
+    traces = [_random_chains(rng, 40, 5, 6) for _ in range(10)]
+    starts = [i * 0.1 for i in range(40)]
+    assert any(ceiling.policy_hits(t, 5, "lru") != ceiling.policy_hits(t, 5, "lru", 16, 0.5, starts) for t in traces)
 
 
 def test_the_two_policies_differ_somewhere():

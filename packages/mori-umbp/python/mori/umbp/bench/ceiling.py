@@ -12,8 +12,9 @@ summed: NOTE [eviction on demand] in ``mori.umbp.peer.store``) ordered by the pe
 ``EvictionOrder`` with the configured policy, and the peers' chain order (NOTE [chain order]):
 a batch's keys are resolved and committed last to first, so the head ends most recent. A victim
 is never a block of the request being served (in the pool those hold read leases or are
-unacknowledged commits). Not modelled: the split over peers (each evicts among its own blocks)
-and read leases of earlier requests, both of which only take choices away.
+unacknowledged commits). Read leases of earlier requests depend on wall time: without
+``lease_s`` they are left out (the policy alone), with it the replay's timing puts them back.
+Not modelled: the split over peers (each evicts among its own blocks).
 
 ``opt_hits`` is Belady's rule over the flattened block accesses with bypass (a block whose next
 use is later than every cached block's is not cached): it maximises raw hits, and on a chain trace
@@ -47,19 +48,45 @@ def _check(capacity: int) -> None:
         raise InvalidArgumentError(f"capacity={capacity} blocks must be >= 0")
 
 
-def policy_hits(requests: Sequence[Sequence[str]], capacity: int, policy: str = "lru", window: int = 16) -> list[int]:
-    """Per request, the prefix hits of a pool of ``capacity`` blocks evicting by ``policy``."""
+class _Busy:
+    """Blocks no victim may be: the request's own, and those under a read lease at ``now``."""
+
+    def __init__(self, keys: Sequence[str], leases: dict[str, float], now: float) -> None:
+        self.keys, self.leases, self.now = set(keys), leases, now
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys or self.leases.get(key, -1.0) > self.now  # type: ignore[call-overload]
+
+
+def policy_hits(
+    requests: Sequence[Sequence[str]],
+    capacity: int,
+    policy: str = "lru",
+    window: int = 16,
+    lease_s: float = 0.0,
+    starts_s: Sequence[float] = (),
+) -> list[int]:
+    """Per request, the prefix hits of a pool of ``capacity`` blocks evicting by ``policy``. With
+    ``lease_s`` and each request's start time (``starts_s``, seconds), a block read by a request
+    cannot be evicted for ``lease_s`` after that request started (the peers' read lease,
+    UMBP_DRAM_READ_LEASE_MS), so the replay's own timing can be put back in."""
     _check(capacity)
+    if lease_s and len(starts_s) != len(requests):
+        raise InvalidArgumentError(f"starts_s has {len(starts_s)} times for {len(requests)} requests")
     order = EvictionOrder(policy, window)
+    leases: dict[str, float] = {}
     hits = []
-    for keys in requests:
+    for n, keys in enumerate(requests):
         h = 0
         while h < len(keys) and keys[h] in order:
             h += 1
         hits.append(h)
+        now = starts_s[n] if lease_s else 0.0
         for key in reversed(keys[:h]):  # the batch get resolves last to first
             order.touch(key)
-        protected = set(keys)
+            if lease_s:
+                leases[key] = now + lease_s
+        protected = _Busy(keys, leases, now)
         for depth in reversed(range(h, len(keys))):  # the batch put commits last to first
             key = keys[depth]
             if key in order:
