@@ -178,7 +178,8 @@ class _Pool:
                 line = proc.stdout.readline()
                 if line.strip() == b"ready":
                     return
-                raise RuntimeError(f"{what} failed to start: {line.decode(errors='replace').strip()!r}")
+                proc.wait(10)
+                raise RuntimeError(f"{what} failed to start ({proc.returncode}): {line.decode(errors='replace').strip()!r}")
             if proc.poll() is not None:
                 raise RuntimeError(f"{what} exited with {proc.returncode}")
         raise RuntimeError(f"{what} did not mount its segment within {START_TIMEOUT_S:.0f}s")
@@ -226,6 +227,10 @@ def _serve(conn: Connection, args: argparse.Namespace) -> None:
 
     log_dir = Path(args.log_dir)
     try:
+        try:
+            importlib.import_module("mooncake.store")
+        except ImportError as exc:  # e.g. libibverbs.so.1, which Mooncake's wheel links but does not ship
+            raise ImportError(f"{exc} (Mooncake's store needs libibverbs1: apt-get install libibverbs1)") from exc
         bring_loopback_up()
         os.environ["MC_TCP_BIND_ADDRESS"] = ADDRESS
         pool = _Pool(args.peers, args.peer_capacity, args.high_watermark, args.lease_ms, log_dir)
