@@ -57,7 +57,7 @@ def _exhaustive_opt(requests, capacity):
     stored or stored in a free place or in place of any stored block."""
     reqs = [tuple(r) for r in requests]
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def best(i: int, cache: frozenset) -> int:
         if i == len(reqs):
             return 0
@@ -68,7 +68,7 @@ def _exhaustive_opt(requests, capacity):
         missing = [k for k in dict.fromkeys(keys[h:]) if k not in cache]
         return h + place(i, missing, cache)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def place_cached(i: int, missing: tuple, cache: frozenset) -> int:
         if not missing:
             return best(i + 1, cache)
@@ -138,9 +138,7 @@ def test_the_two_policies_differ_somewhere():
     # A check that the reference is not trivially equal for both: prefix-aware picks differently.
     rng = random.Random(3)
     traces = [_random_chains(rng, 40, 5, 6) for _ in range(20)]
-    assert any(
-        _naive_policy(t, 5, "lru") != _naive_policy(t, 5, "prefix_aware_lru") for t in traces
-    )
+    assert any(_naive_policy(t, 5, "lru") != _naive_policy(t, 5, "prefix_aware_lru") for t in traces)
 
 
 def test_opt_matches_an_exhaustive_search():

@@ -20,7 +20,9 @@ OPS = ["--mode", "ops", "--blocks", "16384", "--threads", "1", "--bytes-per-case
 def _namespace_refusal() -> str | None:
     """Why an unprivileged user and network namespace cannot be made here, or None."""
     try:
-        done = subprocess.run(["unshare", "--user", "--map-root-user", "--net", "true"], capture_output=True, timeout=30)
+        done = subprocess.run(
+            ["unshare", "--user", "--map-root-user", "--net", "true"], capture_output=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unshare: {exc}"
     return None if done.returncode == 0 else f"unshare refused: {done.stderr.decode(errors='replace').strip()}"
@@ -84,4 +86,3 @@ def test_mooncake_runs_the_ops_cases_beside_mori_umbp(tmp_path, mooncake_here):
         assert c["keys"] == 64 and c["failed"] == 0 and c["corrupt"] == 0 and c["ops_per_s"] > 0
     assert res["mooncake_store"]["measured"] is True
     assert len(res["summary"]) == 8  # 2 APIs x 2 ops x 2 stores
-

@@ -129,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(
         f"profile={args.profile} layout={args.pool_layout} requests={out['requests']} blocks={out['blocks']} "
         f"hit_rate={out['hit_rate']:.3f} (policy ceiling {out['hit_rate_policy_ceiling']:.3f}, with read leases "
-        f"{out['hit_rate_policy_with_leases']:.3f}, OPT "
-        f"{out['hit_rate_opt']:.3f}, unlimited pool {out['hit_rate_unlimited_pool']:.3f}) put_failed={out['put_failed']} "
+        f"{out['hit_rate_policy_with_leases']:.3f}, OPT {out['hit_rate_opt']:.3f}, unlimited pool "
+        f"{out['hit_rate_unlimited_pool']:.3f}) put_failed={out['put_failed']} "
         f"req_per_s={out['requests_per_s']:.1f} MiB_per_s={out['MiB_per_s']:.1f} "
         f"request_ms p50={lat.get('p50', 0):.2f} p99={lat.get('p99', 0):.2f} corrupt={out['corrupt_blocks']}; "
         f"{mc_text} json={args.out}{f' png={png}' if png else ''}\n"
@@ -180,8 +180,13 @@ def _ceilings(args: argparse.Namespace, reqs: list[list[str]], res: runner.Resul
         "hit_rate_opt": rate(ceiling.opt_hits(reqs, capacity)),
         # A pool that never evicts.
         "hit_rate_unlimited_pool": rate(trace.expected_hits(reqs)),
-        "ceiling_model": {"capacity_blocks": capacity, "high_watermark": high, "policy": args.policy,
-                          "candidate_window": window, "read_lease_s": lease},  # fmt: skip
+        "ceiling_model": {
+            "capacity_blocks": capacity,
+            "high_watermark": high,
+            "policy": args.policy,
+            "candidate_window": window,
+            "read_lease_s": lease,
+        },
     }
 
 

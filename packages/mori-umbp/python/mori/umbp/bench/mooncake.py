@@ -63,9 +63,10 @@ class MooncakeStorePool:
         self.version = version()
         self.logs = Path(tempfile.mkdtemp(prefix="mori-umbp-bench-mooncake-"))
         ours, theirs = socket.socketpair()
-        argv = ["unshare", "--user", "--map-root-user", "--net", sys.executable, "-m", "mori.umbp.bench.mooncake_side",
-                "--fd", str(theirs.fileno()), "--peers", str(peers), "--peer-capacity", str(peer_capacity),
-                "--high-watermark", str(high_watermark), "--lease-ms", str(lease_ms), "--log-dir", str(self.logs)]  # fmt: skip
+        side = [sys.executable, "-m", "mori.umbp.bench.mooncake_side", "--fd", str(theirs.fileno())]
+        argv = ["unshare", "--user", "--map-root-user", "--net", *side, "--peers", str(peers),
+                "--peer-capacity", str(peer_capacity), "--high-watermark", str(high_watermark),
+                "--lease-ms", str(lease_ms), "--log-dir", str(self.logs)]  # fmt: skip
         with open(self.logs / "side.log", "wb") as err:
             self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=err)
         theirs.close()

@@ -152,7 +152,10 @@ class _Pool:
             _wait_port(MASTER_PORT, master, "mooncake_master")
             _wait_port(METADATA_PORT, master, "mooncake_master's metadata server")
             nodes = [
-                self._start([sys.executable, "-m", "mori.umbp.bench.mooncake_side", "--node", str(capacity)], log_dir / f"mooncake-node-{i}.log")
+                self._start(
+                    [sys.executable, "-m", "mori.umbp.bench.mooncake_side", "--node", str(capacity)],
+                    log_dir / f"mooncake-node-{i}.log",
+                )
                 for i in range(peers)
             ]
             for i, node in enumerate(nodes):
@@ -179,7 +182,9 @@ class _Pool:
                 if line.strip() == b"ready":
                     return
                 proc.wait(10)
-                raise RuntimeError(f"{what} failed to start ({proc.returncode}): {line.decode(errors='replace').strip()!r}")
+                raise RuntimeError(
+                    f"{what} failed to start ({proc.returncode}): {line.decode(errors='replace').strip()!r}"
+                )
             if proc.poll() is not None:
                 raise RuntimeError(f"{what} exited with {proc.returncode}")
         raise RuntimeError(f"{what} did not mount its segment within {START_TIMEOUT_S:.0f}s")

@@ -49,19 +49,20 @@ class PoolInfo:
     pids: tuple[int, ...]
 
 
-def _target(stack: contextlib.ExitStack, target_bytes: int) -> tuple[bytes, bytes]:
-    """A bare mori-io engine with one registered buffer (the ceiling's other end)."""
+def _target(stack: contextlib.ExitStack, target_bytes: int) -> tuple[bytes, bytes, np.ndarray | None]:
+    """A bare mori-io engine with one registered buffer (the ceiling's other end): the packed
+    engine and memory descriptors, and the buffer, which the caller keeps alive while it serves."""
     from mori.io import BackendType, IOEngine, IOEngineConfig, MemoryLocationType, TcpBackendConfig
 
     if target_bytes <= 0:
-        return b"", b""
+        return b"", b"", None
     engine = IOEngine(f"bench-ceiling-target-{os.getpid()}", IOEngineConfig(host="127.0.0.1", port=0))
     stack.callback(engine.shutdown)
     engine.create_backend(BackendType.TCP, TcpBackendConfig(num_data_conns=2))
     buf = np.zeros(target_bytes, np.uint8)
     mem = engine.register_memory(buf.ctypes.data, target_bytes, -1, MemoryLocationType.CPU)
     stack.callback(engine.deregister_memory, mem)
-    return engine.get_engine_desc().pack(), mem.pack()
+    return engine.get_engine_desc().pack(), mem.pack(), buf
 
 
 def _peer(stack: contextlib.ExitStack, master: str, i: int, spec: PeerSpec) -> None:
@@ -83,7 +84,7 @@ def _serve(conn: Connection, role: str, master: str, peers: list[int], spec: Pee
                 master = stack.enter_context(MasterServer(MasterServerConfig(listen_address="127.0.0.1:0"))).address
             for i in peers:
                 _peer(stack, master, i, spec)
-            engine, mem = _target(stack, target_bytes if peers and peers[0] == 0 else 0)
+            engine, mem, _buf = _target(stack, target_bytes if peers and peers[0] == 0 else 0)
         except Exception as exc:  # the parent re-raises it (e.g. an HBM tier without a GPU)
             conn.send(("error", exc))
             return
