@@ -166,6 +166,9 @@ def _ceilings(args: argparse.Namespace, reqs: list[list[str]], res: runner.Resul
     lease = settings.get_int("UMBP_DRAM_READ_LEASE_MS") / 1000
     starts = [0.0, *itertools.accumulate(res.request_s)][: len(res.request_s)]
     capacity = ceiling.capacity_blocks(args.peers, args.peer_capacity, args.block_bytes, high)
+    # A peer whose every block is busy (read leases, unacknowledged commits) fills past its watermark
+    # rather than refuse, so the absolute ceiling takes the whole capacity.
+    full = ceiling.capacity_blocks(args.peers, args.peer_capacity, args.block_bytes, 1.0)
     window = UMBPConfig(UMBPDramConfig(0, 0)).eviction.candidate_window
 
     def rate(hits: list[int]) -> float:
@@ -176,12 +179,13 @@ def _ceilings(args: argparse.Namespace, reqs: list[list[str]], res: runner.Resul
         "hit_rate_policy_ceiling": rate(ceiling.policy_hits(reqs, capacity, args.policy, window)),
         # The same with the peers' read leases, timed as this replay's requests were.
         "hit_rate_policy_with_leases": rate(ceiling.policy_hits(reqs, capacity, args.policy, window, lease, starts)),
-        # Belady's OPT on that capacity: no policy can do better.
-        "hit_rate_opt": rate(ceiling.opt_hits(reqs, capacity)),
+        # Belady's OPT on the whole capacity: no policy can do better.
+        "hit_rate_opt": rate(ceiling.opt_hits(reqs, full)),
         # A pool that never evicts.
         "hit_rate_unlimited_pool": rate(trace.expected_hits(reqs)),
         "ceiling_model": {
             "capacity_blocks": capacity,
+            "capacity_blocks_opt": full,
             "high_watermark": high,
             "policy": args.policy,
             "candidate_window": window,
