@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mori.umbp.bench.api import StoreClient
 from mori.umbp.client.base import UMBPClient
 
 
@@ -57,12 +58,13 @@ class _DeviceMirror:
         self.host[start:stop] = self.tensor[start:stop].cpu().numpy()
 
 
-def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int, device: int = -1) -> Result:
+def replay(client: StoreClient, requests: list[list[str]], block_bytes: int, device: int = -1) -> Result:
     res = Result(block_bytes)
     longest = max((len(r) for r in requests), default=0)
     pool = np.zeros(max(longest, 1) * block_bytes, np.uint8)
     mirror = _DeviceMirror(pool, device) if device >= 0 else None
     if mirror is not None:
+        assert isinstance(client, UMBPClient), "the HBM profile is mori-umbp's"
         client.register_torch_tensor(mirror.tensor)
     else:
         client.register_memory(pool.ctypes.data, pool.nbytes)
