@@ -23,6 +23,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from mori.umbp import settings
+
 #: The pip distributions that ship ``mooncake.store`` for a host without CUDA first.
 DISTRIBUTIONS = ("mooncake-transfer-engine-non-cuda", "mooncake-transfer-engine", "mooncake-transfer-engine-cuda13")
 NAME = "mooncake-store"
@@ -56,11 +58,14 @@ class MooncakeStorePool:
     """Mooncake's master, ``peers`` storage nodes of ``peer_capacity`` bytes and a client, in a
     network namespace; ``ops_case`` and ``trace`` run the bench's workloads there."""
 
-    def __init__(self, peers: int, peer_capacity: int, high_watermark: float = 0.9, lease_ms: int = 500) -> None:
+    def __init__(self, peers: int, peer_capacity: int) -> None:
         why = unavailable_reason()
         if why:
             raise MooncakeUnavailableError(why)
         self.version = version()
+        # Mooncake's eviction watermark and KV lease are mori-umbp's high watermark and read lease.
+        high_watermark = settings.get_float("UMBP_DRAM_HIGH_WM")
+        lease_ms = settings.get_int("UMBP_DRAM_READ_LEASE_MS")
         self.logs = Path(tempfile.mkdtemp(prefix="mori-umbp-bench-mooncake-"))
         ours, theirs = socket.socketpair()
         side = [sys.executable, "-m", "mori.umbp.bench.mooncake_side", "--fd", str(theirs.fileno())]
