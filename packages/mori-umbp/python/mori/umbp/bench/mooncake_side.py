@@ -148,7 +148,7 @@ class _Pool:
             f"--eviction_high_watermark_ratio={high_watermark}", f"--default_kv_lease_ttl={lease_ms}",
         ]  # fmt: skip
         try:
-            master = self._start([_master_binary(), *self.master_flags], log_dir / "mooncake-master.log")
+            master = self._start([_master_binary(), *self.master_flags], log_dir / "mooncake-master.log", False)
             _wait_port(MASTER_PORT, master, "mooncake_master")
             _wait_port(METADATA_PORT, master, "mooncake_master's metadata server")
             nodes = [
@@ -164,9 +164,11 @@ class _Pool:
             self.close()
             raise
 
-    def _start(self, argv: list[str], logfile: Path) -> subprocess.Popen[bytes]:
+    def _start(self, argv: list[str], logfile: Path, answers: bool = True) -> subprocess.Popen[bytes]:
+        """A child whose stderr (and, unless it ``answers`` on stdout, stdout) goes to ``logfile``."""
         with open(logfile, "wb") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out)
+            stdout = subprocess.PIPE if answers else out
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=stdout, stderr=out)
         self.procs.append(proc)
         return proc
 
@@ -222,6 +224,7 @@ def _node(capacity: int) -> int:
         return 1
     sys.stdout.write("ready\n")
     sys.stdout.flush()
+    os.dup2(2, 1)  # nobody reads stdout past "ready": what Mooncake prints there goes to the log
     sys.stdin.buffer.read()
     store.close()
     return 0
