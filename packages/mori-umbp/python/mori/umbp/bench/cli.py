@@ -199,7 +199,7 @@ def _mooncake_trace(measured: list[dict[str, Any]]) -> dict[str, Any]:
     if not measured:
         return {}
     m = measured[0]
-    keys = ("hit_rate", "requests_per_s", "MiB_per_s", "put_failed", "corrupt_blocks", "latency_ms")
+    keys = ("hit_rate", "requests_per_s", "MiB_per_s", "put_failed", "lost_after_probe", "corrupt_blocks", "latency_ms")
     return {k: m[k] for k in keys}
 
 

@@ -26,6 +26,8 @@ class Result:
     blocks: int = 0
     hit_blocks: int = 0
     put_failed: int = 0
+    #: Blocks the prefix probe found that the get then missed (evicted in between).
+    lost_after_probe: int = 0
     hits_per_request: list[int] = field(default_factory=list)
     request_s: list[float] = field(default_factory=list)
     get_s: list[float] = field(default_factory=list)
@@ -79,9 +81,10 @@ def replay(client: StoreClient, requests: list[list[str]], block_bytes: int, dev
             t = time.perf_counter()
             got = client.batch_get_into_ptr(keys[:hits], ptrs[:hits], [block_bytes] * hits)
             res.get_s.append(time.perf_counter() - t)
-            hits = 0
+            probed, hits = hits, 0
             while hits < len(got) and got[hits]:  # a block evicted since the probe ends the prefix
                 hits += 1
+            res.lost_after_probe += probed - hits
             if mirror is not None:
                 mirror.download(0, hits * block_bytes)
             for i in range(hits):
