@@ -27,6 +27,7 @@ def test_replay_hits_match_the_trace_model(tmp_path, layout):
     assert res["hit_blocks"] == sum(want) and res["blocks"] == sum(len(r) for r in trace.synthetic(24, 4, 2, 3))
     assert res["hit_rate"] == pytest.approx(sum(want) / res["blocks"])
     assert res["corrupt_blocks"] == 0 and res["put_failed"] == 0 and res["lost_after_probe"] == 0
+    assert res["stored_at_end"] == len({k for r in trace.synthetic(24, 4, 2, 3) for k in r})  # room for all
     lat = res["latency_ms"]
     assert lat["request"]["n"] == 24 and lat["request"]["p50"] <= lat["request"]["p99"]
     assert res["requests_per_s"] > 0 and res["MiB_per_s"] > 0

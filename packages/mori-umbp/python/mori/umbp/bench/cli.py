@@ -199,7 +199,8 @@ def _mooncake_trace(measured: list[dict[str, Any]]) -> dict[str, Any]:
     if not measured:
         return {}
     m = measured[0]
-    keys = ("hit_rate", "requests_per_s", "MiB_per_s", "put_failed", "lost_after_probe", "corrupt_blocks", "latency_ms")
+    keys = ("hit_rate", "requests_per_s", "MiB_per_s", "put_failed", "lost_after_probe", "stored_at_end",
+            "corrupt_blocks", "latency_ms")  # fmt: skip
     return {k: m[k] for k in keys}
 
 

@@ -125,6 +125,9 @@ class MooncakeClient:
         got = self.store.batch_get_into(list(keys), list(ptrs), list(sizes))
         return [rc == n for rc, n in zip(got, sizes, strict=True)]
 
+    def batch_exists(self, keys: Sequence[str]) -> list[bool]:
+        return [found == 1 for found in self.store.batch_is_exist(list(keys))]
+
     def batch_exists_consecutive(self, keys: Sequence[str]) -> int:
         n = 0
         for found in self.store.batch_is_exist(list(keys)):

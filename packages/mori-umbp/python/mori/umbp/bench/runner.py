@@ -18,6 +18,9 @@ import numpy as np
 from mori.umbp.bench.api import StoreClient
 from mori.umbp.client.base import UMBPClient
 
+#: Keys per existence query when counting what the pool holds at the end.
+_EXISTS_CHUNK = 1024
+
 
 @dataclass
 class Result:
@@ -28,6 +31,8 @@ class Result:
     put_failed: int = 0
     #: Blocks the prefix probe found that the get then missed (evicted in between).
     lost_after_probe: int = 0
+    #: Distinct blocks of the trace still stored when the replay ends (the pool's occupancy).
+    stored_at_end: int = 0
     hits_per_request: list[int] = field(default_factory=list)
     request_s: list[float] = field(default_factory=list)
     get_s: list[float] = field(default_factory=list)
@@ -109,4 +114,7 @@ def replay(client: StoreClient, requests: list[list[str]], block_bytes: int, dev
         res.hits_per_request.append(hits)
     res.wall_s = time.perf_counter() - start
     client.deregister_memory(base)
+    distinct = list(dict.fromkeys(k for keys in requests for k in keys))
+    for i in range(0, len(distinct), _EXISTS_CHUNK):
+        res.stored_at_end += sum(client.batch_exists(distinct[i : i + _EXISTS_CHUNK]))
     return res
