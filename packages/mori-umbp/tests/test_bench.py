@@ -33,7 +33,13 @@ def test_replay_hits_match_the_trace_model(tmp_path, layout):
     assert res["requests_per_s"] > 0 and res["MiB_per_s"] > 0
     # The pool has room for every block: every ceiling is the unlimited pool's.
     rate = sum(want) / res["blocks"]
-    for key in ("hit_rate_policy_ceiling", "hit_rate_policy_with_leases", "hit_rate_opt", "hit_rate_unlimited_pool"):
+    for key in (
+        "hit_rate_policy_ceiling",
+        "hit_rate_policy_with_leases",
+        "hit_rate_policy_per_chunk",
+        "hit_rate_opt",
+        "hit_rate_unlimited_pool",
+    ):
         assert res[key] == pytest.approx(rate), key
     assert res["ceiling_model"]["capacity_blocks"] == 2 * (int((8 << 20) * 0.9) // 65536)
     assert res["ceiling_model"]["capacity_blocks_opt"] == 2 * (8 << 20) // 65536

@@ -15,7 +15,7 @@ from mori.umbp.bench import ceiling, trace
 from mori.umbp.errors import InvalidArgumentError
 
 
-def _naive_policy(requests, capacity, policy, window=16, lease=0.0, starts=()):
+def _naive_policy(requests, capacity, policy, window=16, lease=0.0, starts=(), chunk=0):
     """A list, least recent first, and a depth per key; the victim is picked by scanning it."""
     order: list[str] = []
     depth: dict[str, int] = {}
@@ -26,12 +26,12 @@ def _naive_policy(requests, capacity, policy, window=16, lease=0.0, starts=()):
         while h < len(keys) and keys[h] in order:
             h += 1
         hits.append(h)
-        for key in keys[h - 1 :: -1] if h else []:  # resolved last to first
+        for key in _served(keys[:h], chunk):  # resolved last to first
             order.remove(key)
             order.append(key)
             read_at[key] = starts[n] if lease else 0.0
-        for d in range(len(keys) - 1, h - 1, -1):  # committed last to first
-            key = keys[d]
+        for key in _served(keys[h:], chunk):  # committed last to first
+            d = keys.index(key)
             if key in order:
                 continue
             while len(order) >= capacity:
@@ -50,6 +50,16 @@ def _naive_policy(requests, capacity, policy, window=16, lease=0.0, starts=()):
                 order.append(key)
                 depth[key] = d
     return hits
+
+
+def _served(keys, chunk):
+    """The order a peer serves ``keys`` in: last to first, per RPC of ``chunk`` keys if chunked."""
+    if not chunk:
+        return keys[::-1]
+    out = []
+    for start in range(0, len(keys), chunk):
+        out += keys[start : start + chunk][::-1]
+    return out
 
 
 def _exhaustive_opt(requests, capacity):
@@ -125,6 +135,18 @@ def test_read_leases_match_a_naive_list(policy):
             assert ceiling.policy_hits(t, capacity, policy, 16, lease, starts) == want, (t, capacity, lease)
     with pytest.raises(InvalidArgumentError, match=r"starts_s has 1 times for 2 requests"):
         ceiling.policy_hits([["a"], ["b"]], 1, "lru", 16, 0.5, [0.0])
+
+
+@pytest.mark.parametrize("policy", ["lru", "prefix_aware_lru"])
+def test_chunked_chain_order_matches_a_naive_list(policy):
+    rng = random.Random(13)
+    traces = [_random_chains(rng, 40, 5, 9) for _ in range(20)] + [trace.synthetic(80, 6, 3, 5)]
+    for t, chunk in itertools.product(traces, (1, 2, 3, 32)):
+        for capacity in (3, 6, 10):
+            want = _naive_policy(t, capacity, policy, 16, chunk=chunk)
+            assert ceiling.policy_hits(t, capacity, policy, 16, chunk=chunk) == want, (t, capacity, chunk)
+    # Chunks of one key serve a chain head first: LRU keeps the tails, a different outcome.
+    assert any(ceiling.policy_hits(t, 6, "lru", chunk=1) != ceiling.policy_hits(t, 6, "lru") for t in traces)
 
 
 def test_leases_change_the_outcome_somewhere():

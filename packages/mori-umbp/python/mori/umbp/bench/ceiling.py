@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import TypeVar
 
 from mori.umbp.errors import InvalidArgumentError
 from mori.umbp.peer.lru import EvictionOrder
 
 _NEVER = float("inf")
+_T = TypeVar("_T")
 
 
 def capacity_blocks(peers: int, peer_capacity: int, block_bytes: int, high_watermark: float) -> int:
@@ -65,11 +67,14 @@ def policy_hits(
     window: int = 16,
     lease_s: float = 0.0,
     starts_s: Sequence[float] = (),
+    chunk: int = 0,
 ) -> list[int]:
     """Per request, the prefix hits of a pool of ``capacity`` blocks evicting by ``policy``. With
     ``lease_s`` and each request's start time (``starts_s``, seconds), a block read by a request
     cannot be evicted for ``lease_s`` after that request started (the peers' read lease,
-    UMBP_DRAM_READ_LEASE_MS), so the replay's own timing can be put back in."""
+    UMBP_DRAM_READ_LEASE_MS), so the replay's own timing can be put back in. With ``chunk``, the
+    chain order holds within each ``chunk`` keys only, chunks head first (a client that sends a
+    batch to a peer in RPCs of ``chunk`` keys, each served last to first, one after another)."""
     _check(capacity)
     if lease_s and len(starts_s) != len(requests):
         raise InvalidArgumentError(f"starts_s has {len(starts_s)} times for {len(requests)} requests")
@@ -82,12 +87,12 @@ def policy_hits(
             h += 1
         hits.append(h)
         now = starts_s[n] if lease_s else 0.0
-        for key in reversed(keys[:h]):  # the batch get resolves last to first
+        for key in _chain_order(keys[:h], chunk):  # the batch get resolves last to first
             order.touch(key)
             if lease_s:
                 leases[key] = now + lease_s
         protected = _Busy(keys, leases, now)
-        for depth in reversed(range(h, len(keys))):  # the batch put commits last to first
+        for depth in _chain_order(range(h, len(keys)), chunk):  # the batch put commits last to first
             key = keys[depth]
             if key in order:
                 continue
@@ -99,6 +104,13 @@ def policy_hits(
             if len(order) < capacity:
                 order.add(key, depth)
     return hits
+
+
+def _chain_order(items: Sequence[_T], chunk: int) -> list[_T]:
+    """``items`` last to first, or with ``chunk`` last to first within each chunk, chunks in order."""
+    if chunk <= 0:
+        return list(reversed(items))
+    return [x for i in range(0, len(items), chunk) for x in reversed(items[i : i + chunk])]
 
 
 def opt_hits(requests: Sequence[Sequence[str]], capacity: int) -> list[int]:

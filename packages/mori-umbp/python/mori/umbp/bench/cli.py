@@ -39,6 +39,7 @@ from mori.umbp.client.config import (
     UMBPHbmConfig,
     UMBPMasterClientConfig,
 )
+from mori.umbp.client.pool_client import PEER_CHUNK
 from mori.umbp.errors import TierUnavailableError
 from mori.umbp.master.server import MasterServer, MasterServerConfig
 
@@ -179,6 +180,9 @@ def _ceilings(args: argparse.Namespace, reqs: list[list[str]], res: runner.Resul
         "hit_rate_policy_ceiling": rate(ceiling.policy_hits(reqs, capacity, args.policy, window)),
         # The same with the peers' read leases, timed as this replay's requests were.
         "hit_rate_policy_with_leases": rate(ceiling.policy_hits(reqs, capacity, args.policy, window, lease, starts)),
+        # The same with the chain order kept per RPC chunk only, chunks head first: the order a client
+        # that sends a long batch to a peer in PEER_CHUNK-key RPCs leaves behind.
+        "hit_rate_policy_per_chunk": rate(ceiling.policy_hits(reqs, capacity, args.policy, window, chunk=PEER_CHUNK)),
         # Belady's OPT on the whole capacity: no policy can do better.
         "hit_rate_opt": rate(ceiling.opt_hits(reqs, full)),
         # A pool that never evicts.
@@ -190,6 +194,7 @@ def _ceilings(args: argparse.Namespace, reqs: list[list[str]], res: runner.Resul
             "policy": args.policy,
             "candidate_window": window,
             "read_lease_s": lease,
+            "chunk_keys": PEER_CHUNK,
         },
     }
 
