@@ -201,6 +201,8 @@ def _test(pkg: str) -> SessionFn:
 BENCH_DEPS: dict[str, list[str]] = {
     "ep": ["torch==2.13.0"],  # pinned like the tests; PyPI's Linux wheel of it is CUDA-enabled
     "cco": ["torch==2.13.0"],
+    # Mooncake Store, which mori-umbp-bench measures beside mori-umbp (its store needs libibverbs1 too).
+    "umbp": ["mooncake-transfer-engine-non-cuda==0.3.13.post1"],
 }
 
 #: Installed into a benchmark's venv when the machine has an NVIDIA GPU: the cuda path times kernels

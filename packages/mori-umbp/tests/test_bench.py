@@ -13,11 +13,12 @@ from mori.umbp.bench import cli, trace
 from mori.umbp.errors import InvalidArgumentError
 
 
-def test_replay_hits_match_the_trace_model(tmp_path):
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_replay_hits_match_the_trace_model(tmp_path, layout):
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     argv = ["--requests", "24", "--sessions", "4", "--blocks-per-turn", "2", "--seed", "3",
             "--block-bytes", "65536", "--peers", "2", "--peer-capacity", str(8 << 20), "--out", str(out),
-            "--png", str(png)]  # fmt: skip
+            "--png", str(png), "--pool-layout", layout, "--skip_mooncake"]  # fmt: skip
     assert cli.main(argv) == 0
     _check_png(png)
     res = json.loads(out.read_text())
@@ -25,10 +26,26 @@ def test_replay_hits_match_the_trace_model(tmp_path):
     assert res["hits_per_request"] == want
     assert res["hit_blocks"] == sum(want) and res["blocks"] == sum(len(r) for r in trace.synthetic(24, 4, 2, 3))
     assert res["hit_rate"] == pytest.approx(sum(want) / res["blocks"])
-    assert res["corrupt_blocks"] == 0 and res["put_failed"] == 0
+    assert res["corrupt_blocks"] == 0 and res["put_failed"] == 0 and res["lost_after_probe"] == 0
+    assert res["stored_at_end"] == len({k for r in trace.synthetic(24, 4, 2, 3) for k in r})  # room for all
     lat = res["latency_ms"]
     assert lat["request"]["n"] == 24 and lat["request"]["p50"] <= lat["request"]["p99"]
     assert res["requests_per_s"] > 0 and res["MiB_per_s"] > 0
+    # The pool has room for every block: every ceiling is the unlimited pool's.
+    rate = sum(want) / res["blocks"]
+    for key in (
+        "hit_rate_policy_ceiling",
+        "hit_rate_policy_with_leases",
+        "hit_rate_policy_per_chunk",
+        "hit_rate_opt",
+        "hit_rate_unlimited_pool",
+    ):
+        assert res[key] == pytest.approx(rate), key
+    assert res["ceiling_model"]["capacity_blocks"] == 2 * (int((8 << 20) * 0.9) // 65536)
+    assert res["ceiling_model"]["capacity_blocks_opt"] == 2 * (8 << 20) // 65536
+    assert res["mooncake_store"]["measured"] is False
+    assert res["mooncake_store"]["not_measured"] == "skipped (--skip_mooncake)"
+    assert res["config"]["pool_layout"] == layout
 
 
 def _check_png(path):

@@ -8,6 +8,8 @@ Every get is checked byte for byte against what was put (outside the timed call)
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -26,9 +28,16 @@ from mori.io import (
     StatusCode,
     TcpBackendConfig,
 )
+from mori.umbp.bench import mooncake
+from mori.umbp.bench.api import CpuMeter, StoreClient
 from mori.umbp.bench.pool import PoolProcess
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.master_client import UMBPMasterClient
+
+#: The ``store`` of a case: mori-umbp, or Mooncake Store beside it.
+UMBP = "mori-umbp"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,7 +79,7 @@ def summary(c: Case) -> dict[str, Any]:
     }
 
 
-def _timed(pool: PoolProcess, case: Case, threads: int, work: Callable[[int], None]) -> None:
+def _timed(pool: CpuMeter, case: Case, threads: int, work: Callable[[int], None]) -> None:
     cpu0, pcpu0 = time.process_time(), pool.cpu_s()
     t0 = time.perf_counter()
     ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
@@ -84,7 +93,7 @@ def _timed(pool: PoolProcess, case: Case, threads: int, work: Callable[[int], No
 
 
 def run_case(
-    client: UMBPClient, pool: PoolProcess, tag: str, block: int, api: str, threads: int, keys: int, batch: int
+    client: StoreClient, pool: CpuMeter, tag: str, block: int, api: str, threads: int, keys: int, batch: int
 ) -> tuple[Case, Case]:
     """Puts ``keys`` fresh blocks (split over ``threads``), then gets them back and checks them."""
     per = max(1, keys // threads)
@@ -204,6 +213,14 @@ def floor(master: str, calls: int) -> dict[str, float]:
     return {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "calls": calls}
 
 
+def _start_mooncake(peers: int, capacity: int) -> tuple[mooncake.MooncakeStorePool | None, str | None]:
+    try:
+        return mooncake.MooncakeStorePool(peers, capacity), None
+    except mooncake.MooncakeUnavailableError as exc:
+        log.warning("Mooncake Store not measured: %s", exc)
+        return None, str(exc)
+
+
 def run(
     blocks: list[int],
     apis: list[str],
@@ -214,13 +231,23 @@ def run(
     peers: int,
     peer_capacity: int,
     client_factory: Callable[[str, int], UMBPClient],
+    layout: str = "processes",
+    rounds: int = 1,
+    with_mooncake: bool = True,
 ) -> dict[str, Any]:
     """The whole matrix; returns the JSON body (without provenance). Each block size gets a pool
-    of its own whose page is the block (at most 2 MiB), as a deployment sizes pages to its blocks."""
-    out: dict[str, Any] = {"cases": [], "ceiling": [], "floor": []}
+    of its own whose page is the block (at most 2 MiB), as a deployment sizes pages to its blocks,
+    and (unless skipped or not installed) a Mooncake Store of the same peers and capacity. Each
+    round runs every case on mori-umbp and then on Mooncake Store, case by case, so both see the
+    same machine load."""
+    out: dict[str, Any] = {"cases": [], "ceiling": [], "floor": [], "pool_layout": layout, "rounds": rounds}
+    why: str | None = None if with_mooncake else "skipped (--skip_mooncake)"
+    measured_mooncake = False
+    info: dict[str, Any] = {}
     for block in blocks:
         page = min(block, 2 << 20)
-        with PoolProcess(peers, peer_capacity, page, block * batch) as pool:
+        with contextlib.ExitStack() as stack:
+            pool = stack.enter_context(PoolProcess(peers, peer_capacity, page, block * batch, layout))
             out["floor"].append({"block_bytes": block, **floor(pool.info.master, 500)})
             ceiling = Ceiling(pool, block * batch)
             try:
@@ -229,10 +256,49 @@ def run(
                 out["ceiling"].append(ceiling.measure(block, batch, calls))
             finally:
                 ceiling.close()
+            mc: mooncake.MooncakeStorePool | None = None
+            if with_mooncake and why is None:
+                mc, why = _start_mooncake(peers, peer_capacity)
+            if mc is not None:
+                stack.enter_context(mc)
+                info = {"version": mc.version, **mc.info}
             keys = max(batch, min(max_keys, bytes_per_case // block))
-            with client_factory(pool.info.master, page) as client:
+            client = stack.enter_context(client_factory(pool.info.master, page))
+            for r in range(rounds):
                 for api in apis:
                     for n in threads:
-                        for case in run_case(client, pool, f"r{time.time_ns()}", block, api, n, keys, batch):
-                            out["cases"].append(summary(case))
+                        tag = f"r{time.time_ns()}"
+                        for case in run_case(client, pool, tag, block, api, n, keys, batch):
+                            out["cases"].append({"store": UMBP, "round": r, **summary(case)})
+                        if mc is None:
+                            continue
+                        try:
+                            kw = {"tag": tag, "block": block, "api": api, "threads": n, "keys": keys, "batch": batch}
+                            for got in mc.ops_case(**kw):
+                                out["cases"].append({"store": mooncake.NAME, "round": r, **got})
+                            measured_mooncake = True
+                        except mooncake.MooncakeUnavailableError as exc:
+                            why = f"failed at block={block} {api} threads={n}: {exc}; not measured further"
+                            log.warning("%s", why)
+                            mc = None
+    out["mooncake_store"] = {"measured": measured_mooncake, "not_measured": why, "version": mooncake.version(), **info}
+    out["summary"] = medians(out["cases"])
+    return out
+
+
+def medians(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per block, API, threads, op and store: the median over rounds of ops/s, GB/s, p50 and p99,
+    with the rounds' failed and corrupt keys summed."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for c in cases:
+        groups.setdefault((c["block_bytes"], c["api"], c["threads"], c["op"], c["store"]), []).append(c)
+    out = []
+    for (block, api, n, op, store), cs in groups.items():
+        row: dict[str, Any] = {"block_bytes": block, "api": api, "threads": n, "op": op, "store": store,
+                               "rounds": len(cs)}  # fmt: skip
+        for k in ("ops_per_s", "GB_per_s", "p50_ms", "p99_ms", "cpu_client_us_per_key", "cpu_pool_us_per_key"):
+            row[k] = float(np.median([c[k] for c in cs]))
+        row["failed"] = sum(c["failed"] for c in cs)
+        row["corrupt"] = sum(c["corrupt"] for c in cs)
+        out.append(row)
     return out

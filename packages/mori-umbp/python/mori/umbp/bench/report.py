@@ -31,6 +31,8 @@ def summary(res: Result, config: dict[str, Any]) -> dict[str, Any]:
         "hit_blocks": res.hit_blocks,
         "hit_rate": res.hit_blocks / res.blocks if res.blocks else 0.0,
         "put_failed": res.put_failed,
+        "lost_after_probe": res.lost_after_probe,
+        "stored_at_end": res.stored_at_end,
         "corrupt_blocks": res.corrupt,
         "wall_s": res.wall_s,
         "requests_per_s": res.requests / res.wall_s if res.wall_s else 0.0,

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mori.umbp.bench.api import StoreClient
 from mori.umbp.client.base import UMBPClient
+
+#: Keys per existence query when counting what the pool holds at the end.
+_EXISTS_CHUNK = 1024
 
 
 @dataclass
@@ -25,6 +29,10 @@ class Result:
     blocks: int = 0
     hit_blocks: int = 0
     put_failed: int = 0
+    #: Blocks the prefix probe found that the get then missed (evicted in between).
+    lost_after_probe: int = 0
+    #: Distinct blocks of the trace still stored when the replay ends (the pool's occupancy).
+    stored_at_end: int = 0
     hits_per_request: list[int] = field(default_factory=list)
     request_s: list[float] = field(default_factory=list)
     get_s: list[float] = field(default_factory=list)
@@ -57,12 +65,13 @@ class _DeviceMirror:
         self.host[start:stop] = self.tensor[start:stop].cpu().numpy()
 
 
-def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int, device: int = -1) -> Result:
+def replay(client: StoreClient, requests: list[list[str]], block_bytes: int, device: int = -1) -> Result:
     res = Result(block_bytes)
     longest = max((len(r) for r in requests), default=0)
     pool = np.zeros(max(longest, 1) * block_bytes, np.uint8)
     mirror = _DeviceMirror(pool, device) if device >= 0 else None
     if mirror is not None:
+        assert isinstance(client, UMBPClient), "the HBM profile is mori-umbp's"
         client.register_torch_tensor(mirror.tensor)
     else:
         client.register_memory(pool.ctypes.data, pool.nbytes)
@@ -77,9 +86,10 @@ def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int, devi
             t = time.perf_counter()
             got = client.batch_get_into_ptr(keys[:hits], ptrs[:hits], [block_bytes] * hits)
             res.get_s.append(time.perf_counter() - t)
-            hits = 0
+            probed, hits = hits, 0
             while hits < len(got) and got[hits]:  # a block evicted since the probe ends the prefix
                 hits += 1
+            res.lost_after_probe += probed - hits
             if mirror is not None:
                 mirror.download(0, hits * block_bytes)
             for i in range(hits):
@@ -104,4 +114,7 @@ def replay(client: UMBPClient, requests: list[list[str]], block_bytes: int, devi
         res.hits_per_request.append(hits)
     res.wall_s = time.perf_counter() - start
     client.deregister_memory(base)
+    distinct = list(dict.fromkeys(k for keys in requests for k in keys))
+    for i in range(0, len(distinct), _EXISTS_CHUNK):
+        res.stored_at_end += sum(client.batch_exists(distinct[i : i + _EXISTS_CHUNK]))
     return res
