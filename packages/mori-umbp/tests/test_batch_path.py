@@ -22,6 +22,7 @@ from conftest import (
 )
 
 from mori.umbp import InvalidArgumentError, MasterServer
+from mori.umbp.client.pool_client import PEER_CHUNK, chunk_rounds
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -65,6 +66,36 @@ def test_a_batch_costs_one_rpc_of_each_kind_per_owner(counted):
         for key, value in zip(mkeys, many, strict=True):
             assert w.get_into_ptr(key, out.ctypes.data, PAGE)
             assert np.array_equal(out, value)
+
+
+@pytest.mark.parametrize("size", [PAGE, PAGE + 1], ids=["inline", "slots"])
+def test_a_batch_longer_than_the_pending_cap_is_stored_whole(size, monkeypatch):
+    """200 keys for one owner whose UMBP_MAX_PENDING_SLOTS_PER_NODE is one chunk (32): the client
+    sends them in rounds of one 32-key chunk per owner (chunk_rounds), never two chunks at once,
+    so none is refused as pending, and every block reads back."""
+    monkeypatch.setenv("UMBP_MAX_PENDING_SLOTS_PER_NODE", str(PEER_CHUNK))
+    pages = -(-size // PAGE)
+    with (
+        MasterServer(master_config()) as master,
+        make_client(master.address, "owner", 250 * pages * PAGE),  # under the eviction watermark
+        make_client(master.address, "writer") as w,
+    ):
+        blocks = random_blocks(200, 5, size)
+        keys = [f"long{i}" for i in range(200)]
+        assert w.batch_put_from_ptr(keys, [b.ctypes.data for b in blocks], [size] * 200) == [True] * 200
+        back = [np.zeros(size, np.uint8) for _ in blocks]
+        assert w.batch_get_into_ptr(keys, [b.ctypes.data for b in back], [size] * 200) == [True] * 200
+        assert all(np.array_equal(b, d) for b, d in zip(back, blocks, strict=True))
+
+
+def test_chunk_rounds_hold_one_chunk_per_owner_head_last():
+    groups = {"a": list(range(70)), "b": list(range(100, 110))}
+    rounds = chunk_rounds(groups)
+    assert [sorted(r) for r in rounds] == [["a", "b"], ["a"], ["a"]]
+    assert all(len(idx) <= PEER_CHUNK for r in rounds for idx in r.values())
+    assert [r["a"] for r in rounds] == [list(range(64, 70)), list(range(32, 64)), list(range(0, 32))]
+    assert rounds[0]["b"] == groups["b"]
+    assert chunk_rounds({}) == []
 
 
 @pytest.mark.parametrize("size", [PAGE, PAGE + 1], ids=["inline", "slots"])

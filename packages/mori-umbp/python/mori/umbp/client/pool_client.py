@@ -21,7 +21,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mori.io import BackendType, IOEngine, TcpBackendConfig, UnsupportedError, XgmiBackendConfig
 from mori.umbp import auth, devmem, rpc, settings
@@ -57,6 +57,25 @@ MAX_ATTEMPTS = 4
 #: Keys of one batch RPC to one peer: half the default UMBP_MAX_PENDING_SLOTS_PER_NODE, so two
 #: threads of one node putting batches to one peer stay under the cap.
 PEER_CHUNK = 32
+
+_G = TypeVar("_G")
+
+
+def chunk_rounds(groups: dict[_G, list[int]]) -> list[dict[_G, list[int]]]:
+    """Each owner's keys cut into PEER_CHUNK-key chunks, as rounds of at most one chunk per owner.
+
+    A round's calls run at once (owners in parallel) and the next round starts when they are
+    answered, so one call of this node holds at most PEER_CHUNK pending slots on a peer whatever
+    the batch's length. The chunks go last to first: a batch is a prompt's chain, head first, and
+    each peer takes a request's keys last to first (NOTE [chain order] in mori.umbp.peer.store),
+    so the head's chunk, served last, leaves the head the most recently used of the chain."""
+    chunks = {
+        owner: [idx[k : k + PEER_CHUNK] for k in range(0, len(idx), PEER_CHUNK)][::-1] for owner, idx in groups.items()
+    }
+    return [
+        {owner: c[r] for owner, c in chunks.items() if r < len(c)}
+        for r in range(max(map(len, chunks.values()), default=0))
+    ]
 
 
 def _weakly(method: Callable[..., Any], dropped: Callable[[], Any]) -> Callable[..., Any]:
@@ -404,14 +423,30 @@ class DistributedClient(UMBPClient):
         retry: list[tuple[int, str, PeerUnavailableError | None]],
         direct: bool = False,
     ) -> dict[str, list[int]]:
-        """One BatchPutInline per owning peer and chunk, peers in parallel: the bytes ride in the
-        call, and an answer of STORED means committed and acknowledged by the master. Returns the
-        keys of peers that do not serve the call (an older version), for the slot path."""
+        """One BatchPutInline per owning peer and chunk, in rounds (chunk_rounds): the bytes ride in
+        the call, and an answer of STORED means committed and acknowledged by the master. Returns
+        the keys of peers that do not serve the call (an older version), for the slot path."""
+        older: dict[str, list[int]] = {}
+        for round_ in chunk_rounds(groups):
+            self._put_inline_round(list(round_.items()), keys, sizes, ptrs, routes, depths, out, retry, direct, older)
+        return older
+
+    def _put_inline_round(
+        self,
+        chunks: list[tuple[str, list[int]]],
+        keys: Sequence[str],
+        sizes: Sequence[int],
+        ptrs: Sequence[int],
+        routes: Any,
+        depths: Sequence[int],
+        out: list[bool],
+        retry: list[tuple[int, str, PeerUnavailableError | None]],
+        direct: bool,
+        older: dict[str, list[int]],
+    ) -> None:
+        """One BatchPutInline per (owner, chunk) of a round, owners in parallel."""
         ppb = rpc.peer_pb
         res_t = ppb.PutInlineResult
-        chunks = [
-            (node, idx[k : k + PEER_CHUNK]) for node, idx in groups.items() for k in range(0, len(idx), PEER_CHUNK)
-        ]
         calls = []
         for j, (node, idx) in enumerate(chunks):
             route = routes[idx[0]]
@@ -432,7 +467,6 @@ class DistributedClient(UMBPClient):
             # NOTE [overlapped calls]: the last chunk's call runs in this thread, taken first below.
             last = j == len(chunks) - 1
             calls.append((node, idx, rpc.start(what, stub.BatchPutInline, req, PeerUnavailableError, overlap=not last)))
-        older: dict[str, list[int]] = {}
         for node, idx, pending in reversed(calls):
             route = routes[idx[0]]
             try:
@@ -462,7 +496,6 @@ class DistributedClient(UMBPClient):
                 else:
                     why = f"BatchPutInline on peer {node!r} at {route.peer_address} failed: {e.message}"
                     retry.append((i, node, PeerUnavailableError(why)))
-        return older
 
     def _put_local(
         self,
@@ -538,11 +571,7 @@ class DistributedClient(UMBPClient):
         """See NOTE [batched data path]; ``direct``: the commits are ADD-if-absents (NOTE [direct put])."""
         ppb = rpc.peer_pb
         res_t = ppb.AllocateSlotResponse
-        chunks = {
-            node: [idx[k : k + PEER_CHUNK] for k in range(0, len(idx), PEER_CHUNK)] for node, idx in groups.items()
-        }
-        for r in range(max(len(c) for c in chunks.values())):
-            round_ = {node: c[r] for node, c in chunks.items() if r < len(c)}
+        for round_ in chunk_rounds(groups):
             allocs = {}
             for node, idx in round_.items():
                 route = routes[idx[0]]
@@ -752,7 +781,7 @@ class DistributedClient(UMBPClient):
             if not out[i]:
                 retry.append((i, self.node_id, None))
         pending = []
-        chunks = [(o, idx[k : k + PEER_CHUNK]) for o, idx in groups.items() for k in range(0, len(idx), PEER_CHUNK)]
+        chunks = [item for round_ in chunk_rounds(groups) for item in round_.items()]
         for j, (owner, chunk) in enumerate(chunks):
             req = rpc.peer_pb.BatchResolveKeysRequest(keys=[keys[i] for i in chunk])
             what = f"BatchResolveKeys on peer {owner.node_id!r} at {owner.peer_address}"
