@@ -57,12 +57,12 @@ bool wait_readable(int fd, net::Deadline deadline) {
 // is about 18 us), and 100 us did no better while burning more CPU.
 constexpr auto kDriveSpin = std::chrono::microseconds(30);
 
-// Checks fd for up to kDriveSpin without sleeping, yielding the CPU between checks.
-bool spin_readable(int fd, net::Deadline deadline) {
+// Receives what the lane's socket holds, retrying for up to kDriveSpin without sleeping and
+// yielding the CPU between tries: true once bytes are buffered.
+bool spin_fill(net::StreamReader& reader, net::Deadline deadline) {
   const auto end = std::min(deadline, net::Clock::now() + kDriveSpin);
   do {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) return true;
+    if (reader.try_fill()) return true;
     sched_yield();
   } while (net::Clock::now() < end);
   return false;
@@ -267,7 +267,7 @@ void PeerLink::send_loop(Lane& lane) {
 void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vector<iovec>& iov,
                            std::string& message) {
   uint8_t raw[net::kFrameHeaderBytes];
-  net::recv_all(lane.socket, raw, sizeof(raw), net::never(), &dead_);
+  lane.reader.read(raw, sizeof(raw), net::never(), &dead_);
   net::FrameHeader header = net::decode_header(raw);
   if (header.type != net::FrameType::Response) throw Error(Code::Protocol, "expected a response frame");
   {
@@ -283,12 +283,12 @@ void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vecto
   if (header.nseg > net::kMaxMessageBytes) throw Error(Code::Protocol, "response message too long");
   StatusCode code = net::checked_status(header.mem_id);
   message.assign(header.nseg, '\0');
-  net::recv_all(lane.socket, message.data(), message.size(), net::never(), &dead_);
+  lane.reader.read(message.data(), message.size(), net::never(), &dead_);
   if (code == StatusCode::SUCCESS && frame->is_read()) {
     if (header.payload != frame->header.payload) throw Error(Code::Protocol, "read response of the wrong size");
     if (frame->on_gpu()) {
       gpu::Stager stager(frame->pin.get()->device, frame->local, header.payload);
-      message = stager.receive(lane.socket, net::never(), &dead_);
+      message = stager.receive(lane.reader, net::never(), &dead_);
       if (!message.empty()) {
         frame->complete(StatusCode::ERR_GPU_OP, "reading from " + description_ + ": " + message);
         frame.reset();
@@ -296,7 +296,7 @@ void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vecto
       }
     } else {
       iov.assign(frame->local.begin(), frame->local.end());
-      net::recv_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+      lane.reader.read_iov(iov.data(), iov.size(), net::never(), &dead_);
     }
   } else if (header.payload != 0) {
     throw Error(Code::Protocol, "unexpected payload in a response");
@@ -325,6 +325,7 @@ bool PeerLink::receive_until_idle(Lane& lane) {
         std::lock_guard<std::mutex> lock(lane.mutex);
         if (!lane.inflight.empty()) continue;
       }
+      if (lane.reader.buffered() > 0) continue;  // the start of a response already read
       // Stays on the socket a little while: the next frame the sender thread sends then costs
       // one wake-up (its response), where going back to sleep would cost two (the sender's
       // notification, then the response), each a scheduling turn on a busy machine. Small
@@ -439,7 +440,7 @@ void PeerLink::drive(uint32_t index, const TransferStatus& status, net::Deadline
           break;
         }
       }
-      if (!spin_readable(lane.socket.fd(), deadline) && !wait_readable(lane.socket.fd(), deadline)) break;
+      if (!spin_fill(lane.reader, deadline) && !wait_readable(lane.socket.fd(), deadline)) break;
       receive_one(lane, frame, iov, message);
     }
   } catch (const Error& e) {

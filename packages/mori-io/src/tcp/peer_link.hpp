@@ -30,6 +30,7 @@
 #include "core/status.hpp"
 #include "tcp/frames.hpp"
 #include "net/protocol.hpp"
+#include "net/reader.hpp"
 #include "net/socket.hpp"
 
 namespace mori::io {
@@ -77,6 +78,7 @@ class PeerLink : public StatusDriver, public std::enable_shared_from_this<PeerLi
  private:
   struct Lane {
     net::Socket socket;
+    net::StreamReader reader{socket};  // read by whoever holds `receiving`: NOTE [buffered frame reads]
     std::mutex mutex;
     std::condition_variable wake;
     std::deque<std::shared_ptr<Frame>> queue;
