@@ -94,20 +94,22 @@ def test_a_response_nobody_waits_for_is_read_by_the_lane_thread(pair):
 
 
 @pytest.mark.parametrize("op", ["READ", "WRITE"])
-def test_responses_sharing_one_receive_are_each_delivered(op):
-    """On one lane, 96 tiny transfers in flight at once, every third to memory the target has
+@pytest.mark.parametrize("stride", [64, 16 * KiB], ids=["tiny", "in-place"])
+def test_responses_sharing_one_receive_are_each_delivered(op, stride):
+    """On one lane, 96 transfers in flight at once, every third to memory the target has
     deregistered: the target answers each in order, so one receive on either side takes several
-    frames (with refusal messages between payloads; NOTE [buffered frame reads]). Each transfer
-    gets its own outcome, the bytes match numpy's copy, and the lane serves a transfer after."""
+    tiny frames (with refusal messages between payloads; NOTE [buffered frame reads]), or a read
+    response expected in place turns out to be a refusal (NOTE [read responses in place]). Each
+    transfer gets its own outcome, the bytes match numpy's copy, and the lane serves one after."""
     with new_engine("initiator", lanes=1) as a, new_engine("target", lanes=1) as b:
         a.register_remote_engine(b.get_engine_desc())
-        n, stride = 96, 64
+        n = 96
         src, dst = random_bytes(n * stride, 91), np.zeros(n * stride, np.uint8)
         local_src, local_dst = register(a, src), register(a, dst)
         remote_bytes = random_bytes(n * stride, 92)
         remote, gone = register(b, remote_bytes), register(b, np.zeros(stride, np.uint8))
         b.deregister_memory(gone)
-        sizes = np.random.default_rng(93).integers(1, stride, size=n)
+        sizes = np.random.default_rng(93).integers(stride // 4, stride, size=n)
         post = a.read if op == "READ" else a.write
         local = local_dst if op == "READ" else local_src
         statuses = []

@@ -42,6 +42,13 @@ class StreamReader {
   void read(void* data, size_t n, Deadline deadline, const std::atomic<bool>* stop);
   void read_iov(iovec* iov, size_t count, Deadline deadline, const std::atomic<bool>* stop);
 
+  // With nothing buffered: receives, without waiting and in one call, into `head` (head_len bytes)
+  // and then into the iovecs; returns how many bytes came (0: none were there). For a caller that
+  // knows where the next frame's payload belongs (NOTE [read responses in place]).
+  size_t try_receive_split(uint8_t* head, size_t head_len, const iovec* tail, size_t count);
+  // Puts bytes back in front of whatever is buffered: the reads that follow return them first.
+  void unread(const uint8_t* data, size_t n);
+
  private:
   // Copies up to n buffered bytes to out; returns how many.
   size_t take(uint8_t* out, size_t n);
@@ -51,7 +58,8 @@ class StreamReader {
   // likely wait again, so the next read polls first instead of paying a receive that finds
   // nothing; a stream that keeps data queued goes straight to the receive.
   bool expect_wait_ = false;
-  std::vector<uint8_t> buffer_;
+  size_t capacity_;
+  std::vector<uint8_t> buffer_;  // grows past capacity_ only to hold unread bytes
   size_t begin_ = 0;
   size_t end_ = 0;
 };

@@ -57,17 +57,6 @@ bool wait_readable(int fd, net::Deadline deadline) {
 // is about 18 us), and 100 us did no better while burning more CPU.
 constexpr auto kDriveSpin = std::chrono::microseconds(30);
 
-// Receives what the lane's socket holds, retrying for up to kDriveSpin without sleeping and
-// yielding the CPU between tries: true once bytes are buffered.
-bool spin_fill(net::StreamReader& reader, net::Deadline deadline) {
-  const auto end = std::min(deadline, net::Clock::now() + kDriveSpin);
-  do {
-    if (reader.try_fill()) return true;
-    sched_yield();
-  } while (net::Clock::now() < end);
-  return false;
-}
-
 // How long the receiver thread keeps watching its socket after the last response it read.
 constexpr int kReceiverLingerMs = 2;
 
@@ -264,8 +253,81 @@ void PeerLink::send_loop(Lane& lane) {
   }
 }
 
+// NOTE [read responses in place]
+// A successful read's response is its header and then exactly the frame's payload, and responses
+// come in the order of the lane's in-flight frames, so the reader of a lane knows where the next
+// payload belongs before it arrives: one receive takes the header into a small array and the
+// payload straight into the frame's local memory, where reading through the lane's buffer would
+// cost a second receive (and a copy) for any payload over the buffer (NOTE [buffered frame
+// reads]). Only for reads into host memory of more than kInPlaceMinBytes (smaller ones fit the
+// buffer and come in one receive anyway). When the header turns out to be something else (a
+// refusal and its message), the bytes that landed in the frame's memory are moved back to the
+// lane's buffer and the response is read the ordinary way; the failed read's destination then
+// holds those bytes, as a failed read's destination may hold anything.
+constexpr uint64_t kInPlaceMinBytes = 2048;
+
+PeerLink::Received PeerLink::try_receive(Lane& lane, std::shared_ptr<Frame>& frame, std::vector<iovec>& iov) {
+  if (lane.reader.buffered() > 0) return Received::Buffered;
+  std::shared_ptr<Frame> next;
+  {
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    if (!lane.inflight.empty()) next = lane.inflight.front();
+  }
+  if (!next || !next->is_read() || next->on_gpu() || next->header.payload <= kInPlaceMinBytes) {
+    return lane.reader.try_fill() ? Received::Buffered : Received::Nothing;
+  }
+  uint8_t raw[net::kFrameHeaderBytes];
+  iov.assign(next->local.begin(), next->local.end());
+  const size_t got = lane.reader.try_receive_split(raw, sizeof(raw), iov.data(), iov.size());
+  if (got == 0) return Received::Nothing;
+  const size_t landed = got > sizeof(raw) ? got - sizeof(raw) : 0;
+  bool expected = false;
+  if (got >= sizeof(raw)) {
+    const net::FrameHeader header = net::decode_header(raw);
+    expected = header.type == net::FrameType::Response && header.uid == next->header.uid &&
+               header.seq == next->header.seq && header.nseg == 0 && header.payload == next->header.payload &&
+               header.mem_id == static_cast<uint32_t>(StatusCode::SUCCESS);
+  }
+  if (!expected) {
+    thread_local std::vector<uint8_t> back;
+    back.assign(raw, raw + std::min(got, sizeof(raw)));
+    for (size_t i = 0, left = landed; left > 0; ++i) {
+      const size_t k = std::min(left, next->local[i].iov_len);
+      const auto* bytes = static_cast<const uint8_t*>(next->local[i].iov_base);
+      back.insert(back.end(), bytes, bytes + k);
+      left -= k;
+    }
+    lane.reader.unread(back.data(), back.size());
+    return Received::Buffered;
+  }
+  {
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    frame = std::move(lane.inflight.front());  // `next`: only this lane's reader pops the front
+    lane.inflight.pop_front();
+    if (lane.inflight.empty()) lane.claim_after = net::never();
+  }
+  size_t start = 0;
+  for (size_t left = landed; left > 0;) {
+    const size_t k = std::min(left, iov[start].iov_len);
+    iov[start].iov_base = static_cast<uint8_t*>(iov[start].iov_base) + k;
+    iov[start].iov_len -= k;
+    left -= k;
+    if (iov[start].iov_len == 0) ++start;
+  }
+  if (start < iov.size()) lane.reader.read_iov(iov.data() + start, iov.size() - start, net::never(), &dead_);
+  frame->complete(StatusCode::SUCCESS, std::string());
+  frame.reset();
+  return Received::Completed;
+}
+
 void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vector<iovec>& iov,
                            std::string& message) {
+  for (;;) {
+    const Received got = try_receive(lane, frame, iov);
+    if (got == Received::Completed) return;
+    if (got == Received::Buffered) break;
+    net::wait_ready(lane.socket, POLLIN, net::never(), &dead_);
+  }
   uint8_t raw[net::kFrameHeaderBytes];
   lane.reader.read(raw, sizeof(raw), net::never(), &dead_);
   net::FrameHeader header = net::decode_header(raw);
@@ -440,7 +502,12 @@ void PeerLink::drive(uint32_t index, const TransferStatus& status, net::Deadline
           break;
         }
       }
-      if (!spin_fill(lane.reader, deadline) && !wait_readable(lane.socket.fd(), deadline)) break;
+      // Checks the socket for up to kDriveSpin without sleeping, yielding the CPU between tries.
+      const auto spin_end = std::min(deadline, net::Clock::now() + kDriveSpin);
+      Received got = Received::Nothing;
+      while ((got = try_receive(lane, frame, iov)) == Received::Nothing && net::Clock::now() < spin_end) sched_yield();
+      if (got == Received::Completed) continue;
+      if (got == Received::Nothing && !wait_readable(lane.socket.fd(), deadline)) break;
       receive_one(lane, frame, iov, message);
     }
   } catch (const Error& e) {
