@@ -93,6 +93,51 @@ def test_a_response_nobody_waits_for_is_read_by_the_lane_thread(pair):
     np.testing.assert_array_equal(dst, src)
 
 
+@pytest.mark.parametrize("op", ["READ", "WRITE"])
+@pytest.mark.parametrize("stride", [64, 16 * KiB], ids=["tiny", "in-place"])
+def test_responses_sharing_one_receive_are_each_delivered(op, stride):
+    """On one lane, 96 transfers in flight at once, every third to memory the target has
+    deregistered: the target answers each in order, so one receive on either side takes several
+    tiny frames (with refusal messages between payloads; NOTE [buffered frame reads]), or a read
+    response expected in place turns out to be a refusal (NOTE [read responses in place]). Each
+    transfer gets its own outcome, the bytes match numpy's copy, and the lane serves one after."""
+    with new_engine("initiator", lanes=1) as a, new_engine("target", lanes=1) as b:
+        a.register_remote_engine(b.get_engine_desc())
+        n = 96
+        src, dst = random_bytes(n * stride, 91), np.zeros(n * stride, np.uint8)
+        local_src, local_dst = register(a, src), register(a, dst)
+        remote_bytes = random_bytes(n * stride, 92)
+        remote, gone = register(b, remote_bytes), register(b, np.zeros(stride, np.uint8))
+        b.deregister_memory(gone)
+        sizes = np.random.default_rng(93).integers(stride // 4, stride, size=n)
+        post = a.read if op == "READ" else a.write
+        local = local_dst if op == "READ" else local_src
+        statuses = []
+        for i, size in enumerate(sizes):
+            refused = i % 3 == 2
+            statuses.append(
+                post(local, i * stride, gone if refused else remote, 0 if refused else i * stride, int(size), i)
+            )
+        for i, status in enumerate(statuses):
+            code = status.WaitFor(20000)
+            if i % 3 == 2:
+                assert code == StatusCode.ERR_NOT_FOUND, (i, status.Message())
+                assert "not registered" in status.Message()
+            else:
+                assert code == StatusCode.SUCCESS, (i, status.Message())
+        for i, size in enumerate(sizes):
+            if i % 3 == 2:
+                continue
+            span = slice(i * stride, i * stride + int(size))
+            if op == "READ":
+                np.testing.assert_array_equal(dst[span], remote_bytes[span])
+            else:
+                np.testing.assert_array_equal(remote_bytes[span], src[span])
+        after = a.read(local_dst, 0, remote, 0, n * stride, n)
+        assert after.WaitFor(20000) == StatusCode.SUCCESS, after.Message()
+        np.testing.assert_array_equal(dst, remote_bytes)
+
+
 def test_many_threads_on_fewer_lanes_keep_every_byte():
     """8 threads on 2 lanes: lanes are shared, so waiters find others' responses in front of theirs
     or another waiter already reading; each thread checks its own writes read back."""

@@ -68,13 +68,13 @@ void Stager::send(const net::Socket& socket, net::Deadline deadline, const std::
   }
 }
 
-std::string Stager::receive(const net::Socket& socket, net::Deadline deadline, const std::atomic<bool>* stop) {
+std::string Stager::receive(net::StreamReader& reader, net::Deadline deadline, const std::atomic<bool>* stop) {
   const cuda::Driver& d = cuda::driver();
   std::string error;
   for (int p = 0; p < pieces_; ++p) {
     const uint64_t begin = std::min(payload_, uint64_t(p) * piece_);
     const uint64_t end = std::min(payload_, begin + piece_);
-    net::recv_all(socket, pinned_.data() + begin, end - begin, deadline, stop);
+    reader.read(pinned_.data() + begin, end - begin, deadline, stop);
     if (!error.empty()) continue;  // keep the stream in step; the frame fails as a whole
     for_each_part(begin, end, [&](char* gpu, uint64_t off, uint64_t len) {
       if (!error.empty()) return;

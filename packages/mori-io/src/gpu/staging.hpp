@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/device.hpp"
+#include "net/reader.hpp"
 #include "net/socket.hpp"
 
 namespace mori::io::gpu {
@@ -34,7 +35,7 @@ class Stager {
   // Receives the payload piece by piece and uploads each piece as it lands, then waits for the
   // uploads. Throws Error on a socket error; returns the first CUDA error as text (the socket is
   // still drained to the frame's end, so the connection stays usable), or an empty string.
-  std::string receive(const net::Socket& socket, net::Deadline deadline, const std::atomic<bool>* stop);
+  std::string receive(net::StreamReader& reader, net::Deadline deadline, const std::atomic<bool>* stop);
 
  private:
   template <typename Fn>

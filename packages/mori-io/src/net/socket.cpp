@@ -52,25 +52,6 @@ sockaddr_in resolve_ipv4(const std::string& host, uint16_t port) {
   return addr;
 }
 
-// Waits until fd is ready for events; throws on deadline or stop.
-void wait_ready(int fd, short events, Deadline deadline, const std::atomic<bool>* stop) {
-  for (;;) {
-    if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
-      throw Error(Code::Connection, "connection closed locally");
-    }
-    int slice = kPollSliceMs;
-    if (deadline != never()) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) throw Error(Code::Timeout, "timed out waiting for the peer");
-      slice = int(std::min<int64_t>(left, kPollSliceMs));
-    }
-    pollfd p{fd, events, 0};
-    int rc = poll(&p, 1, slice);
-    if (rc > 0) return;  // errors and hang-ups surface from the following read or write
-    if (rc < 0 && errno != EINTR) throw Error(Code::System, "poll failed: " + errno_text(errno));
-  }
-}
-
 // Drops `done` bytes from the front of an iovec array; returns the new start index.
 size_t advance(iovec* iov, size_t count, size_t start, size_t done) {
   while (start < count && done > 0) {
@@ -85,6 +66,24 @@ size_t advance(iovec* iov, size_t count, size_t start, size_t done) {
 }
 
 }  // namespace
+
+void wait_ready(const Socket& socket, short events, Deadline deadline, const std::atomic<bool>* stop) {
+  for (;;) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+      throw Error(Code::Connection, "connection closed locally");
+    }
+    int slice = kPollSliceMs;
+    if (deadline != never()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) throw Error(Code::Timeout, "timed out waiting for the peer");
+      slice = int(std::min<int64_t>(left, kPollSliceMs));
+    }
+    pollfd p{socket.fd(), events, 0};
+    int rc = poll(&p, 1, slice);
+    if (rc > 0) return;  // errors and hang-ups surface from the following read or write
+    if (rc < 0 && errno != EINTR) throw Error(Code::System, "poll failed: " + errno_text(errno));
+  }
+}
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
@@ -134,7 +133,7 @@ Socket connect_tcp(const std::string& host, uint16_t port, int64_t timeout_ms) {
   if (::connect(sock.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     if (errno != EINPROGRESS) throw Error(Code::Connection, "cannot connect to " + where + ": " + errno_text(errno));
     try {
-      wait_ready(sock.fd(), POLLOUT, after_ms(timeout_ms), nullptr);
+      wait_ready(sock, POLLOUT, after_ms(timeout_ms), nullptr);
     } catch (const Error&) {
       throw Error(Code::Connection,
                   "cannot connect to " + where + ": no answer within " + std::to_string(timeout_ms) + " ms");
@@ -198,7 +197,7 @@ void send_iov(const Socket& socket, iovec* iov, size_t count, Deadline deadline,
       continue;
     }
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      wait_ready(socket.fd(), POLLOUT, deadline, stop);
+      wait_ready(socket, POLLOUT, deadline, stop);
       continue;
     }
     if (sent < 0 && errno == EINTR) continue;
@@ -219,7 +218,7 @@ void recv_iov(const Socket& socket, iovec* iov, size_t count, Deadline deadline,
     }
     if (got == 0) throw Error(Code::Connection, "the peer closed the connection");
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      wait_ready(socket.fd(), POLLIN, deadline, stop);
+      wait_ready(socket, POLLIN, deadline, stop);
       continue;
     }
     if (errno == EINTR) continue;

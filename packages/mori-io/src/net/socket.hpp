@@ -4,6 +4,7 @@
 // its deadline, and setting the stop flag (or shutdown(2) of the fd) frees a waiting thread.
 #pragma once
 
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -58,6 +59,11 @@ Socket listen_tcp(const std::string& host, uint16_t port, int backlog, uint16_t*
 Socket connect_tcp(const std::string& host, uint16_t port, int64_t timeout_ms);
 // Accepts one connection, or returns an invalid Socket when stop is set or the listener closes.
 Socket accept_tcp(const Socket& listener, const std::atomic<bool>& stop, std::string* peer_address);
+
+// Waits until the socket is ready for `events` (POLLIN, POLLOUT); throws Error(Timeout) past the
+// deadline and Error(Connection) once stop is true. Errors and hang-ups surface from the next read
+// or write.
+void wait_ready(const Socket& socket, short events, Deadline deadline, const std::atomic<bool>* stop);
 
 void apply_options(const Socket& socket, const SocketOptions& options);
 

@@ -57,17 +57,6 @@ bool wait_readable(int fd, net::Deadline deadline) {
 // is about 18 us), and 100 us did no better while burning more CPU.
 constexpr auto kDriveSpin = std::chrono::microseconds(30);
 
-// Checks fd for up to kDriveSpin without sleeping, yielding the CPU between checks.
-bool spin_readable(int fd, net::Deadline deadline) {
-  const auto end = std::min(deadline, net::Clock::now() + kDriveSpin);
-  do {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) return true;
-    sched_yield();
-  } while (net::Clock::now() < end);
-  return false;
-}
-
 // How long the receiver thread keeps watching its socket after the last response it read.
 constexpr int kReceiverLingerMs = 2;
 
@@ -264,10 +253,83 @@ void PeerLink::send_loop(Lane& lane) {
   }
 }
 
+// NOTE [read responses in place]
+// A successful read's response is its header and then exactly the frame's payload, and responses
+// come in the order of the lane's in-flight frames, so the reader of a lane knows where the next
+// payload belongs before it arrives: one receive takes the header into a small array and the
+// payload straight into the frame's local memory, where reading through the lane's buffer would
+// cost a second receive (and a copy) for any payload over the buffer (NOTE [buffered frame
+// reads]). Only for reads into host memory of more than kInPlaceMinBytes (smaller ones fit the
+// buffer and come in one receive anyway). When the header turns out to be something else (a
+// refusal and its message), the bytes that landed in the frame's memory are moved back to the
+// lane's buffer and the response is read the ordinary way; the failed read's destination then
+// holds those bytes, as a failed read's destination may hold anything.
+constexpr uint64_t kInPlaceMinBytes = 2048;
+
+PeerLink::Received PeerLink::try_receive(Lane& lane, std::shared_ptr<Frame>& frame, std::vector<iovec>& iov) {
+  if (lane.reader.buffered() > 0) return Received::Buffered;
+  std::shared_ptr<Frame> next;
+  {
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    if (!lane.inflight.empty()) next = lane.inflight.front();
+  }
+  if (!next || !next->is_read() || next->on_gpu() || next->header.payload <= kInPlaceMinBytes) {
+    return lane.reader.try_fill() ? Received::Buffered : Received::Nothing;
+  }
+  uint8_t raw[net::kFrameHeaderBytes];
+  iov.assign(next->local.begin(), next->local.end());
+  const size_t got = lane.reader.try_receive_split(raw, sizeof(raw), iov.data(), iov.size());
+  if (got == 0) return Received::Nothing;
+  const size_t landed = got > sizeof(raw) ? got - sizeof(raw) : 0;
+  bool expected = false;
+  if (got >= sizeof(raw)) {
+    const net::FrameHeader header = net::decode_header(raw);
+    expected = header.type == net::FrameType::Response && header.uid == next->header.uid &&
+               header.seq == next->header.seq && header.nseg == 0 && header.payload == next->header.payload &&
+               header.mem_id == static_cast<uint32_t>(StatusCode::SUCCESS);
+  }
+  if (!expected) {
+    thread_local std::vector<uint8_t> back;
+    back.assign(raw, raw + std::min(got, sizeof(raw)));
+    for (size_t i = 0, left = landed; left > 0; ++i) {
+      const size_t k = std::min(left, next->local[i].iov_len);
+      const auto* bytes = static_cast<const uint8_t*>(next->local[i].iov_base);
+      back.insert(back.end(), bytes, bytes + k);
+      left -= k;
+    }
+    lane.reader.unread(back.data(), back.size());
+    return Received::Buffered;
+  }
+  {
+    std::lock_guard<std::mutex> lock(lane.mutex);
+    frame = std::move(lane.inflight.front());  // `next`: only this lane's reader pops the front
+    lane.inflight.pop_front();
+    if (lane.inflight.empty()) lane.claim_after = net::never();
+  }
+  size_t start = 0;
+  for (size_t left = landed; left > 0;) {
+    const size_t k = std::min(left, iov[start].iov_len);
+    iov[start].iov_base = static_cast<uint8_t*>(iov[start].iov_base) + k;
+    iov[start].iov_len -= k;
+    left -= k;
+    if (iov[start].iov_len == 0) ++start;
+  }
+  if (start < iov.size()) lane.reader.read_iov(iov.data() + start, iov.size() - start, net::never(), &dead_);
+  frame->complete(StatusCode::SUCCESS, std::string());
+  frame.reset();
+  return Received::Completed;
+}
+
 void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vector<iovec>& iov,
                            std::string& message) {
+  for (;;) {
+    const Received got = try_receive(lane, frame, iov);
+    if (got == Received::Completed) return;
+    if (got == Received::Buffered) break;
+    net::wait_ready(lane.socket, POLLIN, net::never(), &dead_);
+  }
   uint8_t raw[net::kFrameHeaderBytes];
-  net::recv_all(lane.socket, raw, sizeof(raw), net::never(), &dead_);
+  lane.reader.read(raw, sizeof(raw), net::never(), &dead_);
   net::FrameHeader header = net::decode_header(raw);
   if (header.type != net::FrameType::Response) throw Error(Code::Protocol, "expected a response frame");
   {
@@ -283,12 +345,12 @@ void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vecto
   if (header.nseg > net::kMaxMessageBytes) throw Error(Code::Protocol, "response message too long");
   StatusCode code = net::checked_status(header.mem_id);
   message.assign(header.nseg, '\0');
-  net::recv_all(lane.socket, message.data(), message.size(), net::never(), &dead_);
+  lane.reader.read(message.data(), message.size(), net::never(), &dead_);
   if (code == StatusCode::SUCCESS && frame->is_read()) {
     if (header.payload != frame->header.payload) throw Error(Code::Protocol, "read response of the wrong size");
     if (frame->on_gpu()) {
       gpu::Stager stager(frame->pin.get()->device, frame->local, header.payload);
-      message = stager.receive(lane.socket, net::never(), &dead_);
+      message = stager.receive(lane.reader, net::never(), &dead_);
       if (!message.empty()) {
         frame->complete(StatusCode::ERR_GPU_OP, "reading from " + description_ + ": " + message);
         frame.reset();
@@ -296,7 +358,7 @@ void PeerLink::receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vecto
       }
     } else {
       iov.assign(frame->local.begin(), frame->local.end());
-      net::recv_iov(lane.socket, iov.data(), iov.size(), net::never(), &dead_);
+      lane.reader.read_iov(iov.data(), iov.size(), net::never(), &dead_);
     }
   } else if (header.payload != 0) {
     throw Error(Code::Protocol, "unexpected payload in a response");
@@ -325,6 +387,7 @@ bool PeerLink::receive_until_idle(Lane& lane) {
         std::lock_guard<std::mutex> lock(lane.mutex);
         if (!lane.inflight.empty()) continue;
       }
+      if (lane.reader.buffered() > 0) continue;  // the start of a response already read
       // Stays on the socket a little while: the next frame the sender thread sends then costs
       // one wake-up (its response), where going back to sleep would cost two (the sender's
       // notification, then the response), each a scheduling turn on a busy machine. Small
@@ -439,7 +502,12 @@ void PeerLink::drive(uint32_t index, const TransferStatus& status, net::Deadline
           break;
         }
       }
-      if (!spin_readable(lane.socket.fd(), deadline) && !wait_readable(lane.socket.fd(), deadline)) break;
+      // Checks the socket for up to kDriveSpin without sleeping, yielding the CPU between tries.
+      const auto spin_end = std::min(deadline, net::Clock::now() + kDriveSpin);
+      Received got = Received::Nothing;
+      while ((got = try_receive(lane, frame, iov)) == Received::Nothing && net::Clock::now() < spin_end) sched_yield();
+      if (got == Received::Completed) continue;
+      if (got == Received::Nothing && !wait_readable(lane.socket.fd(), deadline)) break;
       receive_one(lane, frame, iov, message);
     }
   } catch (const Error& e) {

@@ -30,6 +30,7 @@
 #include "core/status.hpp"
 #include "tcp/frames.hpp"
 #include "net/protocol.hpp"
+#include "net/reader.hpp"
 #include "net/socket.hpp"
 
 namespace mori::io {
@@ -77,6 +78,7 @@ class PeerLink : public StatusDriver, public std::enable_shared_from_this<PeerLi
  private:
   struct Lane {
     net::Socket socket;
+    net::StreamReader reader{socket};  // read by whoever holds `receiving`: NOTE [buffered frame reads]
     std::mutex mutex;
     std::condition_variable wake;
     std::deque<std::shared_ptr<Frame>> queue;
@@ -105,6 +107,10 @@ class PeerLink : public StatusDriver, public std::enable_shared_from_this<PeerLi
   // Writes one frame to the lane's socket; on error fails the link and returns false.
   bool send_frame(Lane& lane, const Frame& frame, std::vector<iovec>& iov);
   void receive_loop(Lane& lane);
+  enum class Received { Nothing, Buffered, Completed };
+  // One attempt that does not wait: the lane's next response received in place (Completed, NOTE
+  // [read responses in place]), or bytes of it buffered in the lane's reader, or nothing there.
+  Received try_receive(Lane& lane, std::shared_ptr<Frame>& frame, std::vector<iovec>& iov);
   // Reads one response and completes its frame (kept in `frame` while it is read, so an error can
   // report it); throws Error on a broken connection or protocol.
   void receive_one(Lane& lane, std::shared_ptr<Frame>& frame, std::vector<iovec>& iov, std::string& message);

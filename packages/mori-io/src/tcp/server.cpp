@@ -16,11 +16,11 @@ namespace {
 constexpr size_t kDiscardBytes = 64 * 1024;
 
 // Reads and throws away len bytes of a request the target refused, keeping the stream in step.
-void drain(const net::Socket& socket, uint64_t len, std::vector<char>& scratch, net::Deadline deadline,
+void drain(net::StreamReader& reader, uint64_t len, std::vector<char>& scratch, net::Deadline deadline,
            const std::atomic<bool>* stop) {
   while (len > 0) {
     size_t take = size_t(std::min<uint64_t>(len, scratch.size()));
-    net::recv_all(socket, scratch.data(), take, deadline, stop);
+    reader.read(scratch.data(), take, deadline, stop);
     len -= take;
   }
 }
@@ -143,10 +143,11 @@ void Server::serve(Connection& conn) {
   std::vector<uint8_t> table;
   std::vector<iovec> iov;
   std::vector<char> discard(kDiscardBytes);
+  conn.reader = std::make_unique<net::StreamReader>(conn.socket);  // once authenticated: NOTE [buffered frame reads]
   try {
     for (;;) {
       uint8_t raw[net::kFrameHeaderBytes];
-      net::recv_all(conn.socket, raw, sizeof(raw), net::never(), &stop_);
+      conn.reader->read(raw, sizeof(raw), net::never(), &stop_);
       net::FrameHeader header = net::decode_header(raw);
       switch (header.type) {
         case net::FrameType::Write:
@@ -191,7 +192,7 @@ void Server::serve_data(Connection& conn, const net::FrameHeader& header, std::v
   if (header.total == 0 || header.seq >= header.total) throw Error(Code::Protocol, "frame number out of range");
   net::Deadline deadline = net::after_ms(config_.io_timeout_ms);
   table.resize(size_t(header.nseg) * net::kSegmentBytes);
-  net::recv_all(conn.socket, table.data(), table.size(), deadline, &stop_);
+  conn.reader->read(table.data(), table.size(), deadline, &stop_);
   uint64_t sum = 0;
   for (uint32_t i = 0; i < header.nseg; ++i) {
     uint64_t size = net::get_u64(table.data() + i * net::kSegmentBytes + 8);
@@ -229,9 +230,9 @@ void Server::serve_data(Connection& conn, const net::FrameHeader& header, std::v
     if (code == StatusCode::SUCCESS && gpu_region) {
       receive_into_gpu(conn, header, *region, iov, discard, deadline, &code, &message);
     } else if (code == StatusCode::SUCCESS) {
-      net::recv_iov(conn.socket, iov.data(), iov.size(), deadline, &stop_);
+      conn.reader->read_iov(iov.data(), iov.size(), deadline, &stop_);
     } else {
-      drain(conn.socket, header.payload, discard, deadline, &stop_);
+      drain(*conn.reader, header.payload, discard, deadline, &stop_);
     }
   }
   if (!write && gpu_region && header.payload > 0) {
@@ -276,10 +277,10 @@ void Server::receive_into_gpu(Connection& conn, const net::FrameHeader& header, 
     // connection goes on.
     *code = StatusCode::ERR_GPU_OP;
     *message = e.what();
-    drain(conn.socket, header.payload, discard, deadline, &stop_);
+    drain(*conn.reader, header.payload, discard, deadline, &stop_);
     return;
   }
-  *message = stager->receive(conn.socket, deadline, &stop_);
+  *message = stager->receive(*conn.reader, deadline, &stop_);
   if (!message->empty()) *code = StatusCode::ERR_GPU_OP;
 }
 

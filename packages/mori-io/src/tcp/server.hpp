@@ -25,6 +25,7 @@
 #include "core/inbound.hpp"
 #include "core/memory.hpp"
 #include "net/protocol.hpp"
+#include "net/reader.hpp"
 #include "net/socket.hpp"
 
 namespace mori::io {
@@ -60,6 +61,7 @@ class Server {
   static constexpr uint32_t kNoRegion = 0xffffffffu;
   struct Connection {
     net::Socket socket;
+    std::unique_ptr<net::StreamReader> reader;  // every read of an authenticated connection
     std::string address;
     std::string peer;
     std::atomic<uint32_t> region{kNoRegion};
