@@ -9,9 +9,11 @@ level so multiprocessing's spawn can import them) under mori.testing.PeerProcess
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +48,17 @@ def new_engine(key: str, lanes: int = 4, **tcp: int):
     return engine
 
 
+@pytest.fixture(params=[None, "tcp"], ids=["ucx-default", "ucx-tcp"])
+def ucx_tls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """UCX_TLS as the engines' UCX contexts read it when their RDMA backend is created: UCX's own
+    transport choice, or tcp only."""
+    if request.param is None:
+        monkeypatch.delenv("UCX_TLS", raising=False)
+    else:
+        monkeypatch.setenv("UCX_TLS", request.param)
+    return request.param
+
+
 @pytest.fixture
 def pair() -> Iterator[tuple]:
     """Two engines in this process, each registered with the other."""
@@ -77,3 +90,67 @@ def register(engine, array: np.ndarray):
 
 def random_bytes(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size=n, dtype=np.uint8)
+
+
+def run_threads(worker: Callable[[int], None], count: int, join_timeout: float | None) -> None:
+    """Runs worker(0), ..., worker(count - 1) on as many threads at once and joins each for at most
+    join_timeout seconds; the caller then checks what the workers recorded."""
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(join_timeout)
+
+
+def multi_pair_batch_round_trip(a, b, seed: int) -> None:
+    """One batch_write of three pairs (each pair's halves swapped on b; b records each pair's uid as
+    a succeeded inbound transfer), then one batch_read of the three regions back, both checked
+    against numpy. a is registered with b under the key "initiator"."""
+    from mori.io import IOEngine, StatusCode
+
+    srcs = [random_bytes(8192, seed + i) for i in range(3)]
+    dsts = [np.zeros(8192, np.uint8) for _ in range(3)]
+    locals_ = [register(a, s) for s in srcs]
+    remotes = [register(b, d) for d in dsts]
+    uids = [a.allocate_transfer_uid() for _ in range(3)]
+    statuses = a.batch_write(locals_, [[0, 4096]] * 3, remotes, [[4096, 0]] * 3, [[4096, 4096]] * 3, uids)
+    assert len(statuses) == 3
+    assert IOEngine.wait_all(statuses, 20000) == StatusCode.SUCCESS, [s.Message() for s in statuses]
+    for s, d in zip(srcs, dsts, strict=True):
+        assert np.array_equal(d[4096:], s[:4096]) and np.array_equal(d[:4096], s[4096:])
+    for uid in uids:
+        assert b.pop_inbound_transfer_status("initiator", uid).Succeeded()
+    back = [np.zeros(8192, np.uint8) for _ in range(3)]
+    statuses = a.batch_read([register(a, x) for x in back], [[0]] * 3, remotes, [[0]] * 3, [[8192]] * 3, uids)
+    assert IOEngine.wait_all(statuses, 20000) == StatusCode.SUCCESS
+    for x, d in zip(back, dsts, strict=True):
+        assert np.array_equal(x, d)
+
+
+def write_then_scattered_read(initiator, target, src: np.ndarray, stride: int) -> tuple:
+    """With ``target`` a peer_programs.TargetProcess: registers ``initiator`` (key "initiator")
+    there and the target here, writes ``src`` at 3 MiB of the target's memory (checked by digest and
+    by the target's inbound status), then reads 16 pieces of 64 KiB scattered ``stride`` pieces
+    apart from the end of the target's memory in one batch, each compared with the target's own
+    bytes. Returns the registered ``src``, the reading session and the read's transfer uid."""
+    from mori.io import StatusCode
+
+    piece, at = 64 * 1024, 3 << 20
+    initiator.register_remote_engine(target.desc)
+    assert target.ask("register", initiator.get_engine_desc().pack())
+    local = register(initiator, src)
+    uid = initiator.allocate_transfer_uid()
+    status = initiator.write(local, 0, target.mem, at, src.nbytes, uid)
+    assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
+    assert target.ask("digest", at, src.nbytes) == hashlib.sha256(src.tobytes()).hexdigest()
+    assert target.ask("pop", "initiator", uid) == StatusCode.SUCCESS
+    back = np.zeros(16 * piece, np.uint8)
+    session = initiator.create_session(register(initiator, back), target.mem)
+    offsets = list(range(0, back.nbytes, piece))
+    remote = [target.mem.size - piece - stride * o for o in offsets]
+    uid = initiator.allocate_transfer_uid()
+    status = session.batch_read(offsets, remote, [piece] * len(offsets), uid)
+    assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
+    for lo, ro in zip(offsets, remote, strict=True):
+        assert back[lo : lo + piece].tobytes() == target.ask("bytes", ro, piece)
+    return local, session, uid

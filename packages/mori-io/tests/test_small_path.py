@@ -14,7 +14,7 @@ import time
 import numpy as np
 import peer_programs
 import pytest
-from conftest import new_engine, random_bytes, register
+from conftest import new_engine, random_bytes, register, run_threads
 
 from mori.io import IOEngine, StatusCode
 
@@ -116,11 +116,7 @@ def test_many_threads_on_fewer_lanes_keep_every_byte():
                     errors.append(f"thread {t} item {k}: {r.Message()}")
                     return
 
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(50)
+        run_threads(worker, 8, 50)
         assert not errors, errors[:3]
         np.testing.assert_array_equal(dst, src)
 
