@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -154,3 +156,23 @@ def write_then_scattered_read(initiator, target, src: np.ndarray, stride: int) -
     for lo, ro in zip(offsets, remote, strict=True):
         assert back[lo : lo + piece].tobytes() == target.ask("bytes", ro, piece)
     return local, session, uid
+
+
+def kill_target_mid_batch(initiator, target, seed: int) -> tuple:
+    """With ``target`` a peer_programs.TargetProcess: connects a session from ``initiator`` to the
+    whole of the target's memory while the target is alive, stops the target (it can neither take
+    the bytes nor answer), starts a batch write of 64 KiB pieces over all of it, checks that it is
+    still in progress, then kills the target. Returns the registered source, the session, the
+    batch's status and the monotonic time of the kill."""
+    piece = 64 * 1024
+    initiator.register_remote_engine(target.desc)
+    local = register(initiator, random_bytes(target.mem.size, seed))
+    session = initiator.create_session(local, target.mem)  # connected and verified while alive
+    os.kill(target.proc.pid, signal.SIGSTOP)
+    offsets = list(range(0, target.mem.size, piece))
+    status = session.batch_write(offsets, offsets, [piece] * len(offsets), 1)
+    time.sleep(0.2)
+    assert status.InProgress()
+    killed = time.monotonic()
+    os.kill(target.proc.pid, signal.SIGKILL)
+    return local, session, status, killed

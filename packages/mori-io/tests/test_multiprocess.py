@@ -12,7 +12,7 @@ import time
 import numpy as np
 import peer_programs
 import pytest
-from conftest import new_engine, random_bytes, register, run_threads, write_then_scattered_read
+from conftest import kill_target_mid_batch, new_engine, random_bytes, register, run_threads, write_then_scattered_read
 
 from mori.io import IOEngine, StatusCode
 
@@ -46,17 +46,7 @@ def test_two_processes_write_read_and_inbound_status(target):
 
 def test_peer_killed_mid_batch_fails_within_timeout(target):
     with new_engine("initiator") as a:
-        a.register_remote_engine(target.desc)
-        src = random_bytes(TARGET_BYTES, 42)
-        local = register(a, src)
-        session = a.create_session(local, target.mem)  # connected and verified while alive
-        os.kill(target.proc.pid, signal.SIGSTOP)  # it can neither drain nor answer now
-        offsets = list(range(0, TARGET_BYTES, 64 * 1024))
-        status = session.batch_write(offsets, offsets, [64 * 1024] * len(offsets), 1)
-        time.sleep(0.2)
-        assert status.InProgress()
-        start = time.monotonic()
-        os.kill(target.proc.pid, signal.SIGKILL)
+        local, session, status, start = kill_target_mid_batch(a, target, 42)
         assert status.WaitFor(8000) == StatusCode.ERR_BAD_STATE
         assert time.monotonic() - start < 8
         assert "lost" in status.Message() and "target" in status.Message()

@@ -12,7 +12,7 @@ import time
 
 import pytest
 import rdma_programs
-from conftest import random_bytes, register, write_then_scattered_read
+from conftest import kill_target_mid_batch, random_bytes, register, write_then_scattered_read
 from peer_programs import TargetProcess
 from rdma_programs import rdma_engine, ucx_unavailable
 
@@ -63,16 +63,7 @@ def test_two_processes_write_read_batch_and_inbound_status(target):
 
 def test_peer_killed_mid_transfer_fails_within_the_timeout(target):
     with rdma_engine("initiator", op_timeout_ms=4000) as a:
-        a.register_remote_engine(target.desc)
-        src = random_bytes(TARGET_BYTES, 52)
-        session = a.create_session(register(a, src), target.mem)  # connected while alive
-        os.kill(target.proc.pid, signal.SIGSTOP)  # it can neither take the bytes nor acknowledge them
-        offsets = list(range(0, TARGET_BYTES, 64 * 1024))
-        status = session.batch_write(offsets, offsets, [64 * 1024] * len(offsets), 1)
-        time.sleep(0.2)
-        assert status.InProgress()
-        start = time.monotonic()
-        os.kill(target.proc.pid, signal.SIGKILL)
+        _, session, status, start = kill_target_mid_batch(a, target, 52)
         assert status.WaitFor(10000) == StatusCode.ERR_RDMA_OP, status.Message()
         assert time.monotonic() - start < 6
         assert "engine 'target'" in status.Message()
