@@ -158,6 +158,25 @@ def write_then_scattered_read(initiator, target, src: np.ndarray, stride: int) -
     return local, session, uid
 
 
+def stop_process(pid: int) -> None:
+    """SIGSTOP, returning once every thread of the process is stopped (kill returns before:
+    a thread still running could finish the very transfer a test means to stall)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while True:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that just exited
+                continue
+        if all(state in "tT" for state in states):
+            return
+        assert time.monotonic() < deadline, f"process {pid} did not stop: {states}"
+        time.sleep(0.001)
+
+
 def kill_target_mid_batch(initiator, target, seed: int) -> tuple:
     """With ``target`` a peer_programs.TargetProcess: connects a session from ``initiator`` to the
     whole of the target's memory while the target is alive, stops the target (it can neither take
@@ -168,7 +187,7 @@ def kill_target_mid_batch(initiator, target, seed: int) -> tuple:
     initiator.register_remote_engine(target.desc)
     local = register(initiator, random_bytes(target.mem.size, seed))
     session = initiator.create_session(local, target.mem)  # connected and verified while alive
-    os.kill(target.proc.pid, signal.SIGSTOP)
+    stop_process(target.proc.pid)
     offsets = list(range(0, target.mem.size, piece))
     status = session.batch_write(offsets, offsets, [piece] * len(offsets), 1)
     time.sleep(0.2)

@@ -5,14 +5,20 @@ transfers checked by digest, and a peer that dies or stalls mid-batch gives Fail
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
 import time
 
 import numpy as np
 import peer_programs
 import pytest
-from conftest import kill_target_mid_batch, new_engine, random_bytes, register, run_threads, write_then_scattered_read
+from conftest import (
+    kill_target_mid_batch,
+    new_engine,
+    random_bytes,
+    register,
+    run_threads,
+    stop_process,
+    write_then_scattered_read,
+)
 
 from mori.io import IOEngine, StatusCode
 
@@ -61,7 +67,7 @@ def test_stalled_peer_fails_after_op_timeout(target):
         a.register_remote_engine(target.desc)
         local = register(a, random_bytes(8 * MiB, 43))
         a.create_session(local, target.mem)
-        os.kill(target.proc.pid, signal.SIGSTOP)
+        stop_process(target.proc.pid)
         start = time.monotonic()
         status = a.write(local, 0, target.mem, 0, 8 * MiB, 5)
         assert status.WaitFor(10000) == StatusCode.ERR_BAD_STATE

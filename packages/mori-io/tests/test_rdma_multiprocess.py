@@ -12,7 +12,7 @@ import time
 
 import pytest
 import rdma_programs
-from conftest import kill_target_mid_batch, random_bytes, register, write_then_scattered_read
+from conftest import kill_target_mid_batch, random_bytes, register, stop_process, write_then_scattered_read
 from peer_programs import TargetProcess
 from rdma_programs import rdma_engine, ucx_unavailable
 
@@ -81,7 +81,7 @@ def test_stalled_peer_fails_after_op_timeout_then_recovers(target):
         src = random_bytes(8 * MiB, 53)
         local = register(a, src)
         a.create_session(local, target.mem)
-        os.kill(target.proc.pid, signal.SIGSTOP)
+        stop_process(target.proc.pid)
         try:
             start = time.monotonic()
             status = a.write(local, 0, target.mem, 0, 8 * MiB, 5)
