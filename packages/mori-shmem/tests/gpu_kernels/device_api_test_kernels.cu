@@ -135,7 +135,10 @@ __device__ void PutGetSlices(const State& st, int op, int scope, void* dest, con
 // The typed helpers are out of line so that no single function gets huge: ptxas time grows
 // faster than linearly with function size.
 template <bool kGlobal, typename T>
-__device__ __noinline__ void TypedGeneric(const State& st, int op, int scope, T* dest, const T* src, unsigned long long n, int pe) {
+__device__ __noinline__ void TypedGeneric(const State& st, int op, int scope, void* destBytes, const void* srcBytes,
+                                          unsigned long long n, int pe) {
+  T* dest = static_cast<T*>(destBytes);
+  const T* src = static_cast<const T*>(srcBytes);
 #define TYPED_GENERIC_OPS(Scope)                                     \
   switch (op) {                                                      \
     case 0:                                                          \
@@ -197,25 +200,21 @@ __device__ void TypedPutGet(const State& st, int op, int scope, int dtype, int a
     switch (dtype) {
       case 0:
       case 1:
-        TypedGeneric<kGlobal, unsigned char>(st, op, scope, static_cast<unsigned char*>(dest),
-                                             static_cast<const unsigned char*>(src), n, pe);
+        TypedGeneric<kGlobal, unsigned char>(st, op, scope, dest, src, n, pe);
         break;
       case 2:
       case 3:
-        TypedGeneric<kGlobal, unsigned short>(st, op, scope, static_cast<unsigned short*>(dest),
-                                              static_cast<const unsigned short*>(src), n, pe);
+        TypedGeneric<kGlobal, unsigned short>(st, op, scope, dest, src, n, pe);
         break;
       case 4:
       case 5:
       case 8:
-        TypedGeneric<kGlobal, unsigned int>(st, op, scope, static_cast<unsigned int*>(dest),
-                                            static_cast<const unsigned int*>(src), n, pe);
+        TypedGeneric<kGlobal, unsigned int>(st, op, scope, dest, src, n, pe);
         break;
       case 6:
       case 7:
       case 9:
-        TypedGeneric<kGlobal, unsigned long long>(st, op, scope, static_cast<unsigned long long*>(dest),
-                                                  static_cast<const unsigned long long*>(src), n, pe);
+        TypedGeneric<kGlobal, unsigned long long>(st, op, scope, dest, src, n, pe);
         break;
       default:
         break;
