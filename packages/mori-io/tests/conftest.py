@@ -177,6 +177,20 @@ def stop_process(pid: int) -> None:
         time.sleep(0.001)
 
 
+def write_to_stopped_target(initiator, target, local, nbytes: int, uid: int, code, op_timeout_ms: int):
+    """With ``target`` a peer_programs.TargetProcess: stops it (stop_process), writes ``nbytes``
+    of ``local`` to the start of its memory, and checks that the write fails with ``code`` once the
+    initiator's ``op_timeout_ms`` has passed (not before, and within 5 s), naming that setting.
+    Returns the failed status; the target stays stopped."""
+    stop_process(target.proc.pid)
+    start = time.monotonic()
+    status = initiator.write(local, 0, target.mem, 0, nbytes, uid)
+    assert status.WaitFor(10000) == code, status.Message()
+    assert 0.9 * op_timeout_ms / 1000 < time.monotonic() - start < 5
+    assert f"op_timeout_ms={op_timeout_ms}" in status.Message()
+    return status
+
+
 def kill_target_mid_batch(initiator, target, seed: int) -> tuple:
     """With ``target`` a peer_programs.TargetProcess: connects a session from ``initiator`` to the
     whole of the target's memory while the target is alive, stops the target (it can neither take
