@@ -62,6 +62,20 @@ def _config(w: wl.Workload, rank: int, **fields: Any) -> Any:
     return ep_v2_programs.v2_config(w, rank, **fields)
 
 
+def _both_combines(w: wl.Workload, rank: int, device: Any, iterations: int, first: Any, second: Any) -> list[int]:
+    """``iterations`` rounds through ``first`` then ``second`` (a gather and a scatter combine op,
+    either order), each against the reference and both equal bit for bit. Returns the first op's
+    total_recv per round."""
+    totals = []
+    for iteration in range(iterations):
+        by_first = _check_round(w, rank, iteration, first, device)
+        by_second = _check_round(w, rank, iteration, second, device)
+        assert torch.equal(by_first["out"], by_second["out"]), "gather and scatter combines differ"
+        assert torch.equal(by_first["out_weights"], by_second["out_weights"])
+        totals.append(by_first["total"])
+    return totals
+
+
 def over_comm(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, iterations: int) -> list[int]:
     """v2 ops over a mori.cco communicator, mori.shmem never initialised: gather and scatter
     combines against the reference, and equal to each other bit for bit. Returns total_recv per
@@ -69,18 +83,12 @@ def over_comm(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, 
     import mori.cco
 
     assert not shmem.shmem_is_initialized()
-    totals = []
     with mori.cco.Communicator.init(nranks, rank, uid, backend=backend) as comm:
         device = _device(backend, comm.device)
         gather = EpDispatchCombineOp(_config(w, rank), comm)
         scatter = EpDispatchCombineOp(_config(w, rank, combine_mode="scatter"), comm)
         assert gather.device == device and "mori.cco communicator" in repr(gather)
-        for iteration in range(iterations):
-            by_gather = _check_round(w, rank, iteration, gather, device)
-            by_scatter = _check_round(w, rank, iteration, scatter, device)
-            assert torch.equal(by_gather["out"], by_scatter["out"]), "gather and scatter combines differ"
-            assert torch.equal(by_gather["out_weights"], by_scatter["out_weights"])
-            totals.append(by_gather["total"])
+        totals = _both_combines(w, rank, device, iterations, gather, scatter)
         scatter.close()
         gather.close()
         assert not shmem.shmem_is_initialized(), "the op must not have initialised mori.shmem"
@@ -94,13 +102,7 @@ def scatter_over_shmem(rank: int, nranks: int, uid: bytes, backend: str, w: wl.W
         device = ep_programs._device(backend)
         gather = EpDispatchCombineOp(_config(w, rank))
         scatter = EpDispatchCombineOp(_config(w, rank, combine_mode="scatter"))
-        totals = []
-        for iteration in range(iterations):
-            by_scatter = _check_round(w, rank, iteration, scatter, device)
-            by_gather = _check_round(w, rank, iteration, gather, device)
-            assert torch.equal(by_gather["out"], by_scatter["out"]), "gather and scatter combines differ"
-            assert torch.equal(by_gather["out_weights"], by_scatter["out_weights"])
-            totals.append(by_scatter["total"])
+        totals = _both_combines(w, rank, device, iterations, scatter, gather)
         scatter.close()
         gather.close()
         return totals

@@ -35,14 +35,24 @@ def _nearest_even(magnitude: np.ndarray, table: np.ndarray) -> np.ndarray:
     return np.where(even.any(axis=-1), even.argmax(axis=-1), candidates.argmax(axis=-1))
 
 
+def _encode(values: np.ndarray, table: np.ndarray, sign_bit: int) -> np.ndarray:
+    """Sign-magnitude codes of ``values``: the sign in ``sign_bit``, below it the index of the
+    nearest magnitude of ``table`` (saturating at its largest)."""
+    magnitude = np.minimum(np.abs(values), table[-1])
+    return (_nearest_even(magnitude, table) | np.where(values < 0, sign_bit, 0)).astype(np.uint8)
+
+
+def _decode(codes: np.ndarray, table: np.ndarray, sign_bit: int) -> np.ndarray:
+    magnitude = table[codes & (sign_bit - 1)]
+    return np.where(codes & sign_bit, -magnitude, magnitude).astype(np.float32)
+
+
 def e2m1_codes(values: np.ndarray) -> np.ndarray:
-    magnitude = np.minimum(np.abs(values), 6.0)
-    return (_nearest_even(magnitude, E2M1) | np.where(values < 0, 8, 0)).astype(np.uint8)
+    return _encode(values, E2M1, 8)
 
 
 def e2m1_values(codes: np.ndarray) -> np.ndarray:
-    magnitude = E2M1[codes & 7]
-    return np.where(codes & 8, -magnitude, magnitude).astype(np.float32)
+    return _decode(codes, E2M1, 8)
 
 
 def _e4m3_magnitudes() -> np.ndarray:
@@ -57,13 +67,11 @@ E4M3 = _e4m3_magnitudes()
 
 
 def e4m3_bytes(values: np.ndarray) -> np.ndarray:
-    magnitude = np.minimum(np.abs(values), 448.0)
-    return (_nearest_even(magnitude, E4M3) | np.where(values < 0, 0x80, 0)).astype(np.uint8)
+    return _encode(values, E4M3, 0x80)  # saturates at 448
 
 
 def e4m3_values(codes: np.ndarray) -> np.ndarray:
-    magnitude = E4M3[codes & 0x7F]
-    return np.where(codes & 0x80, -magnitude, magnitude).astype(np.float32)
+    return _decode(codes, E4M3, 0x80)
 
 
 BLOCK = {"mxfp4": 32, "nvfp4": 16, "mxfp8": 32}

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
-from conftest import new_engine, random_bytes, register
+from conftest import new_engine, random_bytes, register, run_threads
 
 from mori.io import NotFoundError, StatusCode
 
@@ -101,11 +99,7 @@ def test_many_threads_share_one_engine(pair):
             if s.WaitFor(20000) != StatusCode.SUCCESS:
                 errors.append(s.Message())
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_threads(worker, 8, 60)
     assert not errors and np.array_equal(src, dst)
 
 

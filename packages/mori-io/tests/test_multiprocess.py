@@ -5,14 +5,20 @@ transfers checked by digest, and a peer that dies or stalls mid-batch gives Fail
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
 import time
 
 import numpy as np
 import peer_programs
 import pytest
-from conftest import new_engine, random_bytes, register
+from conftest import (
+    kill_target_mid_batch,
+    new_engine,
+    random_bytes,
+    register,
+    run_threads,
+    write_then_scattered_read,
+    write_to_stopped_target,
+)
 
 from mori.io import IOEngine, StatusCode
 
@@ -39,41 +45,14 @@ def target():
 
 def test_two_processes_write_read_and_inbound_status(target):
     with new_engine("initiator") as a:
-        a.register_remote_engine(target.desc)
-        assert target.ask("register", a.get_engine_desc().pack())
-        src = random_bytes(8 * MiB, 41)
-        local = register(a, src)
-        uid = a.allocate_transfer_uid()
-        status = a.write(local, 0, target.mem, 3 * MiB, 8 * MiB, uid)
-        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
-        assert target.ask("digest", 3 * MiB, 8 * MiB) == hashlib.sha256(src.tobytes()).hexdigest()
-        assert target.ask("pop", "initiator", uid) == StatusCode.SUCCESS
-        # Read back a scattered batch and compare with the target's own bytes.
-        back = np.zeros(1 * MiB, np.uint8)
-        session = a.create_session(register(a, back), target.mem)
-        offsets = list(range(0, MiB, 64 * 1024))
-        remote = [TARGET_BYTES - 64 * 1024 - o for o in offsets]
-        status = session.batch_read(offsets, remote, [64 * 1024] * len(offsets), a.allocate_transfer_uid())
-        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
-        for lo, ro in zip(offsets, remote, strict=True):
-            assert back[lo : lo + 64 * 1024].tobytes() == target.ask("bytes", ro, 64 * 1024)
+        _, session, _ = write_then_scattered_read(a, target, random_bytes(8 * MiB, 41), stride=1)
         assert session.alive()
         assert target.ask("exit")
 
 
 def test_peer_killed_mid_batch_fails_within_timeout(target):
     with new_engine("initiator") as a:
-        a.register_remote_engine(target.desc)
-        src = random_bytes(TARGET_BYTES, 42)
-        local = register(a, src)
-        session = a.create_session(local, target.mem)  # connected and verified while alive
-        os.kill(target.proc.pid, signal.SIGSTOP)  # it can neither drain nor answer now
-        offsets = list(range(0, TARGET_BYTES, 64 * 1024))
-        status = session.batch_write(offsets, offsets, [64 * 1024] * len(offsets), 1)
-        time.sleep(0.2)
-        assert status.InProgress()
-        start = time.monotonic()
-        os.kill(target.proc.pid, signal.SIGKILL)
+        local, session, status, start = kill_target_mid_batch(a, target, 42)
         assert status.WaitFor(8000) == StatusCode.ERR_BAD_STATE
         assert time.monotonic() - start < 8
         assert "lost" in status.Message() and "target" in status.Message()
@@ -88,12 +67,7 @@ def test_stalled_peer_fails_after_op_timeout(target):
         a.register_remote_engine(target.desc)
         local = register(a, random_bytes(8 * MiB, 43))
         a.create_session(local, target.mem)
-        os.kill(target.proc.pid, signal.SIGSTOP)
-        start = time.monotonic()
-        status = a.write(local, 0, target.mem, 0, 8 * MiB, 5)
-        assert status.WaitFor(10000) == StatusCode.ERR_BAD_STATE
-        assert 0.9 < time.monotonic() - start < 5
-        assert "op_timeout_ms=1000" in status.Message()
+        status = write_to_stopped_target(a, target, local, 8 * MiB, 5, StatusCode.ERR_BAD_STATE, op_timeout_ms=1000)
         assert IOEngine.wait_all([status], 0) == StatusCode.ERR_BAD_STATE
 
 
@@ -102,8 +76,6 @@ def test_stalled_peer_fails_after_op_timeout(target):
 def test_soak_threads_mixing_random_batch_reads_and_writes(target):
     """4 threads, each owning a quarter of the target's memory, mix random batches of 4-64 KiB
     writes and reads; a numpy model of the target's bytes checks every read and the end state."""
-    import threading
-
     model = np.random.default_rng(target.seed).integers(0, 256, size=TARGET_BYTES, dtype=np.uint8)
     quarter = TARGET_BYTES // 4
     errors: list[str] = []
@@ -141,10 +113,6 @@ def test_soak_threads_mixing_random_batch_reads_and_writes(target):
                             errors.append(f"thread {index} step {step}: read mismatch at remote offset {ro}")
                             return
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(240)
+        run_threads(worker, 4, 240)
     assert not errors, errors[:3]
     assert target.ask("digest", 0, TARGET_BYTES) == hashlib.sha256(model.tobytes()).hexdigest()

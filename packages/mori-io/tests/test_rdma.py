@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import random_bytes, register
+from conftest import multi_pair_batch_round_trip, random_bytes, register, run_threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rdma_programs import rdma_engine, ucx_unavailable
@@ -44,16 +44,6 @@ pytestmark = pytest.mark.timeout(60)
 _WHY = ucx_unavailable()
 if _WHY:
     pytest.skip(f"UCX cannot be loaded here: {_WHY}", allow_module_level=True)
-
-
-@pytest.fixture(params=[None, "tcp"], ids=["ucx-default", "ucx-tcp"])
-def ucx_tls(request, monkeypatch):
-    """UCX_TLS as the engines' UCX contexts read it when their RDMA backend is created."""
-    if request.param is None:
-        monkeypatch.delenv("UCX_TLS", raising=False)
-    else:
-        monkeypatch.setenv("UCX_TLS", request.param)
-    return request.param
 
 
 def connect(a: IOEngine, b: IOEngine) -> None:
@@ -95,23 +85,7 @@ def test_write_read_round_trip_and_inbound_status(rdma_pair):
 
 
 def test_multi_pair_batch_write_and_read(rdma_pair):
-    a, b = rdma_pair
-    srcs = [random_bytes(8192, 20 + i) for i in range(3)]
-    dsts = [np.zeros(8192, np.uint8) for _ in range(3)]
-    locals_ = [register(a, s) for s in srcs]
-    remotes = [register(b, d) for d in dsts]
-    uids = [a.allocate_transfer_uid() for _ in range(3)]
-    statuses = a.batch_write(locals_, [[0, 4096]] * 3, remotes, [[4096, 0]] * 3, [[4096, 4096]] * 3, uids)
-    assert IOEngine.wait_all(statuses, 20000) == StatusCode.SUCCESS, [s.Message() for s in statuses]
-    for s, d in zip(srcs, dsts, strict=True):
-        assert np.array_equal(d[4096:], s[:4096]) and np.array_equal(d[:4096], s[4096:])
-    for uid in uids:
-        assert b.pop_inbound_transfer_status("initiator", uid).Succeeded()
-    back = [np.zeros(8192, np.uint8) for _ in range(3)]
-    statuses = a.batch_read([register(a, x) for x in back], [[0]] * 3, remotes, [[0]] * 3, [[8192]] * 3, uids)
-    assert IOEngine.wait_all(statuses, 20000) == StatusCode.SUCCESS
-    for x, d in zip(back, dsts, strict=True):
-        assert np.array_equal(x, d)
+    multi_pair_batch_round_trip(*rdma_pair, seed=20)
 
 
 def test_thousands_of_scattered_descriptors_in_one_session_batch(rdma_pair):
@@ -162,8 +136,6 @@ def test_lanes_and_chunking_land_every_byte_once(ucx_tls):
 def test_threads_share_one_peer(ucx_tls):
     """Four threads, each owning a quarter of the target, write and read back random batches at
     once over the same endpoints; every read is checked against the thread's numpy model."""
-    import threading
-
     quarter = 512 * 1024
     with rdma_engine("initiator", qp_per_transfer=3) as a, rdma_engine("target") as b:
         connect(a, b)
@@ -201,11 +173,7 @@ def test_threads_share_one_peer(ucx_tls):
                     errors.append(f"thread {index} step {step}: {status.Message() or 'read mismatch'}")
                     return
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(50)
+        run_threads(worker, 4, 50)
         assert not errors, errors[:3]
         assert sorted(finished) == [0, 1, 2, 3]
 

@@ -10,10 +10,15 @@ import os
 import signal
 import time
 
-import numpy as np
 import pytest
 import rdma_programs
-from conftest import random_bytes, register
+from conftest import (
+    kill_target_mid_batch,
+    random_bytes,
+    register,
+    write_then_scattered_read,
+    write_to_stopped_target,
+)
 from peer_programs import TargetProcess
 from rdma_programs import rdma_engine, ucx_unavailable
 
@@ -37,39 +42,18 @@ class Target(TargetProcess):
         super().__init__(rdma_programs.serve_rdma_target, TARGET_BYTES, seed, tls, with_tcp)
 
 
-@pytest.fixture(params=[None, "tcp"], ids=["ucx-default", "ucx-tcp"])
-def target(request, monkeypatch):
-    if request.param is None:
-        monkeypatch.delenv("UCX_TLS", raising=False)
-    else:
-        monkeypatch.setenv("UCX_TLS", request.param)
-    t = Target(request.param)
+@pytest.fixture
+def target(ucx_tls):
+    t = Target(ucx_tls)
     yield t
     t.close()
 
 
 def test_two_processes_write_read_batch_and_inbound_status(target):
     with rdma_engine("initiator", qp_per_transfer=2) as a:
-        a.register_remote_engine(target.desc)
-        assert target.ask("register", a.get_engine_desc().pack())
         src = random_bytes(8 * MiB, 51)
-        local = register(a, src)
-        uid = a.allocate_transfer_uid()
-        status = a.write(local, 0, target.mem, 3 * MiB, 8 * MiB, uid)
-        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
-        assert target.ask("digest", 3 * MiB, 8 * MiB) == hashlib.sha256(src.tobytes()).hexdigest()
-        assert target.ask("pop", "initiator", uid) == StatusCode.SUCCESS
-        # A scattered batch read, compared with the target's own bytes.
-        back = np.zeros(MiB, np.uint8)
-        session = a.create_session(register(a, back), target.mem)
-        offsets = list(range(0, MiB, 64 * 1024))
-        remote = [TARGET_BYTES - 64 * 1024 - 3 * o for o in offsets]
-        uid = a.allocate_transfer_uid()
-        status = session.batch_read(offsets, remote, [64 * 1024] * len(offsets), uid)
-        assert status.WaitFor(30000) == StatusCode.SUCCESS, status.Message()
-        for lo, ro in zip(offsets, remote, strict=True):
-            assert back[lo : lo + 64 * 1024].tobytes() == target.ask("bytes", ro, 64 * 1024)
-        assert target.ask("pop", "initiator", uid) == StatusCode.SUCCESS
+        local, session, uid = write_then_scattered_read(a, target, src, stride=3)
+        assert target.ask("pop", "initiator", uid) == StatusCode.SUCCESS  # RDMA records reads too
         # And a batch write of many small descriptors.
         sizes = [1000 + i for i in range(500)]
         local_offsets = [i * 4096 for i in range(500)]
@@ -85,16 +69,7 @@ def test_two_processes_write_read_batch_and_inbound_status(target):
 
 def test_peer_killed_mid_transfer_fails_within_the_timeout(target):
     with rdma_engine("initiator", op_timeout_ms=4000) as a:
-        a.register_remote_engine(target.desc)
-        src = random_bytes(TARGET_BYTES, 52)
-        session = a.create_session(register(a, src), target.mem)  # connected while alive
-        os.kill(target.proc.pid, signal.SIGSTOP)  # it can neither take the bytes nor acknowledge them
-        offsets = list(range(0, TARGET_BYTES, 64 * 1024))
-        status = session.batch_write(offsets, offsets, [64 * 1024] * len(offsets), 1)
-        time.sleep(0.2)
-        assert status.InProgress()
-        start = time.monotonic()
-        os.kill(target.proc.pid, signal.SIGKILL)
+        _, session, status, start = kill_target_mid_batch(a, target, 52)
         assert status.WaitFor(10000) == StatusCode.ERR_RDMA_OP, status.Message()
         assert time.monotonic() - start < 6
         assert "engine 'target'" in status.Message()
@@ -112,13 +87,8 @@ def test_stalled_peer_fails_after_op_timeout_then_recovers(target):
         src = random_bytes(8 * MiB, 53)
         local = register(a, src)
         a.create_session(local, target.mem)
-        os.kill(target.proc.pid, signal.SIGSTOP)
         try:
-            start = time.monotonic()
-            status = a.write(local, 0, target.mem, 0, 8 * MiB, 5)
-            assert status.WaitFor(10000) == StatusCode.ERR_RDMA_OP
-            assert 0.9 < time.monotonic() - start < 5
-            assert "op_timeout_ms=1000" in status.Message()
+            write_to_stopped_target(a, target, local, 8 * MiB, 5, StatusCode.ERR_RDMA_OP, op_timeout_ms=1000)
         finally:
             os.kill(target.proc.pid, signal.SIGCONT)
         # The peer answers again: the next transfer connects anew and lands.

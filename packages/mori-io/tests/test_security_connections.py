@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 
 import numpy as np
 import pytest
 import raw_peer
-from conftest import new_engine, random_bytes, register
+from conftest import new_engine, random_bytes, register, run_threads
 
 import mori.io as mio
 from mori.io import EngineDesc, MemoryDesc, MemoryLocationType, StatusCode
@@ -150,11 +149,7 @@ def test_posting_never_waits_for_a_peer_that_accepts_and_never_answers(monkeypat
             statuses.append(engine.write(local, 0, remote, 0, 4096, uid))
             posting.append(time.monotonic() - start)
 
-        threads = [threading.Thread(target=post, args=(uid,)) for uid in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(post, 4, None)
         assert max(posting) < 0.5, posting
         # A healthy peer is served while the silent one's connection is still pending.
         dst = np.zeros(4096, np.uint8)

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import peer_programs
 import pytest
-from conftest import new_engine, random_bytes, register
+from conftest import new_engine, random_bytes, register, run_threads, stop_process, write_to_stopped_target
 
 from mori.io import IOEngine, StatusCode
 
@@ -22,24 +22,6 @@ KiB = 1 << 10
 TARGET_BYTES = 4 << 20
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def stop(pid: int) -> None:
-    """SIGSTOP, returning once every thread of the process is stopped (kill returns before)."""
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + 10
-    while True:
-        states = []
-        for task in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{task}/stat") as f:
-                    states.append(f.read().rsplit(")", 1)[1].split()[0])
-            except FileNotFoundError:  # a thread that just exited
-                continue
-        if all(state in "tT" for state in states):
-            return
-        assert time.monotonic() < deadline, f"process {pid} did not stop: {states}"
-        time.sleep(0.001)
 
 
 @pytest.fixture
@@ -161,11 +143,7 @@ def test_many_threads_on_fewer_lanes_keep_every_byte():
                     errors.append(f"thread {t} item {k}: {r.Message()}")
                     return
 
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(50)
+        run_threads(worker, 8, 50)
         assert not errors, errors[:3]
         np.testing.assert_array_equal(dst, src)
 
@@ -178,7 +156,7 @@ def test_a_waiter_that_times_out_leaves_the_response_to_the_lane(target):
         src = random_bytes(4 * KiB, 75)
         local = register(a, src)
         assert a.write(local, 0, target.mem, 0, 16, 1).WaitFor(20000) == StatusCode.SUCCESS  # connected
-        stop(target.proc.pid)
+        stop_process(target.proc.pid)
         try:
             status = a.write(local, 0, target.mem, 4 * KiB, 4 * KiB, 2)
             start = time.monotonic()
@@ -199,7 +177,7 @@ def test_a_peer_killed_while_its_waiter_reads_fails_the_transfer(target):
         a.register_remote_engine(target.desc)
         local = register(a, random_bytes(4 * KiB, 76))
         assert a.write(local, 0, target.mem, 0, 16, 1).WaitFor(20000) == StatusCode.SUCCESS
-        stop(target.proc.pid)
+        stop_process(target.proc.pid)
         status = a.read(local, 0, target.mem, 0, 4 * KiB, 2)
         threading.Timer(0.2, os.kill, (target.proc.pid, signal.SIGKILL)).start()
         start = time.monotonic()
@@ -213,12 +191,7 @@ def test_a_stalled_peer_fails_a_waited_small_transfer_after_op_timeout(target):
         a.register_remote_engine(target.desc)
         local = register(a, random_bytes(4 * KiB, 77))
         assert a.write(local, 0, target.mem, 0, 16, 1).WaitFor(20000) == StatusCode.SUCCESS
-        stop(target.proc.pid)
-        start = time.monotonic()
-        status = a.write(local, 0, target.mem, 0, 4 * KiB, 2)
-        assert status.WaitFor(10000) == StatusCode.ERR_BAD_STATE
-        assert 0.45 < time.monotonic() - start < 5
-        assert "op_timeout_ms=500" in status.Message()
+        write_to_stopped_target(a, target, local, 4 * KiB, 2, StatusCode.ERR_BAD_STATE, op_timeout_ms=500)
 
 
 def connections_to(port: int) -> list[int]:
@@ -256,7 +229,7 @@ def test_one_connection_failing_mid_split_fails_the_transfer(target, op):
         assert a.write(ms, 0, target.mem, 0, 16, 1).WaitFor(20000) == StatusCode.SUCCESS  # connected
         conns = connections_to(target.desc.port)
         assert len(conns) == 5  # the control connection and 4 lanes
-        stop(target.proc.pid)
+        stop_process(target.proc.pid)
         try:
             post = a.write if op == "write" else a.read
             status = post(ms if op == "write" else mb, 0, target.mem, 0, 2 << 20, 2)

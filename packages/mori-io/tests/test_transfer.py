@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import new_engine, random_bytes, register
+from conftest import multi_pair_batch_round_trip, new_engine, random_bytes, register, run_threads
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -81,22 +81,7 @@ def test_thousands_of_small_descriptors_in_one_batch(pair):
 
 
 def test_multi_pair_batch_gives_one_status_per_pair(pair):
-    a, b = pair
-    srcs = [random_bytes(8192, 10 + i) for i in range(3)]
-    dsts = [np.zeros(8192, np.uint8) for _ in range(3)]
-    locals_ = [register(a, s) for s in srcs]
-    remotes = [register(b, d) for d in dsts]
-    uids = [a.allocate_transfer_uid() for _ in range(3)]
-    statuses = a.batch_write(locals_, [[0, 4096]] * 3, remotes, [[4096, 0]] * 3, [[4096, 4096]] * 3, uids)
-    assert len(statuses) == 3
-    assert IOEngine.wait_all(statuses, 20000) == StatusCode.SUCCESS
-    for s, d in zip(srcs, dsts, strict=True):
-        assert np.array_equal(d[4096:], s[:4096]) and np.array_equal(d[:4096], s[4096:])
-    back = [np.zeros(8192, np.uint8) for _ in range(3)]
-    statuses = a.batch_read([register(a, x) for x in back], [[0]] * 3, remotes, [[0]] * 3, [[8192]] * 3, uids)
-    assert IOEngine.wait_all(statuses, 20000) == StatusCode.SUCCESS
-    for x, d in zip(back, dsts, strict=True):
-        assert np.array_equal(x, d)
+    multi_pair_batch_round_trip(*pair, seed=10)
 
 
 def test_inbound_status_for_reads_and_writes(pair):
@@ -131,8 +116,6 @@ def test_engine_can_target_itself():
 
 
 def test_concurrent_initiators_in_both_directions(pair):
-    import threading
-
     a, b = pair
     n = 4 * MiB
     a_src, b_src = random_bytes(n, 7), random_bytes(n, 8)
@@ -144,14 +127,8 @@ def test_concurrent_initiators_in_both_directions(pair):
         statuses = [engine.write(local, i * MiB, remote, i * MiB, MiB, i) for i in range(4)]
         results.append(IOEngine.wait_all(statuses, 20000))
 
-    threads = [
-        threading.Thread(target=pump, args=(a, ma_src, mb_dst)),
-        threading.Thread(target=pump, args=(b, mb_src, ma_dst)),
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    directions = [(a, ma_src, mb_dst), (b, mb_src, ma_dst)]
+    run_threads(lambda i: pump(*directions[i]), len(directions), 30)
     assert results == [StatusCode.SUCCESS, StatusCode.SUCCESS]
     assert np.array_equal(b_dst, a_src) and np.array_equal(a_dst, b_src)
 

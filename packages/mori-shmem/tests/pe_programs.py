@@ -699,6 +699,18 @@ RMA_OFFSETS = (0, 1, 3, 5, 7, 13)
 SENTINEL = 0xAB
 
 
+def landing_problems(buffer: np.ndarray, off: int, expect: np.ndarray) -> list[str]:
+    """What is wrong with ``buffer`` holding ``expect`` at ``off`` and SENTINEL everywhere else
+    (empty when nothing is)."""
+    problems = []
+    window = buffer[off : off + expect.size]
+    if not np.array_equal(window, expect):
+        problems.append(f"wrong data, first bad byte {int(np.flatnonzero(window != expect)[0])}")
+    if not (np.all(buffer[:off] == SENTINEL) and np.all(buffer[off + expect.size :] == SENTINEL)):
+        problems.append("bytes outside the destination changed")
+    return problems
+
+
 def put_all_to_all(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
     """Every PE puts random bytes into its own slot of every PE's buffer (itself included), at
     unaligned offsets and sizes from 1 B to 1 MiB; every PE checks what arrived, and that nothing
@@ -720,11 +732,8 @@ def put_all_to_all(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
             for src_pe in range(nranks):
                 region = local[src_pe * slot : (src_pe + 1) * slot]
                 expect = pattern(case * 1_000_003 + src_pe * 1009 + rank, size)
-                if not np.array_equal(region[off : off + size], expect):
-                    bad = int(np.flatnonzero(region[off : off + size] != expect)[0])
-                    failures.append(f"size {size} off {off} from PE {src_pe}: first bad byte {bad}")
-                if not (np.all(region[:off] == SENTINEL) and np.all(region[off + size :] == SENTINEL)):
-                    failures.append(f"size {size} off {off} from PE {src_pe}: bytes outside the range changed")
+                for problem in landing_problems(region, off, expect):
+                    failures.append(f"size {size} off {off} from PE {src_pe}: {problem}")
         shmem.shmem_barrier_all()
         shmem.shmem_free(buf)
         return {"failures": failures, "cases": len(RMA_SIZES)}
@@ -747,10 +756,8 @@ def get_all_to_all(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
                 dst[:] = SENTINEL
                 shmem.shmem_getmem(dst.ctypes.data + local_off, buf + off, size, pe)
                 expect = pattern(7000 + pe, total)[off : off + size]
-                if not np.array_equal(dst[local_off : local_off + size], expect):
-                    failures.append(f"size {size} off {off} from PE {pe}: wrong data")
-                if not (np.all(dst[:local_off] == SENTINEL) and np.all(dst[local_off + size :] == SENTINEL)):
-                    failures.append(f"size {size} off {off} from PE {pe}: wrote outside the destination")
+                for problem in landing_problems(dst, local_off, expect):
+                    failures.append(f"size {size} off {off} from PE {pe}: {problem}")
         shmem.shmem_barrier_all()
         shmem.shmem_free(buf)
         return {"failures": failures}

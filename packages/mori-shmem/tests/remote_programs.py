@@ -30,9 +30,8 @@ import numpy as np
 import mori.shmem as shmem
 from mori.shmem.testing import init_pe
 
-from pe_programs import catch, check, error_info, mem, pattern, pe_session, typed, wrap
+from pe_programs import SENTINEL, catch, check, error_info, landing_problems, mem, pattern, pe_session, typed, wrap
 
-SENTINEL = 0xAB
 INT_DTYPES = ("int32", "uint32", "int64", "uint64")
 
 # The wire format of src/remote/wire.hpp.
@@ -195,10 +194,8 @@ def put_get_cases(rank: int, nranks: int, cases: list[tuple[int, int, int]]) -> 
         for pe in peers:
             back[:] = SENTINEL
             shmem.shmem_getmem(back.ctypes.data + src_off, buf + rank * slot + dst_off, size, pe)
-            if not np.array_equal(back[src_off : src_off + size], pattern(put_seed(case, rank, pe), size)):
-                failures.append(f"put case {case} (size {size}): getmem from PE {pe} does not return what was put")
-            if not (np.all(back[:src_off] == SENTINEL) and np.all(back[src_off + size :] == SENTINEL)):
-                failures.append(f"put case {case} (size {size}): getmem from PE {pe} wrote outside its destination")
+            for problem in landing_problems(back, src_off, pattern(put_seed(case, rank, pe), size)):
+                failures.append(f"put case {case} (size {size}): getmem from PE {pe} of what was put: {problem}")
         shmem.shmem_barrier_all()
 
     local[:] = pattern(get_seed(rank), total)
@@ -209,11 +206,8 @@ def put_get_cases(rank: int, nranks: int, cases: list[tuple[int, int, int]]) -> 
         for case, (size, src_off, dst_off) in enumerate(cases):
             dst[:] = SENTINEL
             shmem.shmem_getmem(dst.ctypes.data + dst_off, buf + src_off, size, pe)
-            expect = owner_pattern[src_off : src_off + size]
-            if not np.array_equal(dst[dst_off : dst_off + size], expect):
-                failures.append(f"get case {case} (size {size}, src_off {src_off}) from PE {pe}: wrong data")
-            if not (np.all(dst[:dst_off] == SENTINEL) and np.all(dst[dst_off + size :] == SENTINEL)):
-                failures.append(f"get case {case} (size {size}) from PE {pe}: wrote outside the destination")
+            for problem in landing_problems(dst, dst_off, owner_pattern[src_off : src_off + size]):
+                failures.append(f"get case {case} (size {size}, src_off {src_off}) from PE {pe}: {problem}")
     shmem.shmem_barrier_all()
     shmem.shmem_free(buf)
     return {"failures": failures, "checked_peers": peers, "cases": len(cases)}

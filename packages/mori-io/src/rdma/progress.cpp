@@ -142,6 +142,20 @@ ucp_request_param_t RdmaBackend::op_param(Op& op) const {
   return param;
 }
 
+// Counts a request UCX took as outstanding (its callback ends it); one UCX refused at once fails
+// the op with `failure` and UCX's reason, and gives false. A null request completed in place.
+bool RdmaBackend::track(Op& op, ucs_status_ptr_t request, const char* failure) {
+  if (ptr_is_request(request)) {
+    ++op.outstanding;
+    ++op.peer->inflight;
+  } else if (request != nullptr) {
+    op.fail(StatusCode::ERR_RDMA_OP,
+            verb(op) + op.peer->description + failure + describe(context_.api(), ptr_status(request)), true);
+    return false;
+  }
+  return true;
+}
+
 void RdmaBackend::post_pieces(Op& op) {
   const Api& api = context_.api();
   const int cap = config_.post_batch * kInflightBatches;
@@ -172,14 +186,7 @@ void RdmaBackend::post_pieces(Op& op) {
     ++op.next;
     ++posted;
     if (!op.is_read) op.lanes_used |= uint64_t(1) << piece.lane;
-    if (ptr_is_request(request)) {
-      ++op.outstanding;
-      ++op.peer->inflight;
-    } else if (request != nullptr) {
-      op.fail(StatusCode::ERR_RDMA_OP,
-              verb(op) + op.peer->description + " failed to start: " + describe(api, ptr_status(request)), true);
-      return;
-    }
+    if (!track(op, request, " failed to start: ")) return;
   }
   if (op.next < op.pieces.size() && op.outstanding < cap) schedule(op);
 }
@@ -189,15 +196,7 @@ void RdmaBackend::start_flush(Op& op) {
   for (int lane = 0; lane < config_.lanes; ++lane) {
     if ((op.lanes_used & (uint64_t(1) << lane)) == 0) continue;
     ucp_request_param_t param = op_param(op);
-    ucs_status_ptr_t request = api.ucp_ep_flush_nbx(op.peer->eps[lane], &param);
-    if (ptr_is_request(request)) {
-      ++op.outstanding;
-      ++op.peer->inflight;
-    } else if (request != nullptr) {
-      op.fail(StatusCode::ERR_RDMA_OP,
-              verb(op) + op.peer->description + ": flush failed: " + describe(api, ptr_status(request)), true);
-      return;
-    }
+    if (!track(op, api.ucp_ep_flush_nbx(op.peer->eps[lane], &param), ": flush failed: ")) return;
   }
 }
 
@@ -214,15 +213,7 @@ void RdmaBackend::start_notify(Op& op) {
   param.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
   ucs_status_ptr_t request =
       api.ucp_am_send_nbx(op.peer->eps[0], wire::kNotifyId, op.notify, wire::kNotifyBytes, nullptr, 0, &param);
-  if (ptr_is_request(request)) {
-    ++op.outstanding;
-    ++op.peer->inflight;
-  } else if (request != nullptr) {
-    op.fail(StatusCode::ERR_RDMA_OP,
-            verb(op) + op.peer->description + ": notification failed: " + describe(api, ptr_status(request)), true);
-    return;
-  }
-  op.ack_pending = true;
+  if (track(op, request, ": notification failed: ")) op.ack_pending = true;
 }
 
 void RdmaBackend::advance(Op& op) {

@@ -155,6 +155,7 @@ class RdmaBackend : public Backend, public RdmaResponder, private WorkerClient {
   void handle_ack(const void* header, size_t length);
   void ep_failed(Peer* peer, ucs_status_t status);
   ucp_request_param_t op_param(Op& op) const;
+  bool track(Op& op, ucs_status_ptr_t request, const char* failure);
 
   static void on_request_done(void* request, ucs_status_t status, void* user_data);
   static void on_close_done(void* request, ucs_status_t status, void* user_data);

@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "core/host_rma.hpp"
 
-#include <sched.h>
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <type_traits>
 
+#include "core/back_off.hpp"
 #include "core/error.hpp"
 #include "core/symmetric_alloc.hpp"
 #include "heap/cuda_heap.hpp"
@@ -310,20 +308,15 @@ uint64_t wait_until(PeState& state, const void* ivar, int type, int cmp, uint64_
   uint64_t observed = 0;
   // Spin first (a peer's store lands within microseconds), then yield, then sleep briefly so a
   // long wait does not burn a core that the signalling PE may need.
+  constexpr uint64_t kSpinRounds = 2000;
   for (uint64_t spins = 0;; ++spins) {
     if (check(state, ivar, type, cmp, value, &observed)) return observed;
-    if (spins < 2000) continue;
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (spins >= kSpinRounds && std::chrono::steady_clock::now() > deadline) {
       throw_error(MORI_SHMEM_ERR_WAIT_TIMEOUT, "shmem_wait_until: ivar=", ivar, " still holds ", observed,
                   " after ", timeout_s, " s (waited for cmp=", cmp, " against ", value,
                   "); the peer that should signal it may be dead or stuck (MORI_SHMEM_WAIT_TIMEOUT)");
     }
-    if (spins < 20000) {
-      sched_yield();
-    } else {
-      timespec pause{0, 20000};
-      nanosleep(&pause, nullptr);
-    }
+    back_off(spins, kSpinRounds, 20000);
   }
 }
 

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "remote/device_proxy.hpp"
 
-#include <sched.h>
-#include <time.h>
-
 #include <chrono>
 #include <cstring>
 
+#include "core/back_off.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "mori_shmem/device_state.h"
@@ -20,15 +18,7 @@ void store_release(unsigned long long* word, uint64_t value) { __atomic_store_n(
 
 // Spin while requests keep coming, then yield, then nap: an idle proxy costs little CPU, a busy
 // one answers within a microsecond or two.
-void back_off(uint64_t idle_rounds) {
-  if (idle_rounds < 4000) return;
-  if (idle_rounds < 20000) {
-    sched_yield();
-    return;
-  }
-  timespec nap{0, 20000};
-  nanosleep(&nap, nullptr);
-}
+void idle_back_off(uint64_t idle_rounds) { back_off(idle_rounds, 4000, 20000); }
 
 }  // namespace
 
@@ -64,7 +54,7 @@ void DeviceProxy::run() {
       store_release(&ring_->done, ticket + 1);
       idle = 0;
     } else {
-      back_off(++idle);
+      idle_back_off(++idle);
     }
     // Slots free again once carried out (or, for an answer, once the kernel has read it).
     const uint64_t before = head;
@@ -142,7 +132,7 @@ void DeviceProxy::drain() {
                   next_.load(), " of the ", tail, " requests kernels posted within ", timeout_s_,
                   " s (a kernel may still be writing one, or a peer stopped answering)");
     }
-    back_off(idle);
+    idle_back_off(idle);
   }
 }
 

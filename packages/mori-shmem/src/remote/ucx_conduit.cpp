@@ -5,8 +5,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/back_off.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "remote/rdma_devices.hpp"
@@ -53,15 +52,7 @@ std::string net_devices(const std::string& ifname, const std::string& rdma_devic
 
 // Spin while an answer is imminent, then yield, then nap: waiting PEs must leave the CPU to the
 // peers (and progress threads) that answer them on a machine with fewer cores than PEs.
-void back_off(uint64_t round) {
-  if (round < 64) return;
-  if (round < 2000) {
-    sched_yield();
-    return;
-  }
-  timespec nap{0, 20000};
-  nanosleep(&nap, nullptr);
-}
+void answer_back_off(uint64_t round) { back_off(round, 64, 2000); }
 
 }  // namespace
 
@@ -416,7 +407,7 @@ void UcxConduit::progress_until(Peer& peer, const std::function<bool()>& done, c
       if (done()) return;
     }
     if (deadline.expired()) give_up(peer, nullptr, what);
-    back_off(round);
+    answer_back_off(round);
   }
 }
 
@@ -435,7 +426,7 @@ void UcxConduit::finish(Peer& peer, ucx::ucs_status_ptr_t request, const Deadlin
       if (status != ucx::kInProgress) api_.ucp_request_free(request);
     }
     if (status == ucx::kInProgress && deadline.expired()) give_up(peer, request, what);
-    back_off(round);
+    answer_back_off(round);
   }
   if (status != ucx::kOk) lost(peer, status, what);
 }

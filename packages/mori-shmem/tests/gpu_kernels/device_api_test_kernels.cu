@@ -46,6 +46,15 @@ typedef mori_shmem_device_state_t State;
 #define TEST_KERNEL_ONE(name, Body, PARAMS, ARGS) \
   extern "C" __global__ void TEST_BOUNDS name(State st, PARAMS) { Body<false>(st, ARGS); }
 #define P(...) __VA_ARGS__
+// OPS(Thread), OPS(Warp) or OPS(Block), chosen by the runtime `scope` (0, 1, else) in scope here.
+#define BY_SCOPE(OPS)      \
+  if (scope == 0) {        \
+    OPS(Thread)            \
+  } else if (scope == 1) { \
+    OPS(Warp)              \
+  } else {                 \
+    OPS(Block)             \
+  }
 
 namespace {
 
@@ -79,13 +88,7 @@ __device__ void PutGetOnce(const State& st, int op, int scope, void* dest, const
       CALL(ms::ShmemGetMem##Scope, dest, src, bytes, pe, 1);    \
       break;                                                    \
   }
-  if (scope == 0) {
-    PUT_GET_OPS(Thread)
-  } else if (scope == 1) {
-    PUT_GET_OPS(Warp)
-  } else {
-    PUT_GET_OPS(Block)
-  }
+  BY_SCOPE(PUT_GET_OPS)
 #undef PUT_GET_OPS
 }
 
@@ -113,22 +116,29 @@ __device__ void PutGetSlices(const State& st, int op, int scope, void* dest, con
 
 // ---- typed put / get ---------------------------------------------------------------------------
 
+// The integer dtypes (codes 0-7) take the immediate puts too; the typed puts and gets add the
+// floating-point ones.
+#define FOR_EACH_INT_DTYPE(X)        \
+  X(0, Uint8, unsigned char)         \
+  X(1, Int8, signed char)            \
+  X(2, Uint16, unsigned short)       \
+  X(3, Int16, short)                 \
+  X(4, Uint32, unsigned int)         \
+  X(5, Int32, int)                   \
+  X(6, Uint64, unsigned long long)   \
+  X(7, Int64, long long)
 #define FOR_EACH_RMA_DTYPE(X) \
-  X(0, Uint8, unsigned char)  \
-  X(1, Int8, signed char)     \
-  X(2, Uint16, unsigned short) \
-  X(3, Int16, short)          \
-  X(4, Uint32, unsigned int)  \
-  X(5, Int32, int)            \
-  X(6, Uint64, unsigned long long) \
-  X(7, Int64, long long)      \
+  FOR_EACH_INT_DTYPE(X)       \
   X(8, Float, float)          \
   X(9, Double, double)
 
 // The typed helpers are out of line so that no single function gets huge: ptxas time grows
 // faster than linearly with function size.
 template <bool kGlobal, typename T>
-__device__ __noinline__ void TypedGeneric(const State& st, int op, int scope, T* dest, const T* src, unsigned long long n, int pe) {
+__device__ __noinline__ void TypedGeneric(const State& st, int op, int scope, void* destBytes, const void* srcBytes,
+                                          unsigned long long n, int pe) {
+  T* dest = static_cast<T*>(destBytes);
+  const T* src = static_cast<const T*>(srcBytes);
 #define TYPED_GENERIC_OPS(Scope)                                     \
   switch (op) {                                                      \
     case 0:                                                          \
@@ -144,13 +154,7 @@ __device__ __noinline__ void TypedGeneric(const State& st, int op, int scope, T*
       CALL(ms::ShmemGetType##Scope<T>, dest, src, n, pe, 0);         \
       break;                                                         \
   }
-  if (scope == 0) {
-    TYPED_GENERIC_OPS(Thread)
-  } else if (scope == 1) {
-    TYPED_GENERIC_OPS(Warp)
-  } else {
-    TYPED_GENERIC_OPS(Block)
-  }
+  BY_SCOPE(TYPED_GENERIC_OPS)
 #undef TYPED_GENERIC_OPS
 }
 
@@ -196,25 +200,21 @@ __device__ void TypedPutGet(const State& st, int op, int scope, int dtype, int a
     switch (dtype) {
       case 0:
       case 1:
-        TypedGeneric<kGlobal, unsigned char>(st, op, scope, static_cast<unsigned char*>(dest),
-                                             static_cast<const unsigned char*>(src), n, pe);
+        TypedGeneric<kGlobal, unsigned char>(st, op, scope, dest, src, n, pe);
         break;
       case 2:
       case 3:
-        TypedGeneric<kGlobal, unsigned short>(st, op, scope, static_cast<unsigned short*>(dest),
-                                              static_cast<const unsigned short*>(src), n, pe);
+        TypedGeneric<kGlobal, unsigned short>(st, op, scope, dest, src, n, pe);
         break;
       case 4:
       case 5:
       case 8:
-        TypedGeneric<kGlobal, unsigned int>(st, op, scope, static_cast<unsigned int*>(dest),
-                                            static_cast<const unsigned int*>(src), n, pe);
+        TypedGeneric<kGlobal, unsigned int>(st, op, scope, dest, src, n, pe);
         break;
       case 6:
       case 7:
       case 9:
-        TypedGeneric<kGlobal, unsigned long long>(st, op, scope, static_cast<unsigned long long*>(dest),
-                                                  static_cast<const unsigned long long*>(src), n, pe);
+        TypedGeneric<kGlobal, unsigned long long>(st, op, scope, dest, src, n, pe);
         break;
       default:
         break;
@@ -234,16 +234,6 @@ __device__ void TypedPutGet(const State& st, int op, int scope, int dtype, int a
 }
 
 // ---- immediate put -----------------------------------------------------------------------------
-
-#define FOR_EACH_IMM_DTYPE(X) \
-  X(0, Uint8, unsigned char)  \
-  X(1, Int8, signed char)     \
-  X(2, Uint16, unsigned short) \
-  X(3, Int16, short)          \
-  X(4, Uint32, unsigned int)  \
-  X(5, Int32, int)            \
-  X(6, Uint64, unsigned long long) \
-  X(7, Int64, long long)
 
 template <bool kGlobal>
 __device__ void PutImm(const State& st, int api, int scope, int dtype, void* dest, unsigned long long value, int pe) {
@@ -275,7 +265,7 @@ __device__ void PutImm(const State& st, int api, int scope, int dtype, void* des
       }                                                                                        \
     }                                                                                          \
     break;
-    FOR_EACH_IMM_DTYPE(CASE)
+    FOR_EACH_INT_DTYPE(CASE)
 #undef CASE
     default:
       break;
@@ -298,13 +288,7 @@ __device__ void PutSignalOnce(const State& st, int scope, int typed, void* dest,
     CALL(ms::ShmemPutMemNbiSignal##Scope, dest, src, bytes, reinterpret_cast<unsigned long*>(sig), sigVal,    \
          sigOp, pe, 0);                                                                                        \
   }
-  if (scope == 0) {
-    PUT_SIGNAL_OPS(Thread)
-  } else if (scope == 1) {
-    PUT_SIGNAL_OPS(Warp)
-  } else {
-    PUT_SIGNAL_OPS(Block)
-  }
+  BY_SCOPE(PUT_SIGNAL_OPS)
 #undef PUT_SIGNAL_OPS
 }
 

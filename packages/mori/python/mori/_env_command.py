@@ -78,3 +78,15 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m mori env",
     entries, failures = collect(packages)
     sys.stdout.write((format_json if args.json else format_text)(entries, failures))
     return 1 if failures or any(entry.error is not None for entry in entries) else 0
+
+
+def package_main(package: str, argv: Sequence[str] | None = None) -> int:
+    """``python -m mori.<name> env [--json]`` of a package whose only command is ``env``: :func:`main`
+    fixed to ``package`` (its distribution name, e.g. ``mori-io``)."""
+    short = package.removeprefix("mori-")
+    parser = argparse.ArgumentParser(prog=f"python -m mori.{short}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    env = sub.add_parser("env", help=f"print every environment variable {package} reads, with its effective value")
+    env.add_argument("--json", action="store_true", help="print JSON instead of text")
+    args = parser.parse_args(argv)
+    return main(["--json"] if args.json else [], prog=f"python -m mori.{short} env", package=package)

@@ -3,18 +3,11 @@
 
 from __future__ import annotations
 
-import argparse
-
-from mori import _env_command
+from mori._env_command import package_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mori.cco")
-    sub = parser.add_subparsers(dest="command", required=True)
-    env = sub.add_parser("env", help="print every environment variable mori-cco reads, with its effective value")
-    env.add_argument("--json", action="store_true", help="print JSON instead of text")
-    args = parser.parse_args(argv)
-    return _env_command.main(["--json"] if args.json else [], prog="python -m mori.cco env", package="mori-cco")
+    return package_main("mori-cco", argv)
 
 
 if __name__ == "__main__":

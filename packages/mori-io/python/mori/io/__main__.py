@@ -3,18 +3,12 @@
 
 from __future__ import annotations
 
-import sys
-
-from mori import _env_command
+from mori._env_command import package_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] != ["env"]:
-        sys.stderr.write("usage: python -m mori.io env [--json]\n")
-        return 2
-    return _env_command.main(args[1:], prog="python -m mori.io env", package="mori-io")
+    return package_main("mori-io", argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -71,31 +71,16 @@ def run_pes(
     uid: bytes | None = None,
     failure_grace: float = DEFAULT_FAILURE_GRACE_S,
 ) -> list[Any]:
-    """Runs ``fn(rank, nranks, uid, *args)`` in ``nranks`` spawned processes and collects the results.
+    """Runs ``fn(rank, nranks, uid, *args)`` in ``nranks`` spawned processes and collects the results:
+    :func:`mori.testing.run_processes` with a mori-shmem unique id as the first argument, so its
+    arguments, results and errors (:class:`PeFailure`, :class:`RankError`) are that function's.
 
     Args:
         fn: A module-level (picklable) function. It must initialize mori-shmem itself, for instance
             with :func:`init_pe`, and should finalize it.
-        nranks: The number of processes (PEs) to start.
-        *args: Extra picklable arguments passed to every rank.
-        timeout: Seconds the whole job may take; ranks still running then are killed.
-        env: Environment variables for the children (a value of None unsets the variable). They are
-            in the environment the children start with, so they are visible before any module
-            (mori.shmem included) reads them. The unique id is also created under this environment
-            (so ``MORI_SOCKET_IFNAME`` applies to it).
-        return_exceptions: When True, return a :class:`RankError` in place of the result of each
-            rank that raised, died or timed out, instead of raising :class:`PeFailure`; every rank
-            then gets the full timeout to finish.
+        env: As for run_processes; the unique id is also created under this environment (so
+            ``MORI_SOCKET_IFNAME`` applies to it).
         uid: Use this unique id instead of creating one with ``shmem_get_unique_id()``.
-        failure_grace: When return_exceptions is False and a rank fails, the other ranks get this many
-            more seconds (within the timeout) to report before they are killed.
-
-    Returns:
-        The per-rank results, indexed by rank.
-
-    Raises:
-        PeFailure: (unless return_exceptions) a rank raised, died or did not finish in time; the
-            message carries every rank's outcome, traceback and the end of its output.
     """
     check_launch(nranks, timeout)
     if uid is None:
