@@ -110,6 +110,9 @@ def test_ucx_loader_names_what_is_missing(tmp_path: Path) -> None:
     empty.mkdir()
     out = subprocess.run([str(program), "ucx", str(empty)], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == f"unavailable: no libucs.so or libucs.so.0 in {empty}"
+    system = subprocess.run([str(program), "ucx", "-"], capture_output=True, text=True, timeout=60, check=True)
+    if ctypes.util.find_library("ucp") is None:
+        assert system.stdout.startswith("unavailable: no UCX found: dlopen(libucp.so.0) failed: "), system.stdout
 
 
 def test_ucx_loader_opens_the_wheel_once(tmp_path: Path) -> None:

@@ -396,9 +396,11 @@ inline Api open_api(const std::string& dir) {
     }
   } else {
     api.origin = "the system's libucp.so.0";
-    if ((ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL)) == nullptr ||
-        (ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_LOCAL)) == nullptr) {
-      throw Unavailable("no UCX found (" + dl_error() + ")");
+    if ((ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL)) == nullptr) {
+      throw Unavailable("no UCX found: dlopen(libucp.so.0) failed: " + dl_error());
+    }
+    if ((ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_LOCAL)) == nullptr) {
+      throw Unavailable("dlopen(libucs.so.0) failed: " + dl_error());
     }
   }
   bind(ucp, "ucp_get_version", api.ucp_get_version, api.origin);
