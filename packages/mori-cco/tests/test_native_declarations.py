@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Hand-written declarations checked against their originals, and the C/Python layout mirrors."""
+"""The C/Python layout mirrors, and the env command. (The CUDA driver declarations are the root
+package's shared <mori/cuda_driver.hpp>, checked against cuda.h by packages/mori/tests.)"""
 
 from __future__ import annotations
 
@@ -7,23 +8,8 @@ import ctypes
 import subprocess
 import sys
 
-import pytest
-from conftest import PACKAGE_ROOT
-
-import mori.shmem
 from mori.cco import _C
 from mori.cco.layout import CollectiveArgs, DevComm
-from mori.testing.native import compile_declaration_check, cuda_include
-
-
-def test_driver_declarations_match_cuda_h() -> None:
-    """libmori_cco opens libcuda with dlopen and declares what it uses by hand."""
-    include = cuda_include()
-    if include is None:
-        pytest.skip("no CUDA toolkit headers (cuda.h) on this machine")
-    compile_declaration_check(
-        PACKAGE_ROOT, "check_cuda_types.cpp", include, f"-I{PACKAGE_ROOT / 'include'}", f"-I{mori.shmem.get_include()}"
-    )
 
 
 def test_ctypes_mirrors_match_the_c_layouts() -> None:

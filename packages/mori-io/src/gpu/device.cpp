@@ -89,7 +89,7 @@ int multiprocessor_count(int device) {
   cuda::CUdevice handle = 0;
   cuda::check(d.cuDeviceGet(&handle, device), "cuDeviceGet", "opening GPU " + std::to_string(device));
   int sms = 0;
-  cuda::check(d.cuDeviceGetAttribute(&sms, cuda::kDeviceAttrMultiprocessorCount, handle), "cuDeviceGetAttribute",
+  cuda::check(d.cuDeviceGetAttribute(&sms, cuda::kAttrMultiprocessorCount, handle), "cuDeviceGetAttribute",
               "counting the SMs of GPU " + std::to_string(device));
   return sms;
 }

@@ -32,7 +32,7 @@ crypto::Digest mac(const std::string& secret, const char* label, const uint8_t* 
   msg.insert(msg.end(), len, len + 2);
   msg.insert(msg.end(), key.begin(), key.end());
   msg.insert(msg.end(), extra.begin(), extra.end());
-  return crypto::hmac_sha256(secret, msg.data(), msg.size());
+  return crypto::hmac_sha256(reinterpret_cast<const uint8_t*>(secret.data()), secret.size(), msg.data(), msg.size());
 }
 
 }  // namespace
@@ -96,7 +96,7 @@ TargetLimits client_handshake(const Socket& socket, const std::string& secret, c
   if (get_u32(challenge) != kChallengeMagic) throw Error(Code::Protocol, "the target did not answer with a challenge");
   const uint8_t* server_nonce = challenge + 4;
   crypto::Digest expected = mac(secret, "mori.io server", client_nonce, server_nonce, hello.key, "");
-  if (!crypto::equal_constant_time(expected.data(), challenge + 4 + kNonceBytes, expected.size())) {
+  if (!crypto::constant_time_equal(expected.data(), challenge + 4 + kNonceBytes, expected.size())) {
     throw Error(Code::Authentication, "the target could not prove it holds engine '" + target_key + "''s secret");
   }
   TargetLimits limits;
@@ -152,7 +152,7 @@ Hello server_handshake(const Socket& socket, const std::string& secret, const st
   uint8_t proof[32];
   recv_all(socket, proof, sizeof(proof), deadline, stop);
   crypto::Digest expected = mac(secret, "mori.io client", server_nonce, client_nonce, hello.key, target_key);
-  bool ok = crypto::equal_constant_time(expected.data(), proof, sizeof(proof)) && target_key == own_key;
+  bool ok = crypto::constant_time_equal(expected.data(), proof, sizeof(proof)) && target_key == own_key;
   uint8_t verdict[4];
   put_u32(verdict, ok ? kAcceptMagic : kRejectMagic);
   send_all(socket, verdict, sizeof(verdict), deadline, stop);

@@ -18,7 +18,7 @@
 #include "net/socket.hpp"
 #include "ucx/control.hpp"
 #include "rdma/plan.hpp"
-#include "ucx/ucp_api.hpp"
+#include "ucx/loader.hpp"
 #include "ucx/wire.hpp"
 
 namespace mori::io::ucx {

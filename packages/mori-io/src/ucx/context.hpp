@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ucx/ucp_api.hpp"
+#include "ucx/loader.hpp"
 
 namespace mori::io::ucx {
 

@@ -1,154 +1,16 @@
 // SPDX-License-Identifier: MIT
 #include "bootstrap/hmac_sha256.hpp"
 
-#include <sys/random.h>
-
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
 
 #include "core/error.hpp"
 
 namespace mori::shmem {
 
-namespace {
-
-constexpr uint32_t kRoundConstants[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-constexpr size_t kBlockBytes = 64;
-
-}  // namespace
-
-Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
-      buffer_{} {}
-
-void Sha256::compress(const uint8_t block[64]) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i) {
-    w[i] = (uint32_t(block[4 * i]) << 24) | (uint32_t(block[4 * i + 1]) << 16) | (uint32_t(block[4 * i + 2]) << 8) |
-           uint32_t(block[4 * i + 3]);
-  }
-  for (int i = 16; i < 64; ++i) {
-    const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int i = 0; i < 64; ++i) {
-    const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRoundConstants[i] + w[i];
-    const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
-}
-
-void Sha256::update(const uint8_t* data, size_t len) {
-  total_bytes_ += len;
-  while (len > 0) {
-    const size_t take = std::min(len, kBlockBytes - buffered_);
-    std::memcpy(buffer_ + buffered_, data, take);
-    buffered_ += take;
-    data += take;
-    len -= take;
-    if (buffered_ == kBlockBytes) {
-      compress(buffer_);
-      buffered_ = 0;
-    }
-  }
-}
-
-Sha256Digest Sha256::finish() {
-  const uint64_t bit_length = total_bytes_ * 8;
-  const uint8_t pad_start = 0x80;
-  update(&pad_start, 1);
-  const uint8_t zero = 0;
-  while (buffered_ != kBlockBytes - 8) update(&zero, 1);
-  uint8_t length_be[8];
-  for (int i = 0; i < 8; ++i) length_be[i] = uint8_t(bit_length >> (56 - 8 * i));
-  update(length_be, 8);
-  Sha256Digest digest;
-  for (int i = 0; i < 8; ++i) {
-    digest[4 * i] = uint8_t(state_[i] >> 24);
-    digest[4 * i + 1] = uint8_t(state_[i] >> 16);
-    digest[4 * i + 2] = uint8_t(state_[i] >> 8);
-    digest[4 * i + 3] = uint8_t(state_[i]);
-  }
-  return digest;
-}
-
-Sha256Digest sha256(const uint8_t* data, size_t len) {
-  Sha256 hasher;
-  hasher.update(data, len);
-  return hasher.finish();
-}
-
-Sha256Digest hmac_sha256(const uint8_t* key, size_t key_len, const uint8_t* msg, size_t len) {
-  uint8_t block_key[kBlockBytes] = {};
-  if (key_len > kBlockBytes) {
-    const Sha256Digest hashed = sha256(key, key_len);
-    std::memcpy(block_key, hashed.data(), hashed.size());
-  } else if (key_len > 0) {
-    std::memcpy(block_key, key, key_len);
-  }
-  uint8_t inner_pad[kBlockBytes];
-  uint8_t outer_pad[kBlockBytes];
-  for (size_t i = 0; i < kBlockBytes; ++i) {
-    inner_pad[i] = block_key[i] ^ 0x36;
-    outer_pad[i] = block_key[i] ^ 0x5c;
-  }
-  Sha256 inner;
-  inner.update(inner_pad, kBlockBytes);
-  inner.update(msg, len);
-  const Sha256Digest inner_digest = inner.finish();
-  Sha256 outer;
-  outer.update(outer_pad, kBlockBytes);
-  outer.update(inner_digest.data(), inner_digest.size());
-  return outer.finish();
-}
-
-bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t len) {
-  // volatile keeps the compiler from turning the accumulation back into an early-exit memcmp.
-  volatile uint8_t diff = 0;
-  for (size_t i = 0; i < len; ++i) diff = diff | uint8_t(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 void random_bytes(uint8_t* out, size_t len) {
-  size_t filled = 0;
-  while (filled < len) {
-    const ssize_t got = getrandom(out + filled, len - filled, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      throw_system_error("getrandom");
-    }
-    filled += size_t(got);
+  if (const int error = ::mori::common::fill_random(out, len); error != 0) {
+    errno = error;
+    throw_system_error("getrandom");
   }
 }
 

@@ -86,12 +86,12 @@ UcxConduit::~UcxConduit() { close_all(); }
 void UcxConduit::open_context() {
   ucx::ucp_config_t* config = nullptr;
   ucx::ucs_status_t status = api_.ucp_config_read(nullptr, nullptr, &config);
-  if (status != ucx::kOk) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_config_read: ", ucx::describe(api_, status));
+  if (status != ucx::UCS_OK) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_config_read: ", ucx::describe(api_, status));
   const auto modify = [&](const char* name, const std::string& value) {
     const std::string env = std::string("UCX_") + name;
     if (std::getenv(env.c_str()) != nullptr) return;  // the user's choice stands
     const ucx::ucs_status_t s = api_.ucp_config_modify(config, name, value.c_str());
-    if (s != ucx::kOk) log::emit(log::Level::Warning, "UCX ignored ", env, "=", value, ": ", ucx::describe(api_, s));
+    if (s != ucx::UCS_OK) log::emit(log::Level::Warning, "UCX ignored ", env, "=", value, ": ", ucx::describe(api_, s));
   };
   if (!config_.rdma_devices.empty() && std::getenv("UCX_NET_DEVICES") != nullptr) {
     log::emit(log::Level::Warning, "PE ", rank_, ": MORI_RDMA_DEVICES=", config_.rdma_devices,
@@ -103,43 +103,43 @@ void UcxConduit::open_context() {
   modify("TCP_TX_SEG_SIZE", "64K");
   modify("TCP_RX_SEG_SIZE", "256K");
   ucx::ucp_params_t params{};
-  params.field_mask = ucx::kParamFieldFeatures | ucx::kParamFieldName;
-  params.features = ucx::kFeatureRma | ucx::kFeatureAmo32 | ucx::kFeatureAmo64 | ucx::kFeatureAm |
-                    ucx::kFeatureWakeup;
+  params.field_mask = ucx::UCP_PARAM_FIELD_FEATURES | ucx::UCP_PARAM_FIELD_NAME;
+  params.features = ucx::UCP_FEATURE_RMA | ucx::UCP_FEATURE_AMO32 | ucx::UCP_FEATURE_AMO64 | ucx::UCP_FEATURE_AM |
+                    ucx::UCP_FEATURE_WAKEUP;
   const std::string name = "mori-shmem PE " + std::to_string(rank_);
   params.name = name.c_str();
   status = api_.ucp_init_version(ucx::kApiMajor, std::min(ucx::kApiMinor, api_.minor), &params, config, &context_);
   api_.ucp_config_release(config);
-  if (status != ucx::kOk) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_init: ", ucx::describe(api_, status));
+  if (status != ucx::UCS_OK) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_init: ", ucx::describe(api_, status));
 
   ucx::ucp_context_attr_t attr{};
-  attr.field_mask = ucx::kAttrFieldMemoryTypes;
+  attr.field_mask = ucx::UCP_ATTR_FIELD_MEMORY_TYPES;
   status = api_.ucp_context_query(context_, &attr);
-  if (status != ucx::kOk) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_context_query: ", ucx::describe(api_, status));
-  if (heap_.gpu && (attr.memory_types & (1ull << ucx::kMemoryTypeCuda)) == 0) {
+  if (status != ucx::UCS_OK) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_context_query: ", ucx::describe(api_, status));
+  if (heap_.gpu && (attr.memory_types & (1ull << ucx::UCS_MEMORY_TYPE_CUDA)) == 0) {
     throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "the UCX at ", api_.origin,
                 " has no CUDA memory support (its cuda transport did not load), so it cannot reach a GPU heap");
   }
 
   ucx::ucp_worker_params_t worker{};
-  worker.field_mask = ucx::kWorkerParamFieldThreadMode | ucx::kWorkerParamFieldName;
-  worker.thread_mode = ucx::kThreadModeSerialized;  // mutex_ serialises every call
+  worker.field_mask = ucx::UCP_WORKER_PARAM_FIELD_THREAD_MODE | ucx::UCP_WORKER_PARAM_FIELD_NAME;
+  worker.thread_mode = ucx::UCS_THREAD_MODE_SERIALIZED;  // mutex_ serialises every call
   worker.name = name.c_str();
   status = api_.ucp_worker_create(context_, &worker, &worker_);
-  if (status != ucx::kOk) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_worker_create: ", ucx::describe(api_, status));
+  if (status != ucx::UCS_OK) throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_worker_create: ", ucx::describe(api_, status));
 }
 
 void UcxConduit::register_heap() {
   ucx::ucp_mem_map_params_t params{};
-  params.field_mask = ucx::kMemMapParamFieldAddress | ucx::kMemMapParamFieldLength | ucx::kMemMapParamFieldProt |
-                      ucx::kMemMapParamFieldMemoryType;
+  params.field_mask = ucx::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | ucx::UCP_MEM_MAP_PARAM_FIELD_LENGTH | ucx::UCP_MEM_MAP_PARAM_FIELD_PROT |
+                      ucx::UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
   params.address = heap_.base;
   params.length = heap_size_;
-  params.prot = ucx::kMemMapProtLocalRead | ucx::kMemMapProtLocalWrite | ucx::kMemMapProtRemoteRead |
-                ucx::kMemMapProtRemoteWrite;
-  params.memory_type = heap_.gpu ? ucx::kMemoryTypeCuda : ucx::kMemoryTypeHost;
+  params.prot = ucx::UCP_MEM_MAP_PROT_LOCAL_READ | ucx::UCP_MEM_MAP_PROT_LOCAL_WRITE | ucx::UCP_MEM_MAP_PROT_REMOTE_READ |
+                ucx::UCP_MEM_MAP_PROT_REMOTE_WRITE;
+  params.memory_type = heap_.gpu ? ucx::UCS_MEMORY_TYPE_CUDA : ucx::UCS_MEMORY_TYPE_HOST;
   const ucx::ucs_status_t status = api_.ucp_mem_map(context_, &params, &memh_);
-  if (status != ucx::kOk) {
+  if (status != ucx::UCS_OK) {
     memh_ = nullptr;
     throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_mem_map of the ", heap_size_, "-byte ", heap_.gpu ? "GPU" : "host",
                 " heap: ", ucx::describe(api_, status));
@@ -148,7 +148,7 @@ void UcxConduit::register_heap() {
 
 void UcxConduit::start_progress() {
   const ucx::ucs_status_t status = api_.ucp_worker_get_efd(worker_, &event_fd_);
-  if (status != ucx::kOk) {
+  if (status != ucx::UCS_OK) {
     throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_worker_get_efd: ", ucx::describe(api_, status),
                 " (the progress thread needs the worker's event fd)");
   }
@@ -164,7 +164,7 @@ void UcxConduit::progress_loop() {
       }
       armed = api_.ucp_worker_arm(worker_);
     }
-    if (armed == ucx::kErrBusy) continue;  // events arrived meanwhile: progress them first
+    if (armed == ucx::UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress them first
     // No spinning here: on a machine with fewer cores than busy threads, a thread that polls on
     // after its work slows the peers it waits for (measured: the 8-byte ping-pong got slower).
     pollfd fds[2] = {{event_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
@@ -184,18 +184,18 @@ void UcxConduit::connect(Bootstrap& bootstrap, const std::vector<uint8_t>& remot
     uint64_t heap_size;
   };
   ucx::ucp_worker_attr_t attr{};
-  attr.field_mask = ucx::kWorkerAttrFieldAddress;
+  attr.field_mask = ucx::UCP_WORKER_ATTR_FIELD_ADDRESS;
   void* rkey = nullptr;
   size_t rkey_bytes = 0;
   ucx::ucp_worker_address_attr_t identity{};
-  identity.field_mask = ucx::kWorkerAddressAttrFieldUid;
+  identity.field_mask = ucx::UCP_WORKER_ADDRESS_ATTR_FIELD_UID;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ucx::ucs_status_t status = api_.ucp_worker_query(worker_, &attr);
-    if (status != ucx::kOk) throw_error(MORI_SHMEM_ERR_SYSTEM, "ucp_worker_query: ", ucx::describe(api_, status));
-    if (api_.ucp_worker_address_query(attr.address, &identity) != ucx::kOk) identity.worker_uid = uint64_t(getpid());
+    if (status != ucx::UCS_OK) throw_error(MORI_SHMEM_ERR_SYSTEM, "ucp_worker_query: ", ucx::describe(api_, status));
+    if (api_.ucp_worker_address_query(attr.address, &identity) != ucx::UCS_OK) identity.worker_uid = uint64_t(getpid());
     status = api_.ucp_rkey_pack(context_, memh_, &rkey, &rkey_bytes);
-    if (status != ucx::kOk) {
+    if (status != ucx::UCS_OK) {
       api_.ucp_worker_release_address(worker_, attr.address);
       throw_error(MORI_SHMEM_ERR_SYSTEM, "ucp_rkey_pack: ", ucx::describe(api_, status));
     }
@@ -282,18 +282,18 @@ void UcxConduit::connect(Bootstrap& bootstrap, const std::vector<uint8_t>& remot
 void UcxConduit::connect_peer(Peer& peer, const void* address, const void* rkey) {
   std::lock_guard<std::mutex> lock(mutex_);
   ucx::ucp_ep_params_t params{};
-  params.field_mask = ucx::kEpParamFieldRemoteAddress | ucx::kEpParamFieldErrHandlingMode |
-                      ucx::kEpParamFieldErrHandler;
+  params.field_mask = ucx::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | ucx::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      ucx::UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = static_cast<const ucx::ucp_address_t*>(address);
-  params.err_mode = ucx::kErrHandlingModePeer;
+  params.err_mode = ucx::UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler = {&UcxConduit::on_endpoint_error, &peer};
   ucx::ucs_status_t status = api_.ucp_ep_create(worker_, &params, &peer.ep);
-  if (status != ucx::kOk) {
+  if (status != ucx::UCS_OK) {
     peer.ep = nullptr;
     throw_error(MORI_SHMEM_ERR_PEER_LOST, "PE ", peer.pe, ": ucp_ep_create: ", ucx::describe(api_, status));
   }
   status = api_.ucp_ep_rkey_unpack(peer.ep, rkey, &peer.rkey);
-  if (status != ucx::kOk) {
+  if (status != ucx::UCS_OK) {
     peer.rkey = nullptr;
     throw_error(MORI_SHMEM_ERR_PEER_LOST, "PE ", peer.pe, ": ucp_ep_rkey_unpack: ", ucx::describe(api_, status));
   }
@@ -305,11 +305,11 @@ std::string UcxConduit::transports(Peer& peer) {
   if (peer.ep == nullptr) return "?";
   ucx::ucp_transport_entry_t entries[16] = {};
   ucx::ucp_ep_attr_t attr{};
-  attr.field_mask = ucx::kEpAttrFieldTransports;
+  attr.field_mask = ucx::UCP_EP_ATTR_FIELD_TRANSPORTS;
   attr.transports.entries = entries;
   attr.transports.num_entries = 16;
   attr.transports.entry_size = sizeof(ucx::ucp_transport_entry_t);
-  if (api_.ucp_ep_query(peer.ep, &attr) != ucx::kOk) return "?";
+  if (api_.ucp_ep_query(peer.ep, &attr) != ucx::UCS_OK) return "?";
   std::set<std::string> names;
   for (unsigned i = 0; i < std::min(attr.transports.num_entries, 16u); ++i) {
     const char* tl = entries[i].transport_name;
@@ -339,7 +339,7 @@ void UcxConduit::close_all() noexcept {
     }
     const Deadline deadline = Deadline::after(kCloseGraceS);
     for (void* request : closing) {
-      while (api_.ucp_request_check_status(request) == ucx::kInProgress && !deadline.expired()) {
+      while (api_.ucp_request_check_status(request) == ucx::UCS_INPROGRESS && !deadline.expired()) {
         api_.ucp_worker_progress(worker_);
       }
       api_.ucp_request_free(request);
@@ -391,11 +391,11 @@ void UcxConduit::retire(Peer& peer, const std::string& why) {
   if (peer.lost.empty()) peer.lost = why;
   if (peer.ep == nullptr) return;
   ucx::ucp_request_param_t param{};
-  param.op_attr_mask = ucx::kOpAttrFieldFlags;
-  param.flags = ucx::kEpCloseFlagForce;
+  param.op_attr_mask = ucx::UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = ucx::UCP_EP_CLOSE_FLAG_FORCE;
   ucx::ucs_status_ptr_t request = api_.ucp_ep_close_nbx(peer.ep, &param);
   peer.ep = nullptr;
-  if (ucx::ptr_is_ptr(request)) peer.closing = request;
+  if (ucx::ptr_is_request(request)) peer.closing = request;
 }
 
 void UcxConduit::progress_until(Peer& peer, const std::function<bool()>& done, const Deadline& deadline,
@@ -412,23 +412,23 @@ void UcxConduit::progress_until(Peer& peer, const std::function<bool()>& done, c
 }
 
 void UcxConduit::finish(Peer& peer, ucx::ucs_status_ptr_t request, const Deadline& deadline, const char* what) {
-  if (!ucx::ptr_is_ptr(request)) {
+  if (!ucx::ptr_is_request(request)) {
     const ucx::ucs_status_t status = ucx::ptr_status(request);
-    if (status != ucx::kOk) lost(peer, status, what);
+    if (status != ucx::UCS_OK) lost(peer, status, what);
     return;
   }
-  ucx::ucs_status_t status = ucx::kInProgress;
-  for (uint64_t round = 0; status == ucx::kInProgress; ++round) {
+  ucx::ucs_status_t status = ucx::UCS_INPROGRESS;
+  for (uint64_t round = 0; status == ucx::UCS_INPROGRESS; ++round) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       api_.ucp_worker_progress(worker_);
       status = api_.ucp_request_check_status(request);
-      if (status != ucx::kInProgress) api_.ucp_request_free(request);
+      if (status != ucx::UCS_INPROGRESS) api_.ucp_request_free(request);
     }
-    if (status == ucx::kInProgress && deadline.expired()) give_up(peer, request, what);
+    if (status == ucx::UCS_INPROGRESS && deadline.expired()) give_up(peer, request, what);
     answer_back_off(round);
   }
-  if (status != ucx::kOk) lost(peer, status, what);
+  if (status != ucx::UCS_OK) lost(peer, status, what);
 }
 
 void UcxConduit::give_up(Peer& peer, void* request, const char* what) {
@@ -445,8 +445,8 @@ void UcxConduit::give_up(Peer& peer, void* request, const char* what) {
   while (!settled && !grace.expired()) {
     std::lock_guard<std::mutex> lock(mutex_);
     api_.ucp_worker_progress(worker_);
-    settled = (request == nullptr || api_.ucp_request_check_status(request) != ucx::kInProgress) &&
-              (closing == nullptr || api_.ucp_request_check_status(closing) != ucx::kInProgress);
+    settled = (request == nullptr || api_.ucp_request_check_status(request) != ucx::UCS_INPROGRESS) &&
+              (closing == nullptr || api_.ucp_request_check_status(closing) != ucx::UCS_INPROGRESS);
   }
   if (!settled) {
     log::emit(log::Level::Error, "PE ", rank_, ": UCX did not cancel ", what, " towards PE ", peer.pe, " within ",

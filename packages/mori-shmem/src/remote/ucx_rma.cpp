@@ -49,20 +49,20 @@ Mapped map_amo(int amo, uint64_t value) {
   switch (amo) {
     case MORI_SHMEM_AMO_SET:
     case MORI_SHMEM_SIGNAL_SET:
-    case MORI_SHMEM_AMO_SWAP: return {ucx::kAtomicOpSwap, value};
+    case MORI_SHMEM_AMO_SWAP: return {ucx::UCP_ATOMIC_OP_SWAP, value};
     case MORI_SHMEM_AMO_ADD:
     case MORI_SHMEM_SIGNAL_ADD:
-    case MORI_SHMEM_AMO_FETCH_ADD: return {ucx::kAtomicOpAdd, value};
+    case MORI_SHMEM_AMO_FETCH_ADD: return {ucx::UCP_ATOMIC_OP_ADD, value};
     case MORI_SHMEM_AMO_INC:
-    case MORI_SHMEM_AMO_FETCH_INC: return {ucx::kAtomicOpAdd, 1};
-    case MORI_SHMEM_AMO_FETCH: return {ucx::kAtomicOpAdd, 0};  // UCP has no atomic load
+    case MORI_SHMEM_AMO_FETCH_INC: return {ucx::UCP_ATOMIC_OP_ADD, 1};
+    case MORI_SHMEM_AMO_FETCH: return {ucx::UCP_ATOMIC_OP_ADD, 0};  // UCP has no atomic load
     case MORI_SHMEM_AMO_AND:
-    case MORI_SHMEM_AMO_FETCH_AND: return {ucx::kAtomicOpAnd, value};
+    case MORI_SHMEM_AMO_FETCH_AND: return {ucx::UCP_ATOMIC_OP_AND, value};
     case MORI_SHMEM_AMO_OR:
-    case MORI_SHMEM_AMO_FETCH_OR: return {ucx::kAtomicOpOr, value};
+    case MORI_SHMEM_AMO_FETCH_OR: return {ucx::UCP_ATOMIC_OP_OR, value};
     case MORI_SHMEM_AMO_XOR:
-    case MORI_SHMEM_AMO_FETCH_XOR: return {ucx::kAtomicOpXor, value};
-    case MORI_SHMEM_AMO_COMPARE_SWAP: return {ucx::kAtomicOpCswap, value};
+    case MORI_SHMEM_AMO_FETCH_XOR: return {ucx::UCP_ATOMIC_OP_XOR, value};
+    case MORI_SHMEM_AMO_COMPARE_SWAP: return {ucx::UCP_ATOMIC_OP_CSWAP, value};
   }
   throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "amo=", amo, " is not an atomic operation code");
 }
@@ -161,12 +161,12 @@ uint64_t UcxConduit::ucx_atomic(Peer& target, uint64_t offset, int amo, int type
   const size_t width = rma::amo_width(type);
   const Mapped mapped = map_amo(amo, value);
   // UCP's cswap compares with `buffer` and swaps in what the reply buffer holds on entry.
-  const bool cswap = mapped.op == ucx::kAtomicOpCswap;
+  const bool cswap = mapped.op == ucx::UCP_ATOMIC_OP_CSWAP;
   const uint64_t operand = cswap ? compare : mapped.operand;
   uint64_t reply_in = cswap ? value : 0;
   uint32_t operand32 = uint32_t(operand), reply32 = uint32_t(reply_in);
   ucx::ucp_request_param_t param{};
-  param.op_attr_mask = ucx::kOpAttrFieldDatatype | ucx::kOpAttrFieldReplyBuffer;
+  param.op_attr_mask = ucx::UCP_OP_ATTR_FIELD_DATATYPE | ucx::UCP_OP_ATTR_FIELD_REPLY_BUFFER;
   param.datatype = ucx::contig(width);
   param.reply_buffer = width == 4 ? static_cast<void*>(&reply32) : static_cast<void*>(&reply_in);
   const void* buffer = width == 4 ? static_cast<const void*>(&operand32) : static_cast<const void*>(&operand);
@@ -181,8 +181,8 @@ uint64_t UcxConduit::am_atomic(Peer& target, uint64_t offset, int amo, int type,
   AmoWait wait;
   AmoMessage message{0, offset, value, compare, amo, type, rank_, 0};
   ucx::ucp_request_param_t param{};
-  param.op_attr_mask = ucx::kOpAttrFieldFlags;
-  param.flags = ucx::kAmSendFlagEager | ucx::kAmSendFlagCopyHeader;
+  param.op_attr_mask = ucx::UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = ucx::UCP_AM_SEND_FLAG_EAGER | ucx::UCP_AM_SEND_FLAG_COPY_HEADER;
   ucx::ucs_status_ptr_t request;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -246,14 +246,14 @@ void UcxConduit::register_am_handlers() {
   for (auto [id, cb] : {std::pair<unsigned, ucx::ucp_am_recv_callback_t>{kAmoRequest, &UcxConduit::on_amo_request},
                         std::pair<unsigned, ucx::ucp_am_recv_callback_t>{kAmoAnswer, &UcxConduit::on_amo_answer}}) {
     ucx::ucp_am_handler_param_t param{};
-    param.field_mask = ucx::kAmHandlerParamFieldId | ucx::kAmHandlerParamFieldFlags | ucx::kAmHandlerParamFieldCb |
-                       ucx::kAmHandlerParamFieldArg;
+    param.field_mask = ucx::UCP_AM_HANDLER_PARAM_FIELD_ID | ucx::UCP_AM_HANDLER_PARAM_FIELD_FLAGS | ucx::UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       ucx::UCP_AM_HANDLER_PARAM_FIELD_ARG;
     param.id = id;
-    param.flags = ucx::kAmFlagWholeMsg;
+    param.flags = ucx::UCP_AM_FLAG_WHOLE_MSG;
     param.cb = cb;
     param.arg = this;
     const ucx::ucs_status_t status = api_.ucp_worker_set_am_recv_handler(worker_, &param);
-    if (status != ucx::kOk) {
+    if (status != ucx::UCS_OK) {
       throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "ucp_worker_set_am_recv_handler: ", ucx::describe(api_, status));
     }
   }
@@ -265,7 +265,7 @@ ucx::ucs_status_t UcxConduit::on_amo_request(void* arg, const void* header, size
   UcxConduit& self = *static_cast<UcxConduit*>(arg);
   if (header_length != sizeof(AmoMessage)) {
     log::emit(log::Level::Error, "PE ", self.rank_, ": dropped a remote atomic of ", header_length, " bytes");
-    return ucx::kOk;
+    return ucx::UCS_OK;
   }
   AmoMessage message;
   std::memcpy(&message, header, sizeof(message));
@@ -291,28 +291,28 @@ ucx::ucs_status_t UcxConduit::on_amo_request(void* arg, const void* header, size
   }
   const bool known = message.from >= 0 && size_t(message.from) < self.peers_.size() && self.peers_[message.from];
   Peer* from = known ? self.peers_[message.from].get() : nullptr;
-  if (from == nullptr || from->ep == nullptr || !from->lost.empty()) return ucx::kOk;  // nobody to answer
+  if (from == nullptr || from->ep == nullptr || !from->lost.empty()) return ucx::UCS_OK;  // nobody to answer
   ucx::ucp_request_param_t param{};
-  param.op_attr_mask = ucx::kOpAttrFieldFlags;
-  param.flags = ucx::kAmSendFlagEager | ucx::kAmSendFlagCopyHeader;
+  param.op_attr_mask = ucx::UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = ucx::UCP_AM_SEND_FLAG_EAGER | ucx::UCP_AM_SEND_FLAG_COPY_HEADER;
   const ucx::ucs_status_ptr_t sent =
       self.api_.ucp_am_send_nbx(from->ep, kAmoAnswer, &answer, sizeof(answer), nullptr, 0, &param);
-  if (ucx::ptr_is_ptr(sent)) self.api_.ucp_request_free(sent);  // UCX completes it on its own
-  return ucx::kOk;
+  if (ucx::ptr_is_request(sent)) self.api_.ucp_request_free(sent);  // UCX completes it on its own
+  return ucx::UCS_OK;
 }
 
 ucx::ucs_status_t UcxConduit::on_amo_answer(void* arg, const void* header, size_t header_length, void*, size_t,
                                             const ucx::ucp_am_recv_param_t*) {
   UcxConduit& self = *static_cast<UcxConduit*>(arg);
-  if (header_length != sizeof(AmoAnswer)) return ucx::kOk;
+  if (header_length != sizeof(AmoAnswer)) return ucx::UCS_OK;
   AmoAnswer answer;
   std::memcpy(&answer, header, sizeof(answer));
   const auto waiting = self.pending_.find(answer.token);
-  if (waiting == self.pending_.end()) return ucx::kOk;  // its atomic gave up already
+  if (waiting == self.pending_.end()) return ucx::UCS_OK;  // its atomic gave up already
   waiting->second->old = answer.old;
   waiting->second->status = answer.status;
   waiting->second->answered = true;
-  return ucx::kOk;
+  return ucx::UCS_OK;
 }
 
 }  // namespace mori::shmem::remote

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 from mori import _logging
@@ -39,6 +40,13 @@ def __getattr__(name: str) -> ModuleType:
         raise
     globals()[name] = module
     return module
+
+
+def get_include() -> str:
+    """The folder to put on a C++ include path for the header-only code every native mori package
+    builds against (numpy's pattern): ``<mori/cuda_driver.hpp>`` (the CUDA driver opened with
+    dlopen), ``<mori/ucx_api.hpp>`` (UCX's UCP API and its loader) and ``<mori/hmac_sha256.hpp>``."""
+    return str(Path(__file__).resolve().parent / "include")
 
 
 def __dir__() -> list[str]:

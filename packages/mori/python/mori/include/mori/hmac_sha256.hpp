@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+// The few cryptographic primitives the packages' handshakes need to let peers prove they hold the
+// job secret: SHA-256, HMAC-SHA-256, a constant-time compare and the kernel CSPRNG. Self-contained
+// so that no package pulls in OpenSSL (ABI and licensing churn) for one MAC per connection.
+//
+// Header-only: inline functions in a hidden-visibility namespace, so each shared library that
+// includes this keeps its own copy. packages/mori/tests/test_shared_headers.py checks it against
+// Python's hashlib and hmac.
+#pragma once
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace mori {
+namespace common __attribute__((visibility("hidden"))) {
+
+using Sha256Digest = std::array<uint8_t, 32>;
+
+// FIPS 180-4 SHA-256, fed incrementally so HMAC can hash key pad and message without a copy.
+class Sha256 {
+ public:
+  static constexpr size_t kBlockBytes = 64;
+
+  void update(const uint8_t* data, size_t len) {
+    total_bytes_ += len;
+    while (len > 0) {
+      const size_t take = std::min(len, kBlockBytes - buffered_);
+      std::memcpy(buffer_ + buffered_, data, take);
+      buffered_ += take;
+      data += take;
+      len -= take;
+      if (buffered_ == kBlockBytes) {
+        compress(buffer_);
+        buffered_ = 0;
+      }
+    }
+  }
+
+  Sha256Digest finish() {
+    const uint64_t bit_length = total_bytes_ * 8;
+    const uint8_t pad_start = 0x80;
+    update(&pad_start, 1);
+    const uint8_t zero = 0;
+    while (buffered_ != kBlockBytes - 8) update(&zero, 1);
+    uint8_t length_be[8];
+    for (int i = 0; i < 8; ++i) length_be[i] = uint8_t(bit_length >> (56 - 8 * i));
+    update(length_be, 8);
+    Sha256Digest digest;
+    for (int i = 0; i < 8; ++i) {
+      digest[4 * i] = uint8_t(state_[i] >> 24);
+      digest[4 * i + 1] = uint8_t(state_[i] >> 16);
+      digest[4 * i + 2] = uint8_t(state_[i] >> 8);
+      digest[4 * i + 3] = uint8_t(state_[i]);
+    }
+    return digest;
+  }
+
+ private:
+  static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+  void compress(const uint8_t block[kBlockBytes]) {
+    static constexpr uint32_t kRoundConstants[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+    };
+    uint32_t w[64];
+    for (int i = 0; i < 16; ++i) {
+      w[i] = (uint32_t(block[4 * i]) << 24) | (uint32_t(block[4 * i + 1]) << 16) |
+             (uint32_t(block[4 * i + 2]) << 8) | uint32_t(block[4 * i + 3]);
+    }
+    for (int i = 16; i < 64; ++i) {
+      const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
+    uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
+    for (int i = 0; i < 64; ++i) {
+      const uint32_t t1 =
+          h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRoundConstants[i] + w[i];
+      const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      h = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    state_[0] += a;
+    state_[1] += b;
+    state_[2] += c;
+    state_[3] += d;
+    state_[4] += e;
+    state_[5] += f;
+    state_[6] += g;
+    state_[7] += h;
+  }
+
+  uint32_t state_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  uint8_t buffer_[kBlockBytes] = {};
+  size_t buffered_ = 0;
+  uint64_t total_bytes_ = 0;
+};
+
+inline Sha256Digest sha256(const uint8_t* data, size_t len) {
+  Sha256 hasher;
+  hasher.update(data, len);
+  return hasher.finish();
+}
+
+// RFC 2104 HMAC over SHA-256.
+inline Sha256Digest hmac_sha256(const uint8_t* key, size_t key_len, const uint8_t* msg, size_t len) {
+  constexpr size_t kBlock = Sha256::kBlockBytes;
+  uint8_t block_key[kBlock] = {};
+  if (key_len > kBlock) {
+    const Sha256Digest hashed = sha256(key, key_len);
+    std::memcpy(block_key, hashed.data(), hashed.size());
+  } else if (key_len > 0) {
+    std::memcpy(block_key, key, key_len);
+  }
+  uint8_t inner_pad[kBlock];
+  uint8_t outer_pad[kBlock];
+  for (size_t i = 0; i < kBlock; ++i) {
+    inner_pad[i] = block_key[i] ^ 0x36;
+    outer_pad[i] = block_key[i] ^ 0x5c;
+  }
+  Sha256 inner;
+  inner.update(inner_pad, kBlock);
+  inner.update(msg, len);
+  const Sha256Digest inner_digest = inner.finish();
+  Sha256 outer;
+  outer.update(outer_pad, kBlock);
+  outer.update(inner_digest.data(), inner_digest.size());
+  return outer.finish();
+}
+
+// Compares without an early exit, so the time taken does not reveal how many leading bytes of a
+// forged MAC were right.
+inline bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t len) {
+  // volatile keeps the compiler from turning the accumulation back into an early-exit memcmp.
+  volatile uint8_t diff = 0;
+  for (size_t i = 0; i < len; ++i) diff = diff | uint8_t(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// Fills out with bytes from the kernel CSPRNG (getrandom(2)). Returns 0, or the errno that made
+// it fail (the caller raises its own error).
+inline int fill_random(uint8_t* out, size_t len) {
+  size_t filled = 0;
+  while (filled < len) {
+    const ssize_t got = getrandom(out + filled, len - filled, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    filled += size_t(got);
+  }
+  return 0;
+}
+
+}  // namespace common
+}  // namespace mori
