@@ -66,18 +66,32 @@ def release_series(version: str) -> tuple[int, int]:
 def check_pins(pkg: str, pyproject: str | None = None) -> list[str]:
     """Every pin of a mori distribution in the package's pyproject.toml names the series that
     distribution is at now: ``mori-shmem==X.Y.*`` (build and run; an ABI bump starts a new series,
-    so it forces the dependents' pins and releases), ``mori-io==X.Y.*``, ``mori>=X.Y.0,<X.(Y+1)``."""
+    so it forces the dependents' pins and releases), ``mori-io==X.Y.*``, ``mori>=X.Y.Z,<X.(Y+1)``
+    with Z at most the root's current patch (a package may need what a patch release added, such
+    as the shared headers of 0.2.1)."""
     text = pyproject if pyproject is not None else (package_dir(pkg) / "pyproject.toml").read_text()
     problems = []
     for dist, op, low, high in _PIN.findall(text):
         dep = "root" if dist == "mori" else dist.removeprefix("mori-")
-        major, minor = release_series(meson_version(dep))
-        same_series = f"{dist}=={major}.{minor}.*"
-        expected = same_series if op == "==" else f"{dist}>={major}.{minor}.0,<{major}.{minor + 1}"
+        current = meson_version(dep)
+        major, minor = release_series(current)
         got = f"{dist}{op}{low}" + (f",<{high}" if high else "")
-        if got != expected:
+        if op == "==":
+            expected = f"{dist}=={major}.{minor}.*"
+            ok = got == expected
+        else:
+            expected = f"{dist}>={major}.{minor}.Z,<{major}.{minor + 1} (Z <= {current.split('.')[2]})"
+            floor = low.split(".")
+            ok = (
+                high == f"{major}.{minor + 1}"
+                and len(floor) == 3
+                and release_series(low) == (major, minor)
+                and floor[2].isdigit()
+                and int(floor[2]) <= int(current.split(".")[2])
+            )
+        if not ok:
             problems.append(
-                f"{distribution(pkg)}/pyproject.toml pins {got!r}, but {dist} is at {meson_version(dep)}: "
+                f"{distribution(pkg)}/pyproject.toml pins {got!r}, but {dist} is at {current}: "
                 f"pin {expected!r} (and release {distribution(pkg)} with it)"
             )
     return problems

@@ -25,8 +25,10 @@ _IGNORED_SUFFIXES = (".pyc", ".pyo", ".so", ".whl")
 
 
 #: The root distribution ``mori`` (packages/mori): pure Python that every mori-* wheel depends on at
-#: run time. Nothing compiles against it, so a change to it rebuilds no dependent.
+#: run time, plus the header-only C++ that the native packages compile against (ROOT_HEADERS): only
+#: a change to those headers rebuilds a dependent.
 ROOT_PKG = "root"
+ROOT_HEADERS = Path("python") / "mori" / "include"
 
 
 def distribution(pkg: str) -> str:
@@ -63,6 +65,10 @@ def source_hash(pkgs: Graph, pkg: str, build_reqs: Iterable[str]) -> str:
     h.update(f"{interp_tag()}\n{sorted(build_reqs)}\n".encode())
     for dep in pkgs[pkg]:
         if dep == ROOT_PKG:
+            headers = package_dir(ROOT_PKG) / ROOT_HEADERS
+            for path in sorted(p for p in headers.rglob("*") if p.is_file()):
+                h.update(f"root header {path.relative_to(headers).as_posix()}\n".encode())
+                h.update(hashlib.sha256(path.read_bytes()).digest())
             continue
         h.update(f"dep {dep} {source_hash(pkgs, dep, build_reqs)}\n".encode())
     directory = package_dir(pkg)

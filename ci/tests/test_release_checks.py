@@ -157,3 +157,15 @@ def test_a_pin_on_another_mori_shmem_series_is_reported() -> None:
     assert f"pins 'mori-shmem=={major}.{minor + 1}.*'" in problems[0]
     assert f"pin 'mori-shmem=={major}.{minor}.*'" in problems[0]
     assert "pins 'mori>=0.0.1,<9'" in problems[1]
+
+
+def test_a_root_pin_may_floor_at_a_patch_of_the_current_series_but_not_past_it() -> None:
+    version = meson_version("root")
+    major, minor, patch = (int(n) for n in version.split("."))
+    ok = f'dependencies = ["mori>={major}.{minor}.{patch},<{major}.{minor + 1}"]\n'
+    assert check_pins("io", ok) == []
+    ahead = f'dependencies = ["mori>={major}.{minor}.{patch + 1},<{major}.{minor + 1}"]\n'
+    (problem,) = check_pins("io", ahead)
+    assert f"pins 'mori>={major}.{minor}.{patch + 1},<{major}.{minor + 1}'" in problem
+    wide = f'dependencies = ["mori>={major}.{minor}.0,<{major + 1}"]\n'
+    assert len(check_pins("io", wide)) == 1
