@@ -8,7 +8,6 @@ level so multiprocessing's spawn can import them) under mori.testing.PeerProcess
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import signal
@@ -21,21 +20,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mori.testing import native
-
 pytest_plugins = ["mori.testing.pytest_plugin"]
 
 TESTS_DIR = Path(__file__).resolve().parent
-PACKAGE_ROOT = TESTS_DIR.parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))  # spawned children inherit sys.path
 
 # A broken test must fail in seconds, not after the 30 s default deadlines. Children inherit these.
 os.environ.setdefault("MORI_IO_CP_TIMEOUT_MS", "3000")
 os.environ.setdefault("MORI_IO_TCP_OP_TIMEOUT_MS", "10000")
-
-#: compile_declaration_check(source, include, *flags): tests/native/<source> against real headers.
-compile_declaration_check = functools.partial(native.compile_declaration_check, PACKAGE_ROOT)
 
 
 def pytest_mori_default_timeout(config: pytest.Config) -> float:

@@ -9,14 +9,11 @@ importing only numpy + mori.shmem so that spawning is cheap).
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from pathlib import Path
 
 import pytest
-
-from mori.testing import native
 
 pytest_plugins = ["mori.testing.pytest_plugin"]
 
@@ -38,9 +35,6 @@ os.environ.setdefault("MORI_BOOTSTRAP_TIMEOUT", "30")
 os.environ.setdefault("MORI_SHMEM_WAIT_TIMEOUT", "30")
 
 HEAP_SIZE = 64 * 1024 * 1024
-
-#: compile_declaration_check(source, include, *flags): tests/native/<source> against real headers.
-compile_declaration_check = functools.partial(native.compile_declaration_check, PACKAGE_ROOT)
 
 
 def pytest_mori_default_timeout(config: pytest.Config) -> float:
