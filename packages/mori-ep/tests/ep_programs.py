@@ -18,6 +18,7 @@ import mori.shmem as shmem
 from mori.ep import reference
 from mori.ep import workload as wl
 from mori.ep.config import EpDispatchCombineKernelType
+from mori.ep.errors import EpInputError
 from mori.shmem.testing import init_pe
 
 
@@ -118,6 +119,13 @@ def dispatch_combine(
                 w, rank, iteration, combined, combined_weights, combine_dtype, quant, tolerance, quant_blocks
             )
             assert mismatch is None, f"PE {rank}, iteration {iteration}: {mismatch}"
+            if options.get("combine_twice"):  # refused before it sends; the next iteration still works
+                try:
+                    combine(expert_out, out_weights[:total].clone(), indices.to(device))
+                except EpInputError as exc:
+                    assert "combine was called twice" in str(exc), exc
+                else:
+                    raise AssertionError(f"PE {rank}: a second combine without a dispatch was not refused")
             totals.append(total)
         op.close()
         return totals

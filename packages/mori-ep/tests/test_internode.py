@@ -49,6 +49,14 @@ def test_two_hosts_match_the_reference(backend: str, kernel_type: int, world_siz
     assert any(t > 0 for per_rank in totals for t in per_rank), "the workload must move rows"
 
 
+@pytest.mark.parametrize("kernel_type", list(KERNEL_TYPES.values()), ids=list(KERNEL_TYPES))
+def test_a_second_combine_without_a_dispatch_is_refused(backend: str, kernel_type: int) -> None:
+    """Two combines in a row could race across hosts (docs/user-guide/ep.md): the second raises
+    EpInputError before sending anything, and the next dispatch and combine match the reference."""
+    w = ep_programs.replace(BASE, world_size=2)
+    _run(backend, w, 1, kernel_type=kernel_type, iterations=2, combine_twice=True)
+
+
 @pytest.mark.parametrize("kernel_type", [2, 4], ids=["InterNodeV1", "AsyncLL"])
 def test_fp8_dispatch_with_scales_and_fp8_combine(backend: str, kernel_type: int) -> None:
     w = ep_programs.replace(

@@ -134,6 +134,8 @@ class EpDispatchCombineOp:
             self._base.trace_buf = self._trace.data_ptr()
         self.local_expert_count = torch.zeros(config.num_experts_per_rank, dtype=torch.int32, device=self.device)
         self._dispatched_tokens: int | None = None
+        # Inter-node types: a combine ran since the last dispatch (a second one would race it).
+        self._combined_since_dispatch = False
         # The send half of an inter-node call until its receive half runs (AsyncLL: the user's call).
         self._pending_dispatch: tuple[EpArgs, bool, int, int, bool] | None = None
         self._pending_combine: tuple[EpArgs, str, int, int, int] | None = None
@@ -402,6 +404,7 @@ class EpDispatchCombineOp:
             self._backend.dispatch(args, low_latency=low_latency, grid=grid, block=block)
             self._after_call()
         self._dispatched_tokens = args.num_tokens
+        self._combined_since_dispatch = False
 
         recv, topk, torch = self.layout.max_recv, config.num_experts_per_token, self._torch
         out = self._view("off_disp_tokens", recv, hidden, input.dtype)[:, :width]
@@ -517,6 +520,14 @@ class EpDispatchCombineOp:
             raise EpInputError("combine was called before any dispatch of this op")
         if self._pending_dispatch is not None or self._pending_combine is not None:
             raise EpInputError("an AsyncLL dispatch_send/combine_send is still waiting for its _recv half")
+        if self._inter_node and self._combined_since_dispatch:
+            # The second combine's replies may reach a source before it has summed the first's,
+            # over them, and the remote transport may reorder the two: wrong sums or a timeout.
+            raise EpInputError(
+                f"combine was called twice without a dispatch between them; kernel type "
+                f"{self.config.kernel_type!r} crosses hosts and needs one (dispatch(routing=handle) replays "
+                "the last routing without recomputing it)"
+            )
         config, torch = self.config, self._torch
         external = config.use_external_inp_buf if use_external_inp_buf == -1 else bool(use_external_inp_buf)
         tokens = routing.cur_rank_num_token if routing is not None else self._dispatched_tokens
@@ -592,6 +603,7 @@ class EpDispatchCombineOp:
                 send_blocks=launch.rdma_block_num or grid,
             )
             self._pending_combine = (args, dtype, int(quant), grid, block)
+            self._combined_since_dispatch = True
             if not self._split:
                 self.combine_recv()
         else:
