@@ -426,76 +426,62 @@ class DistributedClient(UMBPClient):
         """One BatchPutInline per owning peer and chunk, in rounds (chunk_rounds): the bytes ride in
         the call, and an answer of STORED means committed and acknowledged by the master. Returns
         the keys of peers that do not serve the call (an older version), for the slot path."""
-        older: dict[str, list[int]] = {}
-        for round_ in chunk_rounds(groups):
-            self._put_inline_round(list(round_.items()), keys, sizes, ptrs, routes, depths, out, retry, direct, older)
-        return older
-
-    def _put_inline_round(
-        self,
-        chunks: list[tuple[str, list[int]]],
-        keys: Sequence[str],
-        sizes: Sequence[int],
-        ptrs: Sequence[int],
-        routes: Any,
-        depths: Sequence[int],
-        out: list[bool],
-        retry: list[tuple[int, str, PeerUnavailableError | None]],
-        direct: bool,
-        older: dict[str, list[int]],
-    ) -> None:
-        """One BatchPutInline per (owner, chunk) of a round, owners in parallel."""
         ppb = rpc.peer_pb
         res_t = ppb.PutInlineResult
-        calls = []
-        for j, (node, idx) in enumerate(chunks):
-            route = routes[idx[0]]
-            req = ppb.BatchPutInlineRequest(
-                entries=[
-                    ppb.PutInlineEntry(
-                        key=keys[i],
-                        tier=int(routes[i].tier),
-                        depth=depths[i],
-                        data=ctypes.string_at(ptrs[i], sizes[i]),
-                        if_absent=direct,
-                    )
-                    for i in idx
-                ]
-            )
-            what = f"BatchPutInline on peer {node!r} at {route.peer_address}"
-            stub = self._peer(route.peer_address)
-            # NOTE [overlapped calls]: the last chunk's call runs in this thread, taken first below.
-            last = j == len(chunks) - 1
-            calls.append((node, idx, rpc.start(what, stub.BatchPutInline, req, PeerUnavailableError, overlap=not last)))
-        for node, idx, pending in reversed(calls):
-            route = routes[idx[0]]
-            try:
-                res = pending.result()
-            except PeerUnavailableError as exc:
-                if exc.unimplemented:
-                    log.info("peer %r at %s has no BatchPutInline: putting by slots", node, route.peer_address)
-                    self._no_inline.add(route.peer_address)
-                    older.setdefault(node, []).extend(idx)
-                else:
-                    retry.extend((i, node, exc) for i in idx)
-                continue
-            if direct:
-                self._view.refresh(node, res.tier_capacities)
-            owner = self._owners.owner(node, route.peer_address, route.engine_desc)
-            for i, e in zip(idx, res.entries, strict=True):
-                if e.outcome == res_t.STORED:
-                    out[i] = True
-                    self._owners.remember(keys[i], owner)
-                elif e.outcome == res_t.ALREADY_EXISTS:
-                    out[i] = True
-                elif e.outcome == res_t.FAILED_PENDING:
-                    log.warning("put %r: %s; not stored", keys[i], e.message)
-                elif e.outcome == res_t.FAILED_NO_SPACE:
-                    log.info("peer %r was full for %r: routing again", node, keys[i])
-                    retry.append((i, node, None))
-                else:
-                    why = f"BatchPutInline on peer {node!r} at {route.peer_address} failed: {e.message}"
-                    retry.append((i, node, PeerUnavailableError(why)))
+        older: dict[str, list[int]] = {}
+        for round_ in chunk_rounds(groups):
+            calls = []
+            for j, (node, idx) in enumerate(round_.items()):
+                route = routes[idx[0]]
+                req = ppb.BatchPutInlineRequest(
+                    entries=[
+                        ppb.PutInlineEntry(
+                            key=keys[i],
+                            tier=int(routes[i].tier),
+                            depth=depths[i],
+                            data=ctypes.string_at(ptrs[i], sizes[i]),
+                            if_absent=direct,
+                        )
+                        for i in idx
+                    ]
+                )
+                what = f"BatchPutInline on peer {node!r} at {route.peer_address}"
+                stub = self._peer(route.peer_address)
+                # NOTE [overlapped calls]: the last chunk's call runs in this thread, taken first below.
+                last = j == len(round_) - 1
+                calls.append(
+                    (node, idx, rpc.start(what, stub.BatchPutInline, req, PeerUnavailableError, overlap=not last))
+                )
+            for node, idx, pending in reversed(calls):
+                route = routes[idx[0]]
+                try:
+                    res = pending.result()
+                except PeerUnavailableError as exc:
+                    if exc.unimplemented:
+                        log.info("peer %r at %s has no BatchPutInline: putting by slots", node, route.peer_address)
+                        self._no_inline.add(route.peer_address)
+                        older.setdefault(node, []).extend(idx)
+                    else:
+                        retry.extend((i, node, exc) for i in idx)
+                    continue
+                if direct:
+                    self._view.refresh(node, res.tier_capacities)
+                owner = self._owners.owner(node, route.peer_address, route.engine_desc)
+                for i, e in zip(idx, res.entries, strict=True):
+                    if e.outcome == res_t.STORED:
+                        out[i] = True
+                        self._owners.remember(keys[i], owner)
+                    elif e.outcome == res_t.ALREADY_EXISTS:
+                        out[i] = True
+                    elif e.outcome == res_t.FAILED_PENDING:
+                        log.warning("put %r: %s; not stored", keys[i], e.message)
+                    elif e.outcome == res_t.FAILED_NO_SPACE:
+                        log.info("peer %r was full for %r: routing again", node, keys[i])
+                        retry.append((i, node, None))
+                    else:
+                        why = f"BatchPutInline on peer {node!r} at {route.peer_address} failed: {e.message}"
+                        retry.append((i, node, PeerUnavailableError(why)))
+        return older
 
     def _put_local(
         self,
