@@ -65,6 +65,7 @@ class CommV1Op(V1Op):
         self._trace: Any = None  # the kernels' mori-viz trace is wired for mori.shmem ops only
         self.local_expert_count = torch.zeros(config.num_experts_per_rank, dtype=torch.int32, device=self.device)
         self._dispatched_tokens: int | None = None
+        self._combined_since_dispatch = False
         self._pending_dispatch = None
         self._pending_combine = None
         self._pending_routing = None
