@@ -12,8 +12,6 @@
 // Per call, the handler fills in the buffers XLA passes, runs the same steps as
 // EpDispatchCombineOp (mori/ep/op.py), and copies the op's output rows from its symmetric region
 // into XLA's result buffers.
-#include <dlfcn.h>
-
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -22,6 +20,7 @@
 #include <unordered_map>
 
 #include "ep_args.h"
+#include "mori/cuda_driver.hpp"
 #include "xla/ffi/api/ffi.h"
 
 #if XLA_FFI_API_MAJOR != 0 || XLA_FFI_API_MINOR < 2
@@ -30,8 +29,8 @@
 
 namespace ffi = xla::ffi;
 
-// XLA's stream on the CUDA platform is a CUstream; declared here so no CUDA header is needed.
-typedef struct CUstream_st* CUstream;
+// XLA's stream on the CUDA platform is a CUstream (the driver header's mirror: no CUDA header needed).
+using mori::common::cuda::CUstream;
 
 namespace {
 
@@ -65,33 +64,9 @@ std::string KeyOf(const int32_t* words, int64_t count) {
   return std::string(reinterpret_cast<const char*>(words), static_cast<size_t>(count) * sizeof(int32_t));
 }
 
-// ---- CUDA driver, opened at first use (never linked: the CPU platform needs no CUDA) ---------
-
-using CuLaunchKernel = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                               void**, void**);
-using CuMemcpyAsync = int (*)(uint64_t, uint64_t, size_t, CUstream);
-
-struct Driver {
-  CuLaunchKernel launch = nullptr;
-  CuMemcpyAsync copy_async = nullptr;  // cuMemcpyDtoDAsync_v2
-  std::string error;
-};
-
-const Driver& CudaDriver() {
-  static Driver driver = [] {
-    Driver d;
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    if (lib == nullptr) {
-      d.error = std::string("cannot open libcuda.so.1: ") + dlerror();
-      return d;
-    }
-    d.launch = reinterpret_cast<CuLaunchKernel>(dlsym(lib, "cuLaunchKernel"));
-    d.copy_async = reinterpret_cast<CuMemcpyAsync>(dlsym(lib, "cuMemcpyDtoDAsync_v2"));
-    if (!d.launch || !d.copy_async) d.error = "libcuda.so.1 lacks a driver function mori.jax uses";
-    return d;
-  }();
-  return driver;
-}
+// ---- CUDA driver: the shared loader of the root package (never linked: the CPU platform needs
+// no CUDA). Empty when the driver is usable, else why not.
+const std::string& CudaDriverFailure() { return mori::common::cuda::loaded().failure; }
 
 // ---- the per-call arguments ------------------------------------------------------------------
 
@@ -155,8 +130,9 @@ ffi::Error CopyOut(const Op& op, CUstream stream, void* dst, uint64_t offset, si
     std::memcpy(dst, reinterpret_cast<const void*>(op.base.region + offset), bytes);
     return ffi::Error::Success();
   }
-  int rc = CudaDriver().copy_async(reinterpret_cast<uint64_t>(dst), op.base.region + offset, bytes, stream);
-  if (rc != 0) return ffi::Error::Internal("mori_ep EpError: cuMemcpyDtoDAsync failed with CUDA error " + std::to_string(rc));
+  int rc = mori::common::cuda::loaded().driver.cuMemcpyDtoDAsync(reinterpret_cast<uint64_t>(dst),
+                                                                  op.base.region + offset, bytes, stream);
+  if (rc != 0) return ffi::Error::Internal("mori_ep EpError: cuMemcpyDtoDAsync failed: " + mori::common::cuda::describe(rc));
   return ffi::Error::Success();
 }
 
@@ -164,8 +140,9 @@ ffi::Error Launch(uint64_t function, int grid, int block, const mori_ep_args_t& 
   if (function == 0) return ffi::Error::Internal(std::string("mori_ep EpError: no ") + what + " kernel loaded for this call");
   mori_ep_args_t copy = args;
   void* params[] = {&copy};
-  int rc = CudaDriver().launch(reinterpret_cast<void*>(function), grid, 1, 1, block, 1, 1, 0, stream, params, nullptr);
-  if (rc != 0) return ffi::Error::Internal(std::string("mori_ep EpError: launching ") + what + " failed with CUDA error " + std::to_string(rc));
+  int rc = mori::common::cuda::loaded().driver.cuLaunchKernel(
+      reinterpret_cast<mori::common::cuda::CUfunction>(function), grid, 1, 1, block, 1, 1, 0, stream, params, nullptr);
+  if (rc != 0) return ffi::Error::Internal(std::string("mori_ep EpError: launching ") + what + " failed: " + mori::common::cuda::describe(rc));
   return ffi::Error::Success();
 }
 
@@ -218,7 +195,7 @@ ffi::Error Dispatch(const Op& op, CUstream stream, const ffi::Dictionary& attrs,
   a.flags = flags;
 
   if (op.spec.on_cuda) {
-    if (!CudaDriver().error.empty()) return ffi::Error::Internal("mori_ep EpError: " + CudaDriver().error);
+    if (!CudaDriverFailure().empty()) return ffi::Error::Internal("mori_ep EpError: " + CudaDriverFailure());
     if (auto e = Launch(op.spec.dispatch_kernel, grid, block, a, stream, "mori_ep_dispatch"); e.failure()) return e;
   } else if (op.spec.inter_node) {
     a.record_bytes = static_cast<int32_t>(Align16(Align16(a.row_bytes) + 8 * a.topk + a.scale_bytes + 4));
@@ -276,7 +253,7 @@ ffi::Error Combine(const Op& op, CUstream stream, const ffi::Dictionary& attrs, 
   a.flags = flags;
 
   if (op.spec.on_cuda) {
-    if (!CudaDriver().error.empty()) return ffi::Error::Internal("mori_ep EpError: " + CudaDriver().error);
+    if (!CudaDriverFailure().empty()) return ffi::Error::Internal("mori_ep EpError: " + CudaDriverFailure());
     if (auto e = Launch(op.spec.combine_stage[dtype], stage_grid, block, a, stream, "mori_ep_combine_stage"); e.failure()) return e;
     if (auto e = Launch(op.spec.combine_kernel[dtype], grid, block, a, stream, "mori_ep_combine"); e.failure()) return e;
   } else if (op.spec.inter_node) {

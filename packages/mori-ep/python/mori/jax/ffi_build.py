@@ -29,6 +29,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+import mori
 from mori.ep.errors import EpConfigError
 
 logger = logging.getLogger("mori.jax")
@@ -36,6 +37,8 @@ logger = logging.getLogger("mori.jax")
 SOURCE = Path(__file__).resolve().parent / "ffi_src" / "ep_ffi.cpp"
 #: ep_args.h, shared with the kernels and the cpu backend (installed with mori.ep's device sources).
 ARGS_HEADER_DIR = Path(__file__).resolve().parent.parent / "ep" / "device_src"
+#: The root package's CUDA driver loader, which the handler uses on the CUDA platform.
+DRIVER_HEADER = Path(mori.get_include()) / "mori" / "cuda_driver.hpp"
 _FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-return-type")
 
 
@@ -59,6 +62,7 @@ def _headers_digest(include_dir: Path) -> str:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     digest.update((ARGS_HEADER_DIR / "ep_args.h").read_bytes())
+    digest.update(DRIVER_HEADER.read_bytes())
     return digest.hexdigest()
 
 
@@ -82,7 +86,7 @@ def build() -> Path:
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    command = [cxx, *_FLAGS, f"-I{include_dir}", f"-I{ARGS_HEADER_DIR}", str(SOURCE), "-ldl"]
+    command = [cxx, *_FLAGS, f"-I{include_dir}", f"-I{ARGS_HEADER_DIR}", f"-I{mori.get_include()}", str(SOURCE), "-ldl"]
     # Compile to a private file, then rename: concurrent PEs building the same key never load a half-written one.
     fd, partial = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
     os.close(fd)
