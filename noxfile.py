@@ -23,7 +23,7 @@ import release  # noqa: E402
 import wheelhouse  # noqa: E402
 from pkggraph import closure, topo_order  # noqa: E402
 from pythons import RELEASE_PYTHONS  # noqa: E402
-from release_checks import check_wheel, meson_version  # noqa: E402
+from release_checks import OLDEST_TORCH, check_wheel, meson_version  # noqa: E402
 from release_gate import release_problems  # noqa: E402
 
 nox.options.reuse_venv = "yes"
@@ -284,26 +284,37 @@ def tests(session: nox.Session) -> None:
     session.log("passed: " + ", ".join(f"test-{p}" for p in ORDER if _tests_dir(p).is_dir()))
 
 
-#: The tests that run again on the newest torch (what a plain `pip install torch` gives users; the
-#: other test venvs pin the 2.13.0 CPU wheel): the torch-facing paths that MORI's clients call, in
-#: one job, since that torch is a multi-GB CUDA build.
-NEWEST_TORCH_TESTS: dict[str, list[str]] = {
+#: The tests that run again on the newest torch (what a plain `pip install torch` gives users) and
+#: on the oldest that the packages' `torch` extras admit (the other test venvs pin the 2.13.0 CPU
+#: wheel): the torch-facing paths that MORI's clients call, one job each, since either torch is a
+#: multi-GB CUDA build.
+TORCH_FACING_TESTS: dict[str, list[str]] = {
     "ep": ["test_clients.py", "test_mori_paths.py"],
     "cco": ["test_communicator.py"],
 }
-_NEWEST_TORCH_PKGS = [p for p in ORDER if any(p in _test_pkgs(q) for q in NEWEST_TORCH_TESTS)]
+_TORCH_FACING_PKGS = [p for p in ORDER if any(p in _test_pkgs(q) for q in TORCH_FACING_TESTS)]
 
 
-@nox.session(name="test-newest-torch", requires=[f"build-{p}" for p in _NEWEST_TORCH_PKGS])
-def test_newest_torch(session: nox.Session) -> None:
-    """mori-ep's and mori-cco's torch-facing tests on the newest torch pip gives (unpinned)."""
-    deps = [d for pkg in NEWEST_TORCH_TESTS for d in TEST_DEPS[pkg] if not d.startswith(("torch==", "jax"))]
-    session.install("torch", *dict.fromkeys(deps))
-    _install_wheels(session, _NEWEST_TORCH_PKGS)
+def _run_torch_facing_tests(session: nox.Session, torch_requirement: str) -> None:
+    deps = [d for pkg in TORCH_FACING_TESTS for d in TEST_DEPS[pkg] if not d.startswith(("torch==", "jax"))]
+    session.install(torch_requirement, *dict.fromkeys(deps))
+    _install_wheels(session, _TORCH_FACING_PKGS)
     session.run("python", "-c", "import torch; print('torch', torch.__version__)")
-    for pkg, files in NEWEST_TORCH_TESTS.items():  # one pytest per package: each suite has its own conftest
+    for pkg, files in TORCH_FACING_TESTS.items():  # one pytest per package: each suite has its own conftest
         tests = [str((_tests_dir(pkg) / f).relative_to(ROOT)) for f in files]
         session.run("pytest", *tests, "-m", "not slow", "-q", "--durations=5")
+
+
+@nox.session(name="test-newest-torch", requires=[f"build-{p}" for p in _TORCH_FACING_PKGS])
+def test_newest_torch(session: nox.Session) -> None:
+    """mori-ep's and mori-cco's torch-facing tests on the newest torch pip gives (unpinned)."""
+    _run_torch_facing_tests(session, "torch")
+
+
+@nox.session(name="test-oldest-torch", requires=[f"build-{p}" for p in _TORCH_FACING_PKGS])
+def test_oldest_torch(session: nox.Session) -> None:
+    """mori-ep's and mori-cco's torch-facing tests on the oldest torch the extras admit."""
+    _run_torch_facing_tests(session, f"torch=={OLDEST_TORCH}")
 
 
 @nox.session(name="release", requires=[f"release-{p}" for p in ORDER], venv_backend="none")

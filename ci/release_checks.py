@@ -22,6 +22,12 @@ from wheelhouse import distribution, package_dir
 PYTHON_MINORS = (10, 11, 12, 13)
 REQUIRES_PYTHON = ">=3.10"
 
+#: The oldest torch the packages support: every `torch` requirement a wheel declares floors here,
+#: and `nox -s test-oldest-torch` (run by CI) tests it (torch 2.8 brought float4_e2m1fn_x2, the
+#: dtype mori-ep's fp4 payloads are viewed as).
+OLDEST_TORCH = "2.8.0"
+_TORCH_REQUIREMENT = re.compile(r"^torch\b(?P<spec>[^;]*)")
+
 #: mori-shmem's runtime library: only mori-shmem's own wheel may carry it (one copy per process).
 SHMEM_LIBRARY = "libmori_shmem.so"
 SHMEM_LIBRARY_HOME = "mori/shmem/lib/"
@@ -117,6 +123,13 @@ def _check_metadata(meta: email.message.Message, dist: str, version: str, what: 
         problems.append(f"{what}: Requires-Python is {meta['Requires-Python']!r}, expected {REQUIRES_PYTHON!r}")
     if meta["License-Expression"] != "MIT" or meta.get_all("License-File") != ["LICENSE"]:
         problems.append(f"{what}: License-Expression/License-File are not MIT/LICENSE")
+    for requirement in meta.get_all("Requires-Dist") or []:
+        torch = _TORCH_REQUIREMENT.match(requirement)
+        if torch and torch["spec"].strip() != f">={OLDEST_TORCH}":
+            problems.append(
+                f"{what}: requires {requirement!r}; a torch requirement must read 'torch>={OLDEST_TORCH}' "
+                "(the oldest torch CI tests, OLDEST_TORCH in ci/release_checks.py)"
+            )
     classifiers = meta.get_all("Classifier") or []
     for minor in PYTHON_MINORS:
         if f"Programming Language :: Python :: 3.{minor}" not in classifiers:

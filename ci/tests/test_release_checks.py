@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from release import check_tree
-from release_checks import check_audit, check_changelog, check_pins, check_wheel, meson_version
+from release_checks import OLDEST_TORCH, check_audit, check_changelog, check_pins, check_wheel, meson_version
 from wheelhouse import wheel_path
 
 Edit = Callable[[str, bytes], bytes | None]
@@ -55,6 +55,18 @@ def test_a_version_other_than_meson_builds_is_reported(tmp_path: Path) -> None:
 
     problems = check_wheel(_copy_wheel(wheel_path("io"), tmp_path, bump), "io", version, repaired=False)
     assert any("Version is '9.9.9'" in p and version in p for p in problems), problems
+
+
+def test_a_torch_requirement_below_the_tested_oldest_is_reported(tmp_path: Path) -> None:
+    def loosen(name: str, data: bytes) -> bytes:
+        if name.endswith(".dist-info/METADATA"):
+            return data.replace(f"torch>={OLDEST_TORCH}".encode(), b"torch>=2.4")
+        return data
+
+    version = meson_version("ep")
+    assert check_wheel(wheel_path("ep"), "ep", version, repaired=False) == []
+    problems = check_wheel(_copy_wheel(wheel_path("ep"), tmp_path, loosen), "ep", version, repaired=False)
+    assert any("torch>=2.4" in p and OLDEST_TORCH in p for p in problems), problems
 
 
 def test_a_vendored_libmori_shmem_in_a_dependent_is_reported(tmp_path: Path) -> None:
