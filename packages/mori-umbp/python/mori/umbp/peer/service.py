@@ -96,14 +96,22 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         # include ADD-if-absents, which wait for the master's decision whatever the flush setting.
         self.on_commit = on_commit
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
+        self._packs: dict[int, tuple[Any, bytes]] = {}  # id(MemoryDesc) -> (it, its packed bytes)
 
     @staticmethod
     def _pages(pool: PagePool, pages: list[int]) -> list[Any]:
         return [peer_pb.PageRef(buffer_index=pool.buffer_index, page_index=p) for p in pages]
 
-    @staticmethod
-    def _descs(pool: PagePool) -> list[bytes]:
-        return [pool.desc.pack()] if pool.desc is not None else []
+    def _descs(self, pool: PagePool) -> list[bytes]:
+        return [self._packed(pool.desc)] if pool.desc is not None else []
+
+    def _packed(self, desc: Any) -> bytes:
+        """``desc.pack()``, packed once per descriptor: every resolved key's answer carries its
+        buffer's descriptor, and packing it in Python cost more than the rest of the answer."""
+        hit = self._packs.get(id(desc))
+        if hit is None or hit[0] is not desc:  # keyed by identity; the kept object pins the id
+            hit = self._packs[id(desc)] = (desc, desc.pack())
+        return hit[1]
 
     def GetPeerInfo(self, req: Any, ctx: Any) -> Any:
         descs = [
@@ -328,7 +336,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             found=True,
             pages=[peer_pb.PageRef(buffer_index=STAGING_BUFFER, page_index=staged.slot)],
             page_size=self.s.staging.slot_size,
-            descs=[self.s.staging.desc.pack()],
+            descs=[self._packed(self.s.staging.desc)],
             size=staged.size,
             tier=int(UMBPTierType.SSD),
             lease_ms=int(self.s.staging.lease_s * 1000),
