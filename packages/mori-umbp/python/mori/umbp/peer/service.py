@@ -30,7 +30,9 @@ MAX_BATCH = 1024
 #: NOTE [inline put]: a put of a block of at most INLINE_MAX_BYTES sends the bytes inside one
 #: BatchPutInline to the owner (allocate, copy, commit and the master's acknowledgement there),
 #: so it costs the master's route plus one peer round trip instead of three round trips and a
-#: mori-io write. Larger blocks take the slot path, whose mori-io transfer beats gRPC's copies.
+#: mori-io write. Larger blocks take the slot path, whose mori-io transfer beats gRPC's copies,
+#: and so does a client's share for one peer over INLINE_GROUP_MAX_BYTES (NOTE [inline or slots]
+#: in mori.umbp.client.pool_client).
 #: A peer refuses an entry over INLINE_MAX_BYTES, or a request over INLINE_BATCH_MAX_BYTES (the
 #: bytes of a full client chunk, under gRPC's 4 MiB message cap) before any allocation.
 INLINE_MAX_BYTES = 64 << 10
