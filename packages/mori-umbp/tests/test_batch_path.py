@@ -22,7 +22,7 @@ from conftest import (
 )
 
 from mori.umbp import InvalidArgumentError, MasterServer
-from mori.umbp.client.pool_client import PEER_CHUNK, chunk_rounds
+from mori.umbp.client.pool_client import INLINE_GROUP_MAX_BYTES, PEER_CHUNK, chunk_rounds
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -98,11 +98,13 @@ def test_chunk_rounds_hold_one_chunk_per_owner_head_last():
     assert chunk_rounds({}) == []
 
 
-@pytest.mark.parametrize("size", [PAGE, PAGE + 1], ids=["inline", "slots"])
+# The whole batch of 16 goes to one owner: inline while it is at most INLINE_GROUP_MAX_BYTES.
+@pytest.mark.parametrize("size", [INLINE_GROUP_MAX_BYTES // 16, PAGE, PAGE + 1], ids=["inline", "group", "slots"])
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when, size):
     """The doomed owner has the most room, so the master routes the whole batch to it; it dies in
-    its commit (BatchPutInline for blocks up to INLINE_MAX_BYTES, BatchCommitSlots above): before
+    its commit (BatchPutInline for a share of small blocks up to INLINE_GROUP_MAX_BYTES,
+    BatchCommitSlots for larger shares or blocks over INLINE_MAX_BYTES): before
     committing, or after committing with the master's acknowledgement (the index then names it
     for every key until the reaper expires it). Every key must be reported stored only where a
     get finds it, with its bytes."""

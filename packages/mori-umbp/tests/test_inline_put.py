@@ -22,6 +22,7 @@ from conftest import (
 )
 
 from mori.umbp import InvalidArgumentError, MasterServer, auth, rpc
+from mori.umbp.client.pool_client import INLINE_GROUP_MAX_BYTES
 from mori.umbp.peer.service import INLINE_BATCH_MAX_BYTES, INLINE_MAX_BYTES, PeerServicer
 from mori.umbp.rpc import peer_pb
 
@@ -205,3 +206,28 @@ def test_a_peer_without_the_inline_call_gets_the_block_by_slots(counted, monkeyp
             out = np.zeros_like(value)
             assert w.get_into_ptr(key, out.ctypes.data, out.nbytes)
             assert np.array_equal(out, value)
+
+
+def test_a_peer_share_over_the_group_bound_takes_the_slot_path(counted):
+    """NOTE [inline or slots]: small blocks go inline only while their owner's share of the batch
+    is at most INLINE_GROUP_MAX_BYTES; one byte more and the whole share goes by slots (one
+    allocate, one mori-io write, one commit). Either way every byte reads back exactly."""
+    per = INLINE_MAX_BYTES // 2
+    n = INLINE_GROUP_MAX_BYTES // per
+    with (
+        MasterServer(master_config()) as master,
+        make_client(master.address, "owner", 256 * PAGE),
+        make_client(master.address, "writer") as w,
+    ):
+        for keys, size, path in (
+            ([f"at{i}" for i in range(n)], per, {"BatchPutInline": 1}),  # exactly the bound
+            ([f"over{i}" for i in range(n)], per + 1, {"BatchAllocateSlots": 1, "BatchCommitSlots": 1}),
+        ):
+            counted.clear()
+            blocks = [_block(100 + i, size) for i in range(n)]
+            assert w.batch_put_from_ptr(keys, [b.ctypes.data for b in blocks], [size] * n) == [True] * n
+            assert counted == path
+            for key, block in zip(keys, blocks, strict=True):
+                out = np.zeros_like(block)
+                assert w.get_into_ptr(key, out.ctypes.data, size)
+                assert np.array_equal(out, block)

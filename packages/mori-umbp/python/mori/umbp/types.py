@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
 
 from mori.umbp import settings
 from mori.umbp.errors import (
@@ -60,6 +61,13 @@ def check_key(key: object, name: str = "key", limit: int | None = None) -> str:
     with no whitespace or control characters (stores join keys with newlines and '|'). ``limit``:
     that setting's value, read once by a caller checking many keys."""
     return _check_name(key, name, "UMBP_MAX_KEY_BYTES", KEY_SEPARATORS, InvalidKeyError, limit)
+
+
+def check_keys(keys: Iterable[object], name: str = "keys") -> list[str]:
+    """``check_key`` of each of ``keys`` (named ``name[i]``), UMBP_MAX_KEY_BYTES read once."""
+    limit = settings.get_int("UMBP_MAX_KEY_BYTES")
+    return [_check_name(k, f"{name}[{i}]", "UMBP_MAX_KEY_BYTES", KEY_SEPARATORS, InvalidKeyError, limit)
+            for i, k in enumerate(keys)]  # fmt: skip
 
 
 #: Characters the master's stores use to build their own keys and fields (Redis: ``block:<key>``,

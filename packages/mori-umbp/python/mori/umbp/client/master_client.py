@@ -15,7 +15,7 @@ from mori.umbp.auth import ClientAuth, SecretSource
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
 from mori.umbp.errors import InvalidArgumentError, MasterUnavailableError
 from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, Event
-from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_node_id, check_tier
+from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_keys, check_node_id, check_tier
 
 
 def _caps(capacities: dict[int, tuple[int, int]]) -> list[Any]:
@@ -110,19 +110,19 @@ class UMBPMasterClient:
         return self._call("RouteGet", req)
 
     def batch_route_put(self, keys: Sequence[str], sizes: Sequence[int], exclude_nodes: Sequence[str] = ()) -> Any:
-        keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
+        keys = check_keys(keys)
         req = rpc.pb.BatchRoutePutRequest(
             node_id=self.node_id, keys=list(keys), block_sizes=list(sizes), exclude_nodes=list(exclude_nodes)
         )
         return self._call("BatchRoutePut", req).entries
 
     def batch_route_get(self, keys: Sequence[str], exclude_nodes: Sequence[str] = ()) -> Any:
-        keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
+        keys = check_keys(keys)
         req = rpc.pb.BatchRouteGetRequest(node_id=self.node_id, keys=list(keys), exclude_nodes=list(exclude_nodes))
         return self._call("BatchRouteGet", req)
 
     def batch_lookup(self, keys: Sequence[str]) -> list[bool]:
-        keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
+        keys = check_keys(keys)
         res = self._call("BatchLookup", rpc.pb.BatchLookupRequest(node_id=self.node_id, keys=keys))
         return [bool(f) for f in res.found]
 
@@ -133,7 +133,7 @@ class UMBPMasterClient:
         match, no count, no change)."""
         if isinstance(hashes, (str, bytes)) or not isinstance(hashes, Sequence):
             raise InvalidArgumentError(f"hashes={hashes!r} must be a list of str, not {type(hashes).__name__}")
-        return [check_key(h, f"hashes[{i}]") for i, h in enumerate(hashes)]
+        return check_keys(hashes, "hashes")
 
     def report_external_kv_blocks(self, node_id: str, hashes: Sequence[str], tier: UMBPTierType) -> None:
         """Adds ``hashes`` at ``tier`` for ``node_id`` (ignored by the master unless the node is ALIVE)."""

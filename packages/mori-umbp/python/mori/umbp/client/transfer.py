@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -118,6 +119,12 @@ class Mover:
         """Moves every (ptr, size, remote pages, device) of one peer: blocks in registered memory
         go in one mori-io batch call (one transfer per local region and remote buffer, adjacent
         pages merged by mori-io), the rest one by one through staging. Raises on any failure."""
+        self.start_many(is_read, items, who).wait()
+
+    def start_many(self, is_read: bool, items: Sequence[Item], who: str) -> Moving:
+        """``move_many`` started: the registered-memory transfers are in flight when this returns,
+        so a caller moving blocks of several peers overlaps them; ``wait()`` finishes the rest
+        (the staged blocks) and raises on any failure."""
         groups: dict[tuple[int, bytes], tuple[MemoryDesc, MemoryDesc, list[int], list[int], list[int]]] = {}
         rest: list[Item] = []
         for ptr, size, remote, device in items:
@@ -136,6 +143,7 @@ class Mover:
                 loffs.append(off + i * ps)
                 roffs.append(page * ps)
                 sizes.append(n)
+        statuses: list[Any] = []
         if groups:
             uids = [self.engine.allocate_transfer_uid() for _ in groups]
             self.last_uid = uids[-1]
@@ -144,13 +152,16 @@ class Mover:
             statuses = op(
                 [x[0] for x in g], [x[2] for x in g], [x[1] for x in g], [x[3] for x in g], [x[4] for x in g], uids
             )
-            failed = ""
-            for status in statuses:  # wait for all, so no late byte lands in reused memory
-                status.WaitFor(self.timeout_ms * 2 + 5000)
-                if status.Code() != StatusCode.SUCCESS and not failed:
-                    failed = f"{status.Code().name}: {status.Message()}"
-            if failed:
-                raise PeerUnavailableError(f"{'read from' if is_read else 'write to'} {who} failed: {failed}")
+        return Moving(self, is_read, statuses, rest, who)
+
+    def _wait(self, is_read: bool, statuses: Sequence[Any], rest: Sequence[Item], who: str) -> None:
+        failed = ""
+        for status in statuses:  # wait for all, so no late byte lands in reused memory
+            status.WaitFor(self.timeout_ms * 2 + 5000)
+            if status.Code() != StatusCode.SUCCESS and not failed:
+                failed = f"{status.Code().name}: {status.Message()}"
+        if failed:
+            raise PeerUnavailableError(f"{'read from' if is_read else 'write to'} {who} failed: {failed}")
         for ptr, size, remote, device in rest:
             self._move(is_read, ptr, size, remote, who, device)
 
@@ -199,3 +210,13 @@ class Mover:
         for r in regions:
             self.engine.deregister_memory(r.desc)
         self.engine.deregister_memory(self._staging_desc)
+
+
+class Moving:
+    """The transfers ``Mover.start_many`` started; ``wait()`` once (it raises on any failure)."""
+
+    def __init__(self, mover: Mover, is_read: bool, statuses: Sequence[Any], rest: Sequence[Item], who: str) -> None:
+        self._mover, self._is_read, self._statuses, self._rest, self.who = mover, is_read, statuses, rest, who
+
+    def wait(self) -> None:
+        self._mover._wait(self._is_read, self._statuses, self._rest, self.who)

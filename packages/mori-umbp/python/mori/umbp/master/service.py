@@ -13,7 +13,7 @@ from mori.umbp.errors import InvalidArgumentError
 from mori.umbp.master.core import ADD, ADD_IF_ABSENT, Master
 from mori.umbp.master.store import NodeInfo
 from mori.umbp.rpc import pb, pb_grpc
-from mori.umbp.types import PEER_TIERS, check_key, check_node_id, check_tier
+from mori.umbp.types import PEER_TIERS, check_keys, check_node_id, check_tier
 
 
 def _caps(items: Any) -> dict[int, tuple[int, int]]:
@@ -43,8 +43,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
                 raise InvalidArgumentError(
                     f"{len(hashes)} hashes exceed UMBP_HIT_QUERY_MAX_BATCH={self.max_batch} per call"
                 )
-            for i, h in enumerate(hashes):
-                check_key(h, f"hashes[{i}]")
+            check_keys(hashes, "hashes")
         except InvalidArgumentError as exc:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return hashes
@@ -81,7 +80,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     @staticmethod
     def _keys(keys: Any, ctx: Any) -> list[str]:
         try:
-            return [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
+            return check_keys(keys)
         except InvalidArgumentError as exc:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise  # unreachable: abort raises

@@ -30,7 +30,9 @@ MAX_BATCH = 1024
 #: NOTE [inline put]: a put of a block of at most INLINE_MAX_BYTES sends the bytes inside one
 #: BatchPutInline to the owner (allocate, copy, commit and the master's acknowledgement there),
 #: so it costs the master's route plus one peer round trip instead of three round trips and a
-#: mori-io write. Larger blocks take the slot path, whose mori-io transfer beats gRPC's copies.
+#: mori-io write. Larger blocks take the slot path, whose mori-io transfer beats gRPC's copies,
+#: and so does a client's share for one peer over INLINE_GROUP_MAX_BYTES (NOTE [inline or slots]
+#: in mori.umbp.client.pool_client).
 #: A peer refuses an entry over INLINE_MAX_BYTES, or a request over INLINE_BATCH_MAX_BYTES (the
 #: bytes of a full client chunk, under gRPC's 4 MiB message cap) before any allocation.
 INLINE_MAX_BYTES = 64 << 10
@@ -96,14 +98,22 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         # include ADD-if-absents, which wait for the master's decision whatever the flush setting.
         self.on_commit = on_commit
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
+        self._packs: dict[int, tuple[Any, bytes]] = {}  # id(MemoryDesc) -> (it, its packed bytes)
 
     @staticmethod
     def _pages(pool: PagePool, pages: list[int]) -> list[Any]:
         return [peer_pb.PageRef(buffer_index=pool.buffer_index, page_index=p) for p in pages]
 
-    @staticmethod
-    def _descs(pool: PagePool) -> list[bytes]:
-        return [pool.desc.pack()] if pool.desc is not None else []
+    def _descs(self, pool: PagePool) -> list[bytes]:
+        return [self._packed(pool.desc)] if pool.desc is not None else []
+
+    def _packed(self, desc: Any) -> bytes:
+        """``desc.pack()``, packed once per descriptor: every resolved key's answer carries its
+        buffer's descriptor, and packing it in Python cost more than the rest of the answer."""
+        hit = self._packs.get(id(desc))
+        if hit is None or hit[0] is not desc:  # keyed by identity; the kept object pins the id
+            hit = self._packs[id(desc)] = (desc, desc.pack())
+        return hit[1]
 
     def GetPeerInfo(self, req: Any, ctx: Any) -> Any:
         descs = [
@@ -328,7 +338,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             found=True,
             pages=[peer_pb.PageRef(buffer_index=STAGING_BUFFER, page_index=staged.slot)],
             page_size=self.s.staging.slot_size,
-            descs=[self.s.staging.desc.pack()],
+            descs=[self._packed(self.s.staging.desc)],
             size=staged.size,
             tier=int(UMBPTierType.SSD),
             lease_ms=int(self.s.staging.lease_s * 1000),

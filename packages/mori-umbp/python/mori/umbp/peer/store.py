@@ -134,6 +134,10 @@ class PeerStore(SsdSide):
         self._conditional: dict[str, Block] = {}  # ADD-if-absent commits not decided yet (NOTE [direct put])
         self._accessed: set[str] = set()  # resolved since the last heartbeat (NOTE [owner cache])
         self._slots: dict[int, Slot] = {}
+        # Indexes of _slots, kept by _add_slot/_pop_slot, so an allocation asks "is this key held"
+        # and "how many slots does this node hold" without a scan of every pending slot.
+        self._slot_of_key: dict[str, int] = {}
+        self._pending_of: dict[str, int] = {}
         self._blocks: dict[str, Block] = {}
         self._leases: dict[str, float] = {}
         self._moving: set[str] = set()
@@ -173,15 +177,16 @@ class PeerStore(SsdSide):
             with self._cond:
                 if key in self._blocks and key not in self._unpublished:
                     return "EXISTS", 0, []  # peer-side dedup: the master's index may lag
-                holders = [s.deadline for s in self._slots.values() if s.key == key]
+                holder = self._slot_of_key.get(key)
+                holders = [] if holder is None else [self._slots[holder].deadline]
                 if not holders and key not in self._blocks:
-                    if sum(1 for s in self._slots.values() if s.owner == owner) >= self.max_pending_per_node:
+                    if self._pending_of.get(owner, 0) >= self.max_pending_per_node:
                         return "LIMIT", 0, []
                     pages = None if not made_room and self._over_watermark(pool, size) else pool.alloc.alloc(size)
                     if pages is not None:
                         slot_id = next(self._ids)
-                        self._slots[slot_id] = Slot(
-                            key, pages, size, tier, time.monotonic() + self.pending_ttl_s, depth, owner
+                        self._add_slot(
+                            slot_id, Slot(key, pages, size, tier, time.monotonic() + self.pending_ttl_s, depth, owner)
                         )
                         return "ALLOCATED", slot_id, pages
                     if made_room:
@@ -197,6 +202,26 @@ class PeerStore(SsdSide):
             made_room = True
             if not self.make_room(tier, size):
                 return "NO_SPACE", 0, []
+
+    def _add_slot(self, slot_id: int, slot: Slot) -> None:
+        """Under the lock."""
+        self._slots[slot_id] = slot
+        self._slot_of_key[slot.key] = slot_id
+        self._pending_of[slot.owner] = self._pending_of.get(slot.owner, 0) + 1
+
+    def _pop_slot(self, slot_id: int) -> Slot | None:
+        """Under the lock: the slot, gone from _slots and its indexes (None: unknown)."""
+        slot = self._slots.pop(slot_id, None)
+        if slot is None:
+            return None
+        if self._slot_of_key.get(slot.key) == slot_id:
+            del self._slot_of_key[slot.key]
+        left = self._pending_of[slot.owner] - 1
+        if left:
+            self._pending_of[slot.owner] = left
+        else:
+            del self._pending_of[slot.owner]
+        return slot
 
     def _over_watermark(self, pool: PagePool, size: int) -> bool:
         need = pool.alloc.pages_for(size) * pool.page_size
@@ -284,7 +309,7 @@ class PeerStore(SsdSide):
                 return f"slot {slot_id} is unknown or expired (pending TTL {self.pending_ttl_s:.1f}s)", None
             if slot.key != key:
                 return f"slot {slot_id} belongs to key {slot.key!r}, not {key!r}", None
-            del self._slots[slot_id]
+            self._pop_slot(slot_id)
             block = Block(key, slot.pages, slot.size, slot.tier, slot.depth)
             self._blocks[key] = block
             self._orders[slot.tier].add(key, slot.depth)
@@ -303,7 +328,7 @@ class PeerStore(SsdSide):
 
     def abort(self, slot_id: int) -> None:
         with self._cond:
-            slot = self._slots.pop(slot_id, None)
+            slot = self._pop_slot(slot_id)
             self._cond.notify_all()
         if slot is not None:
             self.pools[slot.tier].alloc.free(slot.pages)
@@ -313,7 +338,7 @@ class PeerStore(SsdSide):
         now = time.monotonic()
         with self._lock:
             dead = [i for i, s in self._slots.items() if s.deadline <= now]
-            slots = [self._slots.pop(i) for i in dead]
+            slots = [slot for slot in map(self._pop_slot, dead) if slot is not None]
             done = [d for d in self._draining if d[0] <= now]
             self._draining = [d for d in self._draining if d[0] > now]
             if slots:
