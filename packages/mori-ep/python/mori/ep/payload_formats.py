@@ -62,7 +62,7 @@ def e2m1_codes(values: Any) -> Any:
     import torch
 
     magnitude = values.abs()
-    code = torch.zeros(values.shape, dtype=torch.uint8)
+    code = torch.zeros(values.shape, dtype=torch.uint8, device=values.device)
     for bound in _TIES_DOWN:
         code += (magnitude > bound).to(torch.uint8)
     for bound in _TIES_UP:
@@ -74,7 +74,7 @@ def e2m1_values(codes: Any) -> Any:
     """fp32 values of uint8 nibbles."""
     import torch
 
-    table = torch.tensor(E2M1_VALUES, dtype=torch.float32)
+    table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=codes.device)
     magnitude = table[(codes & 7).long()]
     return torch.where((codes & 8) != 0, -magnitude, magnitude)
 
@@ -134,7 +134,8 @@ def dequantize(payload: Any, scales: Any, name: str) -> Any:
     if name == "nvfp4":
         scale = scales.contiguous().view(torch.float8_e4m3fn).float() * NVFP4_GLOBAL_SCALE
     else:
-        scale = torch.ldexp(torch.ones(scales.shape), scales.contiguous().view(torch.uint8).int() - 127)
+        exponents = scales.contiguous().view(torch.uint8).int() - 127
+        scale = torch.ldexp(torch.ones(scales.shape, device=scales.device), exponents)
     n, hidden = values.shape
     return (values.view(n, hidden // fmt.block, fmt.block) * scale[:, :, None]).reshape(n, hidden)
 
