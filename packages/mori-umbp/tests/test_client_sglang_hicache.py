@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,71 @@ class HostKV:
         return np.concatenate([np.arange(p * PAGE_TOKENS, (p + 1) * PAGE_TOKENS) for p in pages]).astype(np.int64)
 
 
+def _io_backend(value: Any) -> Any:
+    members = importlib.import_module("mori.umbp").UMBPIoBackend
+    return {
+        "pthread": members.PThread,
+        "posix": members.PThread,
+        "io_uring": members.IoUring,
+        "uring": members.IoUring,
+    }.get(str(value).lower())
+
+
+def _durability_mode(value: Any) -> Any:
+    members = importlib.import_module("mori.umbp").UMBPDurabilityMode
+    return {"strict": members.Strict, "sync": members.Strict, "relaxed": members.Relaxed, "async": members.Relaxed}.get(
+        str(value).lower()
+    )
+
+
+#: UMBPStore's extra_config fields, in its order: (key, the attribute path under the config, the
+#: conversion it applies; None from it leaves the field as it is, as UMBPStore does for a spelling
+#: of an enum it does not know).
+_EXTRA_FIELDS: list[tuple[str, str, Callable[[Any], Any]]] = [
+    ("dram_capacity_bytes", "dram.capacity_bytes", int),
+    ("ssd_enabled", "ssd.enabled", bool),
+    ("ssd_storage_dir", "ssd.storage_dir", str),
+    ("ssd_capacity_bytes", "ssd.capacity_bytes", int),
+    ("copy_to_ssd_async", "copy_pipeline.async_enabled", bool),
+    ("copy_to_ssd_queue_depth", "copy_pipeline.queue_depth", int),
+    ("ssd_segment_size_bytes", "ssd.segment_size_bytes", int),
+    ("ssd_batch_max_ops", "copy_pipeline.batch_max_ops", int),
+    ("ssd_queue_depth", "ssd.io.queue_depth", int),
+    ("ssd_writer_threads", "copy_pipeline.worker_threads", int),
+    ("ssd_enable_background_gc", "ssd.durability.enable_background_gc", bool),
+    ("auto_promote_on_read", "eviction.auto_promote_on_read", bool),
+    ("eviction_policy", "eviction.policy", str),
+    ("eviction_candidate_window", "eviction.candidate_window", int),
+    ("ssd_io_backend", "ssd.io.backend", _io_backend),
+    ("ssd_durability_mode", "ssd.durability.mode", _durability_mode),
+    ("ssd_backend", "ssd_backend", lambda value: str(value).strip().lower()),
+    ("spdk_nvme_pci_addr", "spdk_nvme_pci_addr", str),
+    ("spdk_proxy_shm_name", "spdk_proxy_shm_name", str),
+    ("spdk_proxy_startup_timeout_ms", "spdk_proxy_startup_timeout_ms", int),
+    ("spdk_proxy_tenant_id", "spdk_proxy_tenant_id", int),
+    ("spdk_proxy_max_channels", "spdk_proxy_max_channels", int),
+    ("spdk_proxy_auto_start", "spdk_proxy_auto_start", bool),
+]
+
+
+def _set_path(cfg: Any, path: str, value: Any) -> None:
+    """``cfg.<path> = value`` for a dotted ``path`` such as ``ssd.io.queue_depth``."""
+    *parents, attr = path.split(".")
+    target = cfg
+    for parent in parents:
+        target = getattr(target, parent)
+    setattr(target, attr, value)
+
+
+def _apply_extra(cfg: Any, extra: dict[str, Any]) -> None:
+    """``cfg.<path> = convert(extra[key])`` for every field of _EXTRA_FIELDS whose key ``extra``
+    has, as UMBPStore's chain of ``if key in extra`` assignments does."""
+    for key, path, convert in _EXTRA_FIELDS:
+        value = convert(extra[key]) if key in extra else None
+        if value is not None:
+            _set_path(cfg, path, value)
+
+
 @dataclass
 class Rank:
     tp_rank: int = 0
@@ -121,60 +187,7 @@ class StoreReplay:
 
         cfg = UMBPConfig.from_environment()
         cfg.role = UMBPRole.Standalone
-        if "dram_capacity_bytes" in extra:
-            cfg.dram.capacity_bytes = int(extra["dram_capacity_bytes"])
-        if "ssd_enabled" in extra:
-            cfg.ssd.enabled = bool(extra["ssd_enabled"])
-        if "ssd_storage_dir" in extra:
-            cfg.ssd.storage_dir = str(extra["ssd_storage_dir"])
-        if "ssd_capacity_bytes" in extra:
-            cfg.ssd.capacity_bytes = int(extra["ssd_capacity_bytes"])
-        if "copy_to_ssd_async" in extra:
-            cfg.copy_pipeline.async_enabled = bool(extra["copy_to_ssd_async"])
-        if "copy_to_ssd_queue_depth" in extra:
-            cfg.copy_pipeline.queue_depth = int(extra["copy_to_ssd_queue_depth"])
-        if "ssd_segment_size_bytes" in extra:
-            cfg.ssd.segment_size_bytes = int(extra["ssd_segment_size_bytes"])
-        if "ssd_batch_max_ops" in extra:
-            cfg.copy_pipeline.batch_max_ops = int(extra["ssd_batch_max_ops"])
-        if "ssd_queue_depth" in extra:
-            cfg.ssd.io.queue_depth = int(extra["ssd_queue_depth"])
-        if "ssd_writer_threads" in extra:
-            cfg.copy_pipeline.worker_threads = int(extra["ssd_writer_threads"])
-        if "ssd_enable_background_gc" in extra:
-            cfg.ssd.durability.enable_background_gc = bool(extra["ssd_enable_background_gc"])
-        if "auto_promote_on_read" in extra:
-            cfg.eviction.auto_promote_on_read = bool(extra["auto_promote_on_read"])
-        if "eviction_policy" in extra:
-            cfg.eviction.policy = str(extra["eviction_policy"])
-        if "eviction_candidate_window" in extra:
-            cfg.eviction.candidate_window = int(extra["eviction_candidate_window"])
-        if "ssd_io_backend" in extra:
-            backend = str(extra["ssd_io_backend"]).lower()
-            if backend in ("pthread", "posix"):
-                cfg.ssd.io.backend = UMBPIoBackend.PThread
-            elif backend in ("io_uring", "uring"):
-                cfg.ssd.io.backend = UMBPIoBackend.IoUring
-        if "ssd_durability_mode" in extra:
-            durability = str(extra["ssd_durability_mode"]).lower()
-            if durability in ("strict", "sync"):
-                cfg.ssd.durability.mode = UMBPDurabilityMode.Strict
-            elif durability in ("relaxed", "async"):
-                cfg.ssd.durability.mode = UMBPDurabilityMode.Relaxed
-        if "ssd_backend" in extra:
-            cfg.ssd_backend = str(extra["ssd_backend"]).strip().lower()
-        if "spdk_nvme_pci_addr" in extra:
-            cfg.spdk_nvme_pci_addr = str(extra["spdk_nvme_pci_addr"])
-        if "spdk_proxy_shm_name" in extra:
-            cfg.spdk_proxy_shm_name = str(extra["spdk_proxy_shm_name"])
-        if "spdk_proxy_startup_timeout_ms" in extra:
-            cfg.spdk_proxy_startup_timeout_ms = int(extra["spdk_proxy_startup_timeout_ms"])
-        if "spdk_proxy_tenant_id" in extra:
-            cfg.spdk_proxy_tenant_id = int(extra["spdk_proxy_tenant_id"])
-        if "spdk_proxy_max_channels" in extra:
-            cfg.spdk_proxy_max_channels = int(extra["spdk_proxy_max_channels"])
-        if "spdk_proxy_auto_start" in extra:
-            cfg.spdk_proxy_auto_start = bool(extra["spdk_proxy_auto_start"])
+        _apply_extra(cfg, extra)
 
         master_address = extra.get("master_address", os.getenv("UMBP_MASTER_ADDRESS") or None)
         if master_address:

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import free_port, make_client, master_config
+from conftest import free_port, make_client, master_config, owner_and_writer
 
 from mori.umbp import (
     ConfigError,
@@ -26,11 +26,7 @@ from mori.umbp.types import check_tier
 
 @pytest.fixture(scope="module")
 def pool():
-    with (
-        MasterServer(master_config()) as master,
-        make_client(master.address, "errs-peer", 16 * 64 * 1024) as peer,
-        make_client(master.address, "errs") as c,
-    ):
+    with owner_and_writer("errs-peer", 16 * 64 * 1024, "errs") as (_master, peer, c):
         yield c, peer
 
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from conftest import PAGE, make_client, master_config, random_blocks
-
-from mori.umbp import MasterServer
+from conftest import PAGE, owner_and_writer, random_blocks
 
 OWNER_PAGES = 16
 #: UMBP_DRAM_HIGH_WM's default: an on-demand eviction leaves the tier at or under it.
@@ -24,11 +22,7 @@ def _used_pages(owner) -> int:
 
 def test_a_pool_at_its_high_watermark_evicts_lru_on_demand_and_no_put_fails(monkeypatch):
     monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "100")  # a read lease keeps its block; let them end soon
-    with (
-        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
-        make_client(master.address, "owner", OWNER_PAGES * PAGE) as owner,
-        make_client(master.address, "writer") as w,
-    ):
+    with owner_and_writer("owner", OWNER_PAGES * PAGE, "writer", eviction_check_interval_s=3600) as (master, owner, w):
         # 0.9 x 16 = 14.4 pages: fourteen blocks fit under the watermark.
         data = dict(zip([f"k{i:03d}" for i in range(14)], random_blocks(14, 1), strict=True))
         for key, value in data.items():
@@ -71,11 +65,7 @@ def test_a_pool_at_its_high_watermark_evicts_lru_on_demand_and_no_put_fails(monk
 def test_busy_blocks_are_skipped_and_only_an_all_busy_pool_refuses(monkeypatch):
     monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "20000")  # leases outlive the test
     monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
-    with (
-        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
-        make_client(master.address, "owner", 4 * PAGE) as owner,
-        make_client(master.address, "writer") as w,
-    ):
+    with owner_and_writer("owner", 4 * PAGE, "writer", eviction_check_interval_s=3600) as (_master, owner, w):
         data = random_blocks(8, 4)
         for i in range(4):
             assert w.put_from_ptr(f"b{i}", data[i].ctypes.data, PAGE)
@@ -92,10 +82,10 @@ def test_busy_blocks_are_skipped_and_only_an_all_busy_pool_refuses(monkeypatch):
 
 def test_prefix_aware_policy_evicts_the_deepest_block_of_the_window(monkeypatch):
     monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
-    with (
-        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
-        make_client(master.address, "owner", 8 * PAGE, policy="prefix_aware_lru") as owner,
-        make_client(master.address, "writer") as w,
+    with owner_and_writer("owner", 8 * PAGE, "writer", policy="prefix_aware_lru", eviction_check_interval_s=3600) as (
+        _master,
+        owner,
+        w,
     ):
         data = random_blocks(9, 5)
         keys = [f"c{i}" for i in range(8)]
@@ -115,11 +105,7 @@ def test_lru_evicts_a_chain_from_its_tail(monkeypatch):
     a chain is its most recently used block and on-demand LRU eviction takes the tail first."""
     monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
     monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "50")
-    with (
-        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
-        make_client(master.address, "owner", 8 * PAGE) as owner,
-        make_client(master.address, "writer") as w,
-    ):
+    with owner_and_writer("owner", 8 * PAGE, "writer", eviction_check_interval_s=3600) as (_master, owner, w):
         data = random_blocks(9, 8)
         a, b = [f"a{i}" for i in range(4)], [f"b{i}" for i in range(4)]
         assert w.batch_put_from_ptr(a, [d.ctypes.data for d in data[:4]], [PAGE] * 4) == [True] * 4

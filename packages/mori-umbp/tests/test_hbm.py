@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import PAGE, make_client, master_config
+from conftest import PAGE, make_client, master_config, owner_and_writer
 
 from mori.umbp import (
     ConfigError,
@@ -47,11 +47,7 @@ def test_hbm_without_a_gpu_is_a_typed_error_and_leaves_nothing():
 
 
 def test_eviction_frees_only_the_named_tier():
-    with (
-        MasterServer(master_config()) as master,
-        make_client(master.address, "owner", 8 * PAGE) as owner,
-        make_client(master.address, "writer") as w,
-    ):
+    with owner_and_writer("owner", 8 * PAGE, "writer") as (_master, owner, w):
         data = np.arange(PAGE, dtype=np.uint8)
         assert w.batch_put_from_ptr(["a", "b", "c"], [data.ctypes.data] * 3, [PAGE] * 3) == [True] * 3
         stub = w._peer(owner.peer_address)

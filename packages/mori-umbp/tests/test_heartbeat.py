@@ -5,17 +5,11 @@ a node the master reaped both end in a full sync that restores exactly the block
 from __future__ import annotations
 
 import numpy as np
-from conftest import PAGE, make_client, master_config, wait_for
-
-from mori.umbp import MasterServer
+from conftest import PAGE, owner_and_writer, wait_for
 
 
 def test_lost_bundle_gap_heals_by_full_sync():
-    with (
-        MasterServer(master_config()) as master,
-        make_client(master.address, "gap-peer", 8 * PAGE) as peer,
-        make_client(master.address, "gap-client") as client,
-    ):
+    with owner_and_writer("gap-peer", 8 * PAGE, "gap-client") as (master, peer, client):
         data = np.arange(PAGE, dtype=np.uint8)
         assert client.put_from_ptr("seen", data.ctypes.data, PAGE)
         # A bundle the master never gets: the peer seals and drops it as if its heartbeat was lost.
@@ -35,11 +29,7 @@ def test_lost_bundle_gap_heals_by_full_sync():
 
 
 def test_reaped_node_registers_again_and_resyncs():
-    with (
-        MasterServer(master_config()) as master,
-        make_client(master.address, "reaped", 8 * PAGE) as peer,
-        make_client(master.address, "reaped-client") as client,
-    ):
+    with owner_and_writer("reaped", 8 * PAGE, "reaped-client") as (master, peer, client):
         data = np.full(PAGE, 7, np.uint8)
         assert client.put_from_ptr("survivor", data.ctypes.data, PAGE)
         master.master.unregister("reaped")  # what the reaper does to a silent node

@@ -106,6 +106,23 @@ def test_invalid_values_raise_the_package_error_naming_variable_value_and_limit(
     assert isinstance(caught.value, (SettingError, MoriError, ValueError))
 
 
+def test_typed_getters_return_the_value_of_their_type_and_refuse_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MORI_TEST_INT", "12")
+    monkeypatch.setenv("MORI_TEST_BOOL", "off")
+    assert REGISTRY.get_int("MORI_TEST_INT") == 12
+    assert REGISTRY.get_int("MORI_TEST_SIZE") == 4 << 20
+    assert REGISTRY.get_float("MORI_TEST_FLOAT") == 2.5
+    assert REGISTRY.get_bool("MORI_TEST_BOOL") is False
+    assert REGISTRY.get_str("MORI_TEST_CHOICE") == "polling"
+    with pytest.raises(TypeError, match="MORI_TEST_BOOL is a bool setting, not int"):
+        REGISTRY.get_int("MORI_TEST_BOOL")  # bool is an int subclass, but not an int setting
+    with pytest.raises(TypeError, match="MORI_TEST_TEXT is a string setting, not float"):
+        REGISTRY.get_float("MORI_TEST_TEXT")
+    monkeypatch.setenv("MORI_TEST_INT", "65")
+    with pytest.raises(_TestConfigError, match="MORI_TEST_INT='65' is out of range"):
+        REGISTRY.get_int("MORI_TEST_INT")
+
+
 def test_an_unregistered_name_is_a_key_error() -> None:
     with pytest.raises(KeyError, match="MORI_TEST_NOPE is not a registered mori-settings-test setting"):
         REGISTRY.get("MORI_TEST_NOPE")

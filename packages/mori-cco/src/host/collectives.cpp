@@ -31,20 +31,18 @@ struct Plain {
 };
 template <>
 struct Elem<MORI_CCO_DTYPE_FLOAT32> : Plain<float> {};
-template <>
-struct Elem<MORI_CCO_DTYPE_BFLOAT16> {
+// A 16-bit float held as its bits and accumulated in float, through its two conversions.
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+struct Float16Bits {
   using Storage = uint16_t;
   using Acc = float;
-  static Acc load(Storage v) { return bf16_to_float(v); }
-  static Storage store(Acc v) { return float_to_bf16(v); }
+  static Acc load(Storage v) { return ToFloat(v); }
+  static Storage store(Acc v) { return FromFloat(v); }
 };
 template <>
-struct Elem<MORI_CCO_DTYPE_FLOAT16> {
-  using Storage = uint16_t;
-  using Acc = float;
-  static Acc load(Storage v) { return half_to_float(v); }
-  static Storage store(Acc v) { return float_to_half(v); }
-};
+struct Elem<MORI_CCO_DTYPE_BFLOAT16> : Float16Bits<bf16_to_float, float_to_bf16> {};
+template <>
+struct Elem<MORI_CCO_DTYPE_FLOAT16> : Float16Bits<half_to_float, float_to_half> {};
 template <>
 struct Elem<MORI_CCO_DTYPE_INT32> : Plain<int32_t> {};
 template <>

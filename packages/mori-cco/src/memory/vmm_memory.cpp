@@ -29,15 +29,6 @@ static_assert(sizeof(size_t) == sizeof(uint64_t), "slot sizes are passed to the 
 
 uint64_t round_up(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-cuda::CUmemAllocationProp slot_properties(int device) {
-  cuda::CUmemAllocationProp prop{};
-  prop.type = cuda::kMemAllocationPinned;
-  prop.requestedHandleTypes = cuda::kHandleTypePosixFd;
-  prop.location.type = cuda::kMemLocationDevice;
-  prop.location.id = device;
-  return prop;
-}
-
 // Each rank's outcome of one local step of commit(), allgathered so that the ranks fail or succeed
 // together: no rank then waits for fds a failed peer never sends, nor keeps a range its peers
 // dropped. The sizes let every rank check that the others grow the same layout.
@@ -153,7 +144,7 @@ VmmMemory::VmmMemory(Group& group, int lsa_rank, int lsa_size, uint64_t per_rank
          " cannot export memory as POSIX file descriptors, which the cuda backend uses to share slots between "
          "the ranks of a host");
   }
-  const cuda::CUmemAllocationProp prop = slot_properties(device);
+  const cuda::CUmemAllocationProp prop = cuda::exportable_device_memory(device);
   size_t granularity = 0;
   check(d.cuMemGetAllocationGranularity(&granularity, &prop, cuda::kGranularityRecommended),
         "cuMemGetAllocationGranularity of CUDA device ", device);
@@ -228,7 +219,7 @@ void VmmMemory::commit(uint64_t end) {
 int VmmMemory::map_own(uint64_t begin, uint64_t end) {
   const cuda::Driver& d = cuda::driver();
   const uint64_t bytes = end - begin;
-  const cuda::CUmemAllocationProp prop = slot_properties(device_);
+  const cuda::CUmemAllocationProp prop = cuda::exportable_device_memory(device_);
   CUmemGenericAllocationHandle handle = 0;
   const cuda::CUresult created = d.cuMemCreate(&handle, bytes, &prop, 0);
   if (created == cuda::kErrorOutOfMemory) {

@@ -55,68 +55,78 @@ inline float RoundToFormat(float magnitude, int mantissa_bits, int min_exp) {
   return std::nearbyint(magnitude / quantum) * quantum;  // nearbyint: ties to even in the default mode
 }
 
+// The bits (no sign) of a magnitude that RoundToFormat already rounded to a format with
+// `mantissa_bits` mantissa bits and exponent `bias`, and that is finite in it: a subnormal below
+// 2^(1 - bias), else the biased exponent above the mantissa. Every float-to-narrow conversion
+// here ends with it.
+template <typename Bits>
+inline Bits EncodeRounded(float magnitude, int mantissa_bits, int bias) {
+  const int min_exp = 1 - bias;
+  if (magnitude < std::ldexp(1.0f, min_exp)) {
+    return static_cast<Bits>(std::nearbyint(std::ldexp(magnitude, mantissa_bits - min_exp)));
+  }
+  int exponent;
+  const float m = std::frexp(magnitude, &exponent);  // [0.5, 1)
+  const Bits mantissa = static_cast<Bits>(std::nearbyint((m * 2.0f - 1.0f) * std::ldexp(1.0f, mantissa_bits)));
+  return static_cast<Bits>(((exponent - 1 + bias) << mantissa_bits) | mantissa);
+}
+
+// The value of a finite fp8 e4m3 (fn or fnuz, by `bias`) from its bits: a subnormal when the
+// exponent field is 0.
+inline float DecodeFp8E4m3(uint8_t v, int bias) {
+  const float sign = (v & 0x80) ? -1.0f : 1.0f;
+  const int exponent = (v >> 3) & 0xF;
+  const int mantissa = v & 0x7;
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), 1 - bias - 3);
+  return sign * std::ldexp(1.0f + mantissa / 8.0f, exponent - bias);
+}
+
 inline uint16_t FloatToFp16(float f) {
   const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   if (std::isnan(f)) return 0x7E00;
   float magnitude = RoundToFormat(std::fabs(f), 10, -14);
   if (magnitude >= 65520.0f) return sign | 0x7C00;  // overflows to infinity
-  if (magnitude < std::ldexp(1.0f, -14)) return sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(magnitude, 24)));
-  int exponent;
-  const float m = std::frexp(magnitude, &exponent);  // [0.5, 1)
-  const uint16_t mantissa = static_cast<uint16_t>(std::nearbyint((m * 2.0f - 1.0f) * 1024.0f));
-  return sign | static_cast<uint16_t>((exponent - 1 + 15) << 10) | mantissa;
+  return sign | EncodeRounded<uint16_t>(magnitude, 10, 15);
+}
+
+// The two fp8 e4m3 formats differ only in these. e4m3fnuz (MI300's fp8, torch.float8_e4m3fnuz):
+// bias 8 instead of 7, 0x80 is the only NaN (there is no -0), and S.1111.111 is a number (+-240),
+// not NaN; decoding it as e4m3fn would halve every value and turn +-240 into NaN.
+struct Fp8E4m3Format {
+  int bias;
+  uint8_t nan;        // what a NaN encodes to
+  float max;          // the largest finite magnitude, which larger ones saturate to
+  uint8_t saturated;  // its bits, without the sign
+  bool signed_zero;   // false: a value that rounds to zero is 0x00 whatever its sign (0x80 is fnuz's NaN)
+};
+
+constexpr float kFp8E4m3Max = 448.0f;
+constexpr float kFp8E4m3FnuzMax = 240.0f;
+constexpr Fp8E4m3Format kFp8E4m3Fn{7, 0x7F, kFp8E4m3Max, 0x7E, true};
+constexpr Fp8E4m3Format kFp8E4m3Fnuz{8, 0x80, kFp8E4m3FnuzMax, 0x7F, false};
+
+// Round to nearest even, saturating to +-max (like __nv_cvt_float_to_fp8 with __NV_SATFINITE).
+inline uint8_t FloatToFp8(float f, const Fp8E4m3Format& format) {
+  if (std::isnan(f)) return format.nan;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  float magnitude = RoundToFormat(std::fabs(f), 3, 1 - format.bias);
+  if (magnitude >= format.max) return sign | format.saturated;
+  if (magnitude == 0.0f && !format.signed_zero) return 0x00;
+  return sign | EncodeRounded<uint8_t>(magnitude, 3, format.bias);
 }
 
 inline float Fp8E4m3ToFloat(uint8_t v) {
-  const float sign = (v & 0x80) ? -1.0f : 1.0f;
-  const int exponent = (v >> 3) & 0xF;
-  const int mantissa = v & 0x7;
-  if (exponent == 0xF && mantissa == 0x7) return std::nanf("");
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);
-  return sign * std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+  if ((v & 0x7F) == 0x7F) return std::nanf("");  // S.1111.111
+  return DecodeFp8E4m3(v, kFp8E4m3Fn.bias);
 }
 
-constexpr float kFp8E4m3Max = 448.0f;
+inline uint8_t FloatToFp8E4m3(float f) { return FloatToFp8(f, kFp8E4m3Fn); }
 
-inline uint8_t FloatToFp8E4m3(float f) {
-  if (std::isnan(f)) return 0x7F;
-  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  float magnitude = RoundToFormat(std::fabs(f), 3, -6);
-  if (magnitude >= kFp8E4m3Max) return sign | 0x7E;  // saturate to 448
-  if (magnitude < std::ldexp(1.0f, -6)) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(magnitude, 9)));
-  int exponent;
-  const float m = std::frexp(magnitude, &exponent);
-  const uint8_t mantissa = static_cast<uint8_t>(std::nearbyint((m * 2.0f - 1.0f) * 8.0f));
-  return sign | static_cast<uint8_t>((exponent - 1 + 7) << 3) | mantissa;
-}
-
-// e4m3fnuz (MI300's fp8, torch.float8_e4m3fnuz): bias 8 instead of 7, 0x80 is the only NaN (there
-// is no -0), and S.1111.111 is a number (+-240), not NaN. Decoding it as e4m3fn would halve every
-// value and turn +-240 into NaN.
 inline float Fp8E4m3FnuzToFloat(uint8_t v) {
-  if (v == 0x80) return std::nanf("");
-  const float sign = (v & 0x80) ? -1.0f : 1.0f;
-  const int exponent = (v >> 3) & 0xF;
-  const int mantissa = v & 0x7;
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -10);
-  return sign * std::ldexp(1.0f + mantissa / 8.0f, exponent - 8);
+  if (v == kFp8E4m3Fnuz.nan) return std::nanf("");
+  return DecodeFp8E4m3(v, kFp8E4m3Fnuz.bias);
 }
 
-constexpr float kFp8E4m3FnuzMax = 240.0f;
-
-// Round to nearest even, saturating to +-240 like the e4m3fn path saturates to +-448. A value that
-// rounds to zero is 0x00 whatever its sign: 0x80 would be NaN.
-inline uint8_t FloatToFp8E4m3Fnuz(float f) {
-  if (std::isnan(f)) return 0x80;
-  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  float magnitude = RoundToFormat(std::fabs(f), 3, -7);
-  if (magnitude >= kFp8E4m3FnuzMax) return sign | 0x7F;
-  if (magnitude == 0.0f) return 0x00;
-  if (magnitude < std::ldexp(1.0f, -7)) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(magnitude, 10)));
-  int exponent;
-  const float m = std::frexp(magnitude, &exponent);
-  const uint8_t mantissa = static_cast<uint8_t>(std::nearbyint((m * 2.0f - 1.0f) * 8.0f));
-  return sign | static_cast<uint8_t>((exponent - 1 + 8) << 3) | mantissa;
-}
+inline uint8_t FloatToFp8E4m3Fnuz(float f) { return FloatToFp8(f, kFp8E4m3Fnuz); }
 
 }  // namespace mori::ep::cpu

@@ -95,20 +95,12 @@ void Engine::create_tcp_backend(const tcp::TcpConfig& config) {
 }
 
 void Engine::remove_tcp_backend() {
-  std::shared_ptr<tcp::TcpBackend> old;
-  {
-    std::lock_guard<std::mutex> lock(state_mutex_);
-    old.swap(tcp_);
-  }
-  if (old) old->stop("the TCP backend was removed");
+  if (auto old = take(tcp_)) old->stop("the TCP backend was removed");
 }
 
 bool Engine::has_tcp_backend() const { return tcp_backend() != nullptr; }
 
-std::shared_ptr<tcp::TcpBackend> Engine::tcp_backend() const {
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  return tcp_;
-}
+std::shared_ptr<tcp::TcpBackend> Engine::tcp_backend() const { return current(tcp_); }
 
 void Engine::create_p2p_backend(const p2p::P2PConfig& config) {
   auto backend = std::make_shared<p2p::P2PBackend>(config);
@@ -118,20 +110,12 @@ void Engine::create_p2p_backend(const p2p::P2PConfig& config) {
 }
 
 void Engine::remove_p2p_backend() {
-  std::shared_ptr<p2p::P2PBackend> old;
-  {
-    std::lock_guard<std::mutex> lock(state_mutex_);
-    old.swap(p2p_);
-  }
-  if (old) old->stop("the P2P backend was removed");
+  if (auto old = take(p2p_)) old->stop("the P2P backend was removed");
 }
 
 bool Engine::has_p2p_backend() const { return p2p_backend() != nullptr; }
 
-std::shared_ptr<p2p::P2PBackend> Engine::p2p_backend() const {
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  return p2p_;
-}
+std::shared_ptr<p2p::P2PBackend> Engine::p2p_backend() const { return current(p2p_); }
 
 void Engine::create_rdma_backend(const ucx::RdmaConfig& config) {
   check_open();
@@ -157,11 +141,7 @@ void Engine::create_rdma_backend(const ucx::RdmaConfig& config) {
 }
 
 void Engine::remove_rdma_backend() {
-  std::shared_ptr<ucx::RdmaBackend> old;
-  {
-    std::lock_guard<std::mutex> lock(state_mutex_);
-    old.swap(rdma_);
-  }
+  std::shared_ptr<ucx::RdmaBackend> old = take(rdma_);
   server_->set_rdma(nullptr);
   if (old) old->stop("the RDMA backend was removed");
 }
@@ -173,10 +153,7 @@ bool Engine::rdma_supports_gpu() const {
   return rdma && rdma->supports_gpu();
 }
 
-std::shared_ptr<ucx::RdmaBackend> Engine::rdma_backend() const {
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  return rdma_;
-}
+std::shared_ptr<ucx::RdmaBackend> Engine::rdma_backend() const { return current(rdma_); }
 
 Engine::Chain Engine::chain() const {
   std::lock_guard<std::mutex> lock(state_mutex_);

@@ -151,6 +151,19 @@ class Engine {
   std::shared_ptr<tcp::TcpBackend> tcp_backend() const;
   std::shared_ptr<p2p::P2PBackend> p2p_backend() const;
   std::shared_ptr<ucx::RdmaBackend> rdma_backend() const;
+  // What every backend's accessor and remover do to its slot (tcp_, p2p_, rdma_), under state_mutex_.
+  template <typename B>
+  std::shared_ptr<B> current(const std::shared_ptr<B>& slot) const {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    return slot;
+  }
+  template <typename B>
+  std::shared_ptr<B> take(std::shared_ptr<B>& slot) {
+    std::shared_ptr<B> old;
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    old.swap(slot);
+    return old;
+  }
   void check_open() const;  // throws Error(Closed) after shutdown()
 
   EngineConfig config_;

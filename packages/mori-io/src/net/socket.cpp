@@ -185,45 +185,41 @@ void apply_options(const Socket& socket, const SocketOptions& o) {
   }
 }
 
-void send_iov(const Socket& socket, iovec* iov, size_t count, Deadline deadline, const std::atomic<bool>* stop) {
+namespace {
+
+// send_iov and recv_iov are one loop: the direction picks the call, the readiness to wait for, and
+// what a zero-byte return means (a receive: the peer closed; a send: it is gone, reported as EPIPE).
+void move_iov(const Socket& socket, iovec* iov, size_t count, Deadline deadline, const std::atomic<bool>* stop,
+              bool sending) {
   size_t start = advance(iov, count, 0, 0);
   while (start < count) {
     msghdr msg{};
     msg.msg_iov = iov + start;
     msg.msg_iovlen = std::min<size_t>(count - start, IOV_MAX);
-    ssize_t sent = ::sendmsg(socket.fd(), &msg, MSG_NOSIGNAL);
-    if (sent > 0) {
-      start = advance(iov, count, start, size_t(sent));
+    ssize_t moved = sending ? ::sendmsg(socket.fd(), &msg, MSG_NOSIGNAL) : ::recvmsg(socket.fd(), &msg, 0);
+    if (moved > 0) {
+      start = advance(iov, count, start, size_t(moved));
       continue;
     }
-    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      wait_ready(socket, POLLOUT, deadline, stop);
+    if (moved == 0 && !sending) throw Error(Code::Connection, "the peer closed the connection");
+    if (moved < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_ready(socket, sending ? POLLOUT : POLLIN, deadline, stop);
       continue;
     }
-    if (sent < 0 && errno == EINTR) continue;
-    throw Error(Code::Connection, "send failed: " + errno_text(sent < 0 ? errno : EPIPE));
+    if (moved < 0 && errno == EINTR) continue;
+    throw Error(Code::Connection,
+                std::string(sending ? "send" : "receive") + " failed: " + errno_text(moved < 0 ? errno : EPIPE));
   }
 }
 
+}  // namespace
+
+void send_iov(const Socket& socket, iovec* iov, size_t count, Deadline deadline, const std::atomic<bool>* stop) {
+  move_iov(socket, iov, count, deadline, stop, /*sending=*/true);
+}
+
 void recv_iov(const Socket& socket, iovec* iov, size_t count, Deadline deadline, const std::atomic<bool>* stop) {
-  size_t start = advance(iov, count, 0, 0);
-  while (start < count) {
-    msghdr msg{};
-    msg.msg_iov = iov + start;
-    msg.msg_iovlen = std::min<size_t>(count - start, IOV_MAX);
-    ssize_t got = ::recvmsg(socket.fd(), &msg, 0);
-    if (got > 0) {
-      start = advance(iov, count, start, size_t(got));
-      continue;
-    }
-    if (got == 0) throw Error(Code::Connection, "the peer closed the connection");
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      wait_ready(socket, POLLIN, deadline, stop);
-      continue;
-    }
-    if (errno == EINTR) continue;
-    throw Error(Code::Connection, "receive failed: " + errno_text(errno));
-  }
+  move_iov(socket, iov, count, deadline, stop, /*sending=*/false);
 }
 
 void send_all(const Socket& socket, const void* data, size_t len, Deadline deadline, const std::atomic<bool>* stop) {

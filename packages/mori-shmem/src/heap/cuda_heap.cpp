@@ -32,15 +32,6 @@ struct StaticHandle {
   uint64_t base_offset;  // aligned heap base minus the allocation's base
 };
 
-cuda::CUmemAllocationProp chunk_properties(int ordinal) {
-  cuda::CUmemAllocationProp prop{};
-  prop.type = cuda::kMemAllocationPinned;
-  prop.requestedHandleTypes = cuda::kHandleTypePosixFd;
-  prop.location.type = cuda::kMemLocationDevice;
-  prop.location.id = ordinal;
-  return prop;
-}
-
 }  // namespace
 
 CudaHeap::Mode parse_cuda_heap_mode(const std::string& setting) {
@@ -105,7 +96,7 @@ void CudaHeap::create_vmm(Bootstrap& bootstrap, double timeout_s) {
     throw_error(MORI_SHMEM_ERR_UNSUPPORTED, "MORI_SHMEM_MODE=vmm_heap: GPU ", ordinal,
                 " does not support virtual memory management with POSIX fd export; use static_heap");
   }
-  const cuda::CUmemAllocationProp prop = chunk_properties(ordinal);
+  const cuda::CUmemAllocationProp prop = cuda::exportable_device_memory(ordinal);
   size_t granularity = 0;
   check(d.cuMemGetAllocationGranularity(&granularity, &prop, cuda::kGranularityRecommended),
         "cuMemGetAllocationGranularity", "sizing the vmm heap's chunks");

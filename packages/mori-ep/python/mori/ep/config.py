@@ -61,6 +61,26 @@ RAIL_PROXY_KERNEL_TYPES = (EpDispatchCombineKernelType.InterNodeV1, EpDispatchCo
 LOW_LATENCY_KERNEL_TYPES = (EpDispatchCombineKernelType.IntraNodeLL, EpDispatchCombineKernelType.InterNodeV1LL)
 
 
+#: The fields every form of MORI's config spells alike (this dataclass, mori.cpp's C++ config,
+#: mori.ep.v2's config): converting one form into another copies them as they are.
+SHARED_FIELDS = (
+    "rank",
+    "world_size",
+    "hidden_dim",
+    "scale_dim",
+    "scale_type_size",
+    "max_num_inp_token_per_rank",
+    "num_experts_per_rank",
+    "num_experts_per_token",
+    "max_total_recv_tokens",
+)
+
+
+def shared_fields(config: Any) -> dict[str, Any]:
+    """The SHARED_FIELDS of any form of the config, as keyword arguments for another form."""
+    return {name: getattr(config, name) for name in SHARED_FIELDS}
+
+
 def check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
     """Raises EpConfigError naming ``name`` unless ``value`` is an int in [low, high]."""
     if isinstance(value, bool) or not isinstance(value, int):

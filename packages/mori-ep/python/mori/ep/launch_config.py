@@ -100,10 +100,13 @@ def resolve(
     warp_per_block: int,
     rdma_block_num: int,
     combine_key: tuple[bool, str] | None = None,
-    tuning_path: Path | None = None,
+    arch: str = "",
+    gpu: str = "",
 ) -> LaunchConfig:
     """The geometry of one call: AUTO's tuning rule if one applies, else the per-call arguments
-    (> 0), else the config's ``block_num`` / ``warp_num_per_block``."""
+    (> 0), else the config's ``block_num`` / ``warp_num_per_block``. ``arch`` / ``gpu`` name the GPU
+    the call runs on, whose tuning file AUTO reads ("": no GPU, no tuning file)."""
+    tuning_path = tuning_path_for(arch, gpu, config.kernel_type.name, config.world_size, phase) if arch else None
     for name, value, high in (("block_num", block_num, 65535), ("warp_per_block", warp_per_block, MAX_WARPS_PER_BLOCK)):
         if value == 0 or value < -1 or value > high:
             raise EpInputError(f"{name}={value} must be -1 (default) or in [1, {high}]")

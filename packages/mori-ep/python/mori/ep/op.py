@@ -34,7 +34,7 @@ from mori.ep.errors import (
     EpUnsupportedError,
 )
 from mori.ep.kernels import profiling
-from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve, tuning_path_for
+from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve
 from mori.ep.layout import (
     BLOCKWISE_QUANT_TYPES,
     CTRL_ERROR,
@@ -309,9 +309,6 @@ class EpDispatchCombineOp:
         rdma_block_num: int,
         combine_key: tuple[bool, str] | None,
     ) -> LaunchConfig:
-        path = None
-        if self._arch:
-            path = tuning_path_for(self._arch, self._gpu, self.config.kernel_type.name, self.config.world_size, phase)
         return resolve(
             self.config,
             phase=phase,
@@ -322,7 +319,8 @@ class EpDispatchCombineOp:
             warp_per_block=warp_per_block,
             rdma_block_num=rdma_block_num,
             combine_key=combine_key,
-            tuning_path=path,
+            arch=self._arch,
+            gpu=self._gpu,
         )
 
     # ---- dispatch ------------------------------------------------------------------------

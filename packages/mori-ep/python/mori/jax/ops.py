@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 import mori.shmem as shmem
 from mori.ep import inputs
-from mori.ep.config import QUANT_TYPES, EpDispatchCombineConfig, EpDispatchCombineQuantType
+from mori.ep.config import QUANT_TYPES, EpDispatchCombineConfig, EpDispatchCombineQuantType, shared_fields
 from mori.ep.errors import EpConfigError, EpInputError, EpOverflowError, EpTimeoutError, EpUnsupportedError
-from mori.ep.launch_config import resolve, tuning_path_for
+from mori.ep.launch_config import resolve
 from mori.ep.layout import ERR_BAD_EXPERT, ERR_RECV_OVERFLOW, ERR_SHORT_INPUT, ERR_TIMEOUT
 from mori.jax import ffi_build, handlers
 from mori.jax.region import Region, combine_dtypes
@@ -43,18 +43,10 @@ def as_config(config: Any) -> EpDispatchCombineConfig:
     quant = {int(value): name for name, value in QUANT_TYPES.items()}[int(config.quant_type)]
     return EpDispatchCombineConfig(
         data_type="bfloat16",
-        rank=config.rank,
-        world_size=config.world_size,
-        hidden_dim=config.hidden_dim,
-        scale_dim=config.scale_dim,
-        scale_type_size=config.scale_type_size,
+        **shared_fields(config),
         max_token_type_size=config.max_token_type_size,
-        max_num_inp_token_per_rank=config.max_num_inp_token_per_rank,
-        num_experts_per_rank=config.num_experts_per_rank,
-        num_experts_per_token=config.num_experts_per_token,
         warp_num_per_block=config.warp_num_per_block or EpDispatchCombineConfig.warp_num_per_block,
         block_num=config.block_num or EpDispatchCombineConfig.block_num,
-        max_total_recv_tokens=config.max_total_recv_tokens,
         use_external_inp_buf=bool(config.use_external_inp_buf),
         kernel_type=config.kernel_type,
         gpu_per_node=config.gpu_per_node,
@@ -142,12 +134,10 @@ class EpDispatchCombineOp:
                   rdma_block_num: int, combine_key: tuple[bool, str] | None) -> tuple[int, int]:  # fmt: skip
         """(grid, block) of a call on the GPU: mori.ep's resolution (tuning files, then arguments)."""
         region = self.region
-        path = None
-        if region.arch:
-            path = tuning_path_for(region.arch, region.gpu, self.config.kernel_type.name, self.config.world_size, phase)
         launch = resolve(
             self.config, phase=phase, dtype=dtype, tokens=tokens, hidden=hidden, block_num=block_num,
-            warp_per_block=warp_per_block, rdma_block_num=rdma_block_num, combine_key=combine_key, tuning_path=path,
+            warp_per_block=warp_per_block, rdma_block_num=rdma_block_num, combine_key=combine_key, arch=region.arch,
+            gpu=region.gpu,
         )  # fmt: skip
         return launch.block_num, 32 * launch.warp_per_block
 

@@ -199,20 +199,10 @@ def raw(name: str) -> str:
     return REGISTRY.text(name)
 
 
-def get_int(name: str) -> int:
-    value = REGISTRY.get(name)
-    assert isinstance(value, int)
-    return value
-
-
-def get_str(name: str) -> str:
-    value = REGISTRY.get(name)
-    assert isinstance(value, str)
-    return value
-
-
-def get_bool(name: str) -> bool:
-    return bool(REGISTRY.get(name))
+# Typed reads, for callers that want an int/str/... rather than get()'s object.
+get_int = REGISTRY.get_int
+get_str = REGISTRY.get_str
+get_bool = REGISTRY.get_bool
 
 
 def foreign(name: str) -> str | None:

@@ -382,28 +382,11 @@ def launcher_local_rank() -> int | None:
     return None
 
 
-def get_int(name: str) -> int:
-    value = REGISTRY.get(name)
-    assert isinstance(value, int)
-    return value
-
-
-def get_float(name: str) -> float:
-    value = REGISTRY.get(name)
-    assert isinstance(value, float)
-    return value
-
-
-def get_bool(name: str) -> bool:
-    value = REGISTRY.get(name)
-    assert isinstance(value, bool)
-    return value
-
-
-def get_str(name: str) -> str:
-    value = REGISTRY.get(name)
-    assert isinstance(value, str)
-    return value
+# Typed reads, for callers that want an int/str/... rather than get()'s object.
+get_int = REGISTRY.get_int
+get_float = REGISTRY.get_float
+get_bool = REGISTRY.get_bool
+get_str = REGISTRY.get_str
 
 
 def entries() -> list[tuple[str, str, str, str, str]]:

@@ -13,13 +13,15 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from mori.errors import SettingError
 from mori.settings._setting import InvalidValue, Setting
 
 #: The entry-point group a distribution lists its registry in: ``mori-io = "mori.io.settings:REGISTRY"``.
 GROUP = "mori.settings"
+
+_T = TypeVar("_T")
 
 _OVERRIDES: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
     "mori_settings_overrides", default=MappingProxyType({})
@@ -143,6 +145,29 @@ class Registry:
             return setting.convert(given)
         except InvalidValue as exc:
             raise self.error(f"{name}={given!r} {exc}") from None
+
+    def _typed(self, name: str, kind: type[_T]) -> _T:
+        value = self.get(name)
+        # bool is an int subclass: an int getter must not hand out a bool setting's value.
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise TypeError(f"{name} is a {self._setting(name).kind} setting, not {kind.__name__}")
+        return value
+
+    def get_int(self, name: str) -> int:
+        """``get(name)`` of an int (or size) setting, typed for callers."""
+        return self._typed(name, int)
+
+    def get_float(self, name: str) -> float:
+        """``get(name)`` of a float setting, typed for callers."""
+        return self._typed(name, float)
+
+    def get_bool(self, name: str) -> bool:
+        """``get(name)`` of a bool setting, typed for callers."""
+        return self._typed(name, bool)
+
+    def get_str(self, name: str) -> str:
+        """``get(name)`` of a str (or choice) setting, typed for callers."""
+        return self._typed(name, str)
 
     def check(self, name: str, value: object) -> None:
         """Raise ``self.error`` if ``value`` is not valid for ``name`` (what ``override()`` checks)."""

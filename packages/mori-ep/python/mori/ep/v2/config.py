@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mori.ep import inputs
-from mori.ep.config import MAX_EXPERTS_PER_TOKEN, check_int
+from mori.ep.config import MAX_EXPERTS_PER_TOKEN, check_int, shared_fields
 from mori.ep.config import EpDispatchCombineConfig as V1Config
 from mori.ep.errors import EpConfigError
 from mori.ep.settings import setting
@@ -245,16 +245,8 @@ class EpDispatchCombineConfig:
         """The v1 config of the op that does this config's data movement."""
         return V1Config(
             data_type=self.dispatch_dtype,
-            rank=self.rank,
-            world_size=self.world_size,
-            hidden_dim=self.hidden_dim,
-            scale_dim=self.scale_dim,
-            scale_type_size=self.scale_type_size,
+            **shared_fields(self),
             max_token_type_size=max(_itemsize(self.dispatch_dtype), _itemsize(self.combine_dtype)),
-            max_num_inp_token_per_rank=self.max_num_inp_token_per_rank,
-            num_experts_per_rank=self.num_experts_per_rank,
-            num_experts_per_token=self.num_experts_per_token,
-            max_total_recv_tokens=self.max_total_recv_tokens,
             use_external_inp_buf=True,  # v2's combine always takes the expert output as an argument
             # The fp8 combine formats run as scatter (mori.ep.v2.scatter), never through v1's combine.
             quant_type="none",

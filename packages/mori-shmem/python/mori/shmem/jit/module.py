@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mori.shmem.errors import InvalidArgumentError
 from mori.shmem.jit import driver
@@ -15,6 +15,8 @@ from mori.shmem.jit.errors import JitError, JitSymbolNotFoundError
 from mori.shmem.jit.launch import DEFAULT_SHARED_MEMORY_LIMIT, Dim3, prepare_launch
 
 _log = logging.getLogger("mori.shmem.jit")
+
+_Found = TypeVar("_Found")
 
 
 class Function:
@@ -110,14 +112,12 @@ class Module:
             found = self._functions.get(name)
             if found is not None:
                 return found
-            driver.make_current(self.context)
-            handle = driver.module_function(self.handle, name)
-            if handle is None:
-                raise JitSymbolNotFoundError(
-                    f"module {self.name} ({self.path}) has no kernel {name!r}; kernels must be declared "
-                    'extern "C" __global__ to be found by name',
-                    symbol=name,
-                )
+            handle = self._find(
+                driver.module_function,
+                name,
+                "kernel",
+                'kernels must be declared extern "C" __global__ to be found by name',
+            )
             found = Function(self, name, handle)
             self._functions[name] = found
             return found
@@ -127,13 +127,22 @@ class Module:
 
         Raises ``JitSymbolNotFoundError`` (an ``InvalidArgumentError``) when there is none."""
         self.check_loaded()
+        return self._find(
+            driver.module_global,
+            name,
+            "global",
+            "declare it at namespace scope as __device__ or __constant__ (and make sure the code uses it, or it "
+            "may be optimised away)",
+        )
+
+    def _find(self, lookup: Callable[[int, str], _Found | None], name: str, kind: str, how_to_declare: str) -> _Found:
+        """``lookup(handle, name)`` in this module's context; None from it raises JitSymbolNotFoundError
+        naming the module, the ``kind`` of symbol and how such a symbol must be declared."""
         driver.make_current(self.context)
-        found = driver.module_global(self.handle, name)
+        found = lookup(self.handle, name)
         if found is None:
             raise JitSymbolNotFoundError(
-                f"module {self.name} ({self.path}) has no global {name!r}; declare it at namespace scope "
-                "as __device__ or __constant__ (and make sure the code uses it, or it may be optimised away)",
-                symbol=name,
+                f"module {self.name} ({self.path}) has no {kind} {name!r}; {how_to_declare}", symbol=name
             )
         return found
 

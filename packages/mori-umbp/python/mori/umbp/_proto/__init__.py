@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Protobuf and gRPC code generated from this folder's .proto files (see ``regen.py``).
 
-The generated modules are committed, so installing mori-umbp needs no protoc; a test regenerates
-them with grpcio-tools and fails if they differ from the .proto files.
+The modules are generated when the wheel is built (meson.build runs regen.py with grpcio-tools, a
+pinned build requirement), so installing a wheel needs no protoc and the source tree holds only the
+.proto files; a test checks the installed modules against the installed .proto files.
 """

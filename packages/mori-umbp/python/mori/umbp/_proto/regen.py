@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""Regenerates the committed ``*_pb2.py`` / ``*_pb2_grpc.py`` modules from the .proto files.
+"""Generates the ``*_pb2.py`` / ``*_pb2_grpc.py`` modules from the .proto files.
 
-``python -m mori.umbp._proto.regen [OUT_DIR]`` (needs grpcio-tools, a development dependency).
-Each generated file gets a header that keeps linters off machine-written code, so the committed
-files are byte-for-byte what this produces.
+meson.build runs this file as a script at build time (``python regen.py OUT_DIR``: it imports only
+grpcio-tools, a build requirement), so the wheel's modules always match its .proto files and the
+source tree holds no generated code. ``python -m mori.umbp._proto.regen [OUT_DIR]`` regenerates them
+in place for a developer running from the checkout (git ignores them there). Each generated file
+gets a header that keeps linters off machine-written code.
 """
 
 from __future__ import annotations

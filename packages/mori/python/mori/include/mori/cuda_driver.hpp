@@ -83,6 +83,17 @@ constexpr unsigned kMemoryTypeDevice = 2;
 constexpr unsigned kMemHostAllocPortable = 1;
 constexpr unsigned kMemHostAllocDeviceMap = 2;
 
+// Pinned memory on device `device` that exports as a POSIX fd: what the VMM heaps (mori-shmem's
+// vmm_heap mode, mori-cco's slots) create with cuMemCreate and share with the other processes.
+inline CUmemAllocationProp exportable_device_memory(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = kMemAllocationPinned;
+  prop.requestedHandleTypes = kHandleTypePosixFd;
+  prop.location.type = kMemLocationDevice;
+  prop.location.id = device;
+  return prop;
+}
+
 // Every entry point is non-null once driver() returned.
 struct Driver {
   CUresult (*cuInit)(unsigned);
