@@ -5,7 +5,7 @@
 #   under MPS: the gpu-marked tests of the payload formats, handles and struct mirrors; then
 #   mori-ep-bench on 8 PEs (IntraNode, 128 and 4096 tokens) for bf16/fp8 (the baseline), fp4,
 #   nvfp4, mxfp8 dispatch and the fp4_blockwise combine, each verified, JSON per case.
-#   EP_FORMATS_TESTS=0 skips the tests (the benches alone fit one call with room to spare).
+#   EP_FORMATS_TESTS=0 skips the tests; EP_FORMATS_CASES="fp4 ..." runs only the cases named.
 set -uo pipefail
 out=${1:-${OUT:-ep-formats}}
 mkdir -p "$out"
@@ -22,14 +22,21 @@ fi
 bench() {  # bench NAME ARGS...: one verified mori-ep-bench run
   local name=$1; shift
   step "bench $name: $*"
-  timeout 100 mori-ep-bench --backend cuda --world-size 8 --kernel-type IntraNode --json "$out/h200-ep8-$name.json" "$@" \
+  timeout ${EP_BENCH_TIMEOUT:-100} mori-ep-bench --backend cuda --world-size 8 --kernel-type IntraNode --json "$out/h200-ep8-$name.json" "$@" \
     >"$out/bench-$name.log" 2>&1
   echo "rc=$?" >>"$out/bench-$name.log"
   tail -12 "$out/bench-$name.log" | tee -a "$log"
 }
-bench baseline-fp8 --max-tokens 4096 128
-bench fp4 --max-tokens 4096 128 --dispatch-dtype fp4
-bench nvfp4 --max-tokens 4096 128 --dispatch-dtype nvfp4
-bench mxfp8 --max-tokens 4096 128 --dispatch-dtype mxfp8
-bench combine-fp4 --max-tokens 4096 128 --zero-copy 0 --combine-quant fp4_blockwise
+declare -A cases=(
+  [baseline-fp8]="--max-tokens 4096 128"
+  [fp4]="--max-tokens 4096 128 --dispatch-dtype fp4"
+  [nvfp4]="--max-tokens 4096 128 --dispatch-dtype nvfp4"
+  [mxfp8]="--max-tokens 4096 128 --dispatch-dtype mxfp8"
+  [combine-fp4]="--max-tokens 4096 128 --zero-copy 0 --combine-quant fp4_blockwise"
+)
+# EP_FORMATS_CASES picks and orders the cases (all five by default).
+for name in ${EP_FORMATS_CASES:-baseline-fp8 fp4 nvfp4 mxfp8 combine-fp4}; do
+  # shellcheck disable=SC2086  # the case's arguments split on purpose
+  bench "$name" ${cases[$name]}
+done
 step done
