@@ -5,7 +5,8 @@
 #   under MPS: the gpu-marked tests of the payload formats, handles and struct mirrors; then
 #   mori-ep-bench on 8 PEs (IntraNode, 128 and 4096 tokens) for bf16/fp8 (the baseline), fp4,
 #   nvfp4, mxfp8 dispatch and the fp4_blockwise combine, each verified, JSON per case.
-#   EP_FORMATS_TESTS=0 skips the tests; EP_FORMATS_CASES="fp4 ..." runs only the cases named.
+#   EP_FORMATS_TESTS=0 skips the tests (EP_TESTS_TIMEOUT bounds them, 240 s); EP_FORMATS_CASES="fp4 ..."
+#   runs only the cases named.
 set -uo pipefail
 out=${1:-${OUT:-ep-formats}}
 mkdir -p "$out"
@@ -15,7 +16,7 @@ MORI_GPU_PACKAGES="shmem viz ep" source ci/gpu/setup.sh >>"$log" 2>&1 || { echo 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 if [ "${EP_FORMATS_TESTS:-1}" != 0 ]; then
   step "gpu tests: payload formats, handles, struct mirrors"
-  timeout 240 python3 -m pytest -q -rA -p no:cacheprovider packages/mori-ep/tests -m gpu \
+  timeout ${EP_TESTS_TIMEOUT:-240} python3 -m pytest -q -rA -p no:cacheprovider packages/mori-ep/tests -m gpu \
     -k "payload or handle or struct or fp8_formats" >"$out/ep-gpu-tests.log" 2>&1
   grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$out/ep-gpu-tests.log" | tail -40 | tee -a "$log"
 fi
