@@ -19,9 +19,11 @@ import itertools
 import logging
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -1318,6 +1320,29 @@ def init_expecting_config_error(rank: int, nranks: int, uid: bytes) -> dict[str,
     if err is None:
         shmem.shmem_finalize()
     return err
+
+
+def init_with_native_log(rank: int, nranks: int, uid: bytes, log_dir: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """Initializes with the native log (stderr) going to a file: the error init raised, and the log lines."""
+    log_path = Path(log_dir) / f"rank{rank}.log"
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 2)
+        error = catch(init_pe, rank, nranks, uid)
+    finally:
+        os.dup2(saved, 2)
+        os.close(fd)
+        os.close(saved)
+    return error, log_path.read_text(errors="replace").splitlines()
+
+
+def native_init_log(rank: int, nranks: int, uid: bytes, log_dir: str) -> dict[str, Any]:
+    error, lines = init_with_native_log(rank, nranks, uid, log_dir)
+    if error is None:
+        shmem.shmem_finalize()
+    return {"error": error, "log": lines}
 
 
 def heap_size_from_env(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:

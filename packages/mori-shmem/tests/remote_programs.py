@@ -30,7 +30,19 @@ import numpy as np
 import mori.shmem as shmem
 from mori.shmem.testing import init_pe
 
-from pe_programs import SENTINEL, catch, check, error_info, landing_problems, mem, pattern, pe_session, typed, wrap
+from pe_programs import (
+    SENTINEL,
+    catch,
+    check,
+    error_info,
+    init_with_native_log,
+    landing_problems,
+    mem,
+    pattern,
+    pe_session,
+    typed,
+    wrap,
+)
 
 INT_DTYPES = ("int32", "uint32", "int64", "uint64")
 
@@ -773,18 +785,8 @@ def conduit_choice(rank: int, nranks: int, uid: bytes, log_dir: str) -> dict[str
     """Initializes with the native log (stderr) going to a file, then moves one word each way and
     one fetch_add through the remote transport; returns the conduit, the log lines of init, or the
     error init raised."""
-    log_path = Path(log_dir) / f"rank{rank}.log"
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.dup2(fd, 2)
-        error = catch(init_pe, rank, nranks, uid)
-    finally:
-        os.dup2(saved, 2)
-        os.close(fd)
-        os.close(saved)
-    out: dict[str, Any] = {"error": error, "log": log_path.read_text(errors="replace").splitlines()}
+    error, lines = init_with_native_log(rank, nranks, uid, log_dir)
+    out: dict[str, Any] = {"error": error, "log": lines}
     if error is not None:
         return out
     peer = 1 - rank

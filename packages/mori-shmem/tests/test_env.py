@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from mori._logging import parse_level
+from mori.settings.shared import LOG_LEVELS
 from mori.shmem.testing import run_pes
 
 import pe_programs
@@ -110,6 +114,18 @@ def test_bad_value_makes_init_raise_config_error(name: str, bad: str) -> None:
     assert "ValueError" in err["mro"] and "MoriShmemError" in err["mro"], err
     assert name in err["message"], f"the message should name the variable: {err['message']}"
     assert bad in err["message"], f"the message should quote the value: {err['message']}"
+
+
+@pytest.mark.parametrize("level", LOG_LEVELS)
+def test_every_log_level_the_root_package_accepts_sets_the_native_threshold(level: str, tmp_path: Path) -> None:
+    """MORI_LOG_LEVEL is read by the Python loggers and by the native library: every name works in both,
+    and the native init's INFO line shows exactly at the levels that let INFO through in Python."""
+    (result,) = run_pes(
+        pe_programs.native_init_log, 1, str(tmp_path), env={"MORI_LOG_LEVEL": level.lower()}, timeout=60
+    )
+    assert result["error"] is None, f"MORI_LOG_LEVEL={level.lower()} refused by init: {result['error']}"
+    shown = any("initialized" in line for line in result["log"])
+    assert shown == (parse_level("MORI_LOG_LEVEL", level) <= logging.INFO), (level, result["log"])
 
 
 def test_heap_size_env_is_honoured() -> None:

@@ -101,7 +101,7 @@ const std::vector<Var>& registry() {
       {"MORI_SHMEM_CHECK_SYMMETRY", Type::Bool, "1",
        "Verify with an allgather that every PE got the same heap offset from malloc/free.", nullptr},
       {"MORI_LOG_LEVEL", Type::Choice, "WARNING", "Log level of mori's native and Python code.",
-       "debug,info,warning,error,critical"},
+       "trace,debug,info,warn,warning,error,critical,off"},
       {"MORI_GLOBAL_LOG_LEVEL", Type::Choice, "",
        "MORI's log level variable (spdlog names): used when MORI_LOG_LEVEL is not set.",
        ",trace,debug,info,warn,warning,error,critical,off"},

@@ -23,7 +23,8 @@ Level threshold() {
   if (name == "debug" || name == "trace") return Level::Debug;
   if (name == "info") return Level::Info;
   if (name == "warning" || name == "warn") return Level::Warning;
-  return Level::Error;
+  if (name == "error") return Level::Error;
+  return Level::Silent;
 }
 
 const char* label(Level level) {
@@ -32,6 +33,7 @@ const char* label(Level level) {
     case Level::Info: return "INFO";
     case Level::Warning: return "WARNING";
     case Level::Error: return "ERROR";
+    case Level::Silent: break;
   }
   return "?";
 }

@@ -8,7 +8,8 @@
 
 namespace mori::shmem::log {
 
-enum class Level { Debug = 10, Info = 20, Warning = 30, Error = 40 };
+// Silent is a threshold only (MORI_LOG_LEVEL=critical or off): the library writes nothing critical.
+enum class Level { Debug = 10, Info = 20, Warning = 30, Error = 40, Silent = 50 };
 
 bool enabled(Level level);
 void write(Level level, const std::string& message);
