@@ -30,8 +30,9 @@ int ucx(const std::string& dir) {
     bool opened = false;
     const ucx::Api& api = ucx::load(dir, &opened);
     std::cout << "loaded " << api.major << "." << api.minor << " " << api.origin << " opened=" << opened << '\n';
-    const ucx::Api& again = ucx::load("/elsewhere", &opened);
-    std::cout << "again " << (&again == &api) << " opened=" << opened << " dir=" << again.dir << '\n';
+    // A pointer, not a reference: GCC 13's -Wdangling-reference takes the string temporary for the referent.
+    const ucx::Api* again = &ucx::load(std::string("/elsewhere"), &opened);
+    std::cout << "again " << (again == &api) << " opened=" << opened << " dir=" << again->dir << '\n';
     std::cout << ucx::describe(api, ucx::UCS_ERR_CONNECTION_RESET) << '\n';
   } catch (const ucx::Unavailable& e) {
     std::cout << "unavailable: " << e.what() << '\n';
