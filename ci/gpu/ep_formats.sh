@@ -5,7 +5,8 @@
 #   under MPS: the gpu-marked tests of the payload formats, handles and struct mirrors; then
 #   mori-ep-bench on 8 PEs (IntraNode, 128 and 4096 tokens) for bf16/fp8 (the baseline), fp4,
 #   nvfp4, mxfp8 dispatch and the fp4_blockwise combine, each verified, JSON per case.
-#   EP_FORMATS_TESTS=0 skips the tests (EP_TESTS_TIMEOUT bounds them, 420 s); EP_FORMATS_CASES="fp4 ..."
+#   EP_FORMATS_TESTS=0 skips the tests (EP_TESTS_TIMEOUT bounds them, 420 s; EP_TESTS_K="jax" picks
+#   some: the whole selection outlasts one call); EP_FORMATS_CASES="fp4 ..."
 #   runs only the cases named.
 set -uo pipefail
 out=${1:-${OUT:-ep-formats}}
@@ -17,9 +18,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 # The JSON names carry the card (h100, h200), so runs on either kind sit side by side.
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h[0-9]+|a[0-9]+|b[0-9]+' | head -1 | tr 'A-Z' 'a-z')
 if [ "${EP_FORMATS_TESTS:-1}" != 0 ]; then
-  step "gpu tests: payload formats, handles, struct mirrors"
+  step "gpu tests: payload formats, handles, struct mirrors, mori.jax"
   timeout ${EP_TESTS_TIMEOUT:-420} python3 -m pytest -q -rA -p no:cacheprovider packages/mori-ep/tests -m gpu \
-    -k "payload or handle or struct or fp8_formats" >"$out/ep-gpu-tests.log" 2>&1
+    -k "${EP_TESTS_K:-payload or handle or struct or fp8_formats or jax}" >"$out/ep-gpu-tests.log" 2>&1
   grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$out/ep-gpu-tests.log" | tail -40 | tee -a "$log"
 fi
 bench() {  # bench NAME ARGS...: one verified mori-ep-bench run
