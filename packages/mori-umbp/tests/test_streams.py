@@ -14,9 +14,17 @@ import time
 import grpc
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, free_port, master_config, owner_and_writer
+from conftest import PAGE, MasterProcess, free_port, master_config, owner_and_writer, running_cluster
 
-from mori.umbp import AuthenticationError, MasterServer, MasterUnavailableError, UMBPMasterClient, auth, rpc
+from mori.umbp import (
+    AuthenticationError,
+    MasterServer,
+    MasterUnavailableError,
+    PeerUnavailableError,
+    UMBPMasterClient,
+    auth,
+    rpc,
+)
 from mori.umbp.master.service import MAX_HEARTBEAT_STREAMS
 from mori.umbp.rpc import pb, peer_pb
 
@@ -36,10 +44,7 @@ def _frame(node: str, secret: bytes, request, method: str = STREAM):
 def _open(address: str, node: str | None, secret: bytes | None):
     """The raw HeartbeatStream multi-callable on a channel that signs the opening as ``node`` with
     ``secret`` (None: a plain channel, no credential at all)."""
-    if node is None:
-        ch = grpc.insecure_channel(address)
-    else:
-        ch = rpc.channel(address, auth.ClientAuth(node, lambda: secret))
+    ch = grpc.insecure_channel(address) if node is None else rpc.channel(address, auth.ClientAuth(node, lambda: secret))
     return ch, rpc.pb_grpc.UMBPMasterStub(ch).HeartbeatStream
 
 
@@ -111,7 +116,7 @@ def test_a_peer_stream_refuses_an_unsigned_frame():
         open_ = rpc.peer_grpc.UMBPPeerStub(ch).BatchResolveKeysStream
         req = peer_pb.BatchResolveKeysRequest(keys=["k"])
         ok = _frame("writer", secret, req, method)
-        answers = open_(_frames(ok, peer_pb.SignedFrame(credential="", body=req.SerializeToString())), timeout=5)
+        answers = open_(_frames(ok, pb.SignedFrame(credential="", body=req.SerializeToString())), timeout=5)
         assert not next(answers).entries[0].found
         with pytest.raises(grpc.RpcError) as err:
             next(answers)
@@ -181,3 +186,28 @@ def test_a_master_that_dies_gives_an_error_not_a_hang():
     finally:
         client.close()
         master.kill()
+
+
+def test_a_peer_that_stops_answering_mid_stream_fails_the_get_after_the_timeout():
+    """The writer's streams to the peer are open (a put and a get went over them); the peer then
+    stops (SIGSTOP): a get of its block ends, False or PeerUnavailableError, within the deadlines
+    of the call and its retry through the master, never hangs; nothing is reported read."""
+    with running_cluster("reader", {"node_id": "frozen", "capacity": 16 * PAGE}) as (_master, (peer,), client):
+        data = np.arange(PAGE, dtype=np.uint8)
+        assert client.put_from_ptr("cold", data.ctypes.data, PAGE)
+        back = np.zeros_like(data)
+        assert client.get_into_ptr("cold", back.ctypes.data, PAGE)  # the streams are open now
+        assert np.array_equal(back, data)
+        os.kill(peer.pid, signal.SIGSTOP)
+        try:
+            back[:] = 0
+            start = time.monotonic()
+            try:
+                got = client.get_into_ptr("cold", back.ctypes.data, PAGE)
+            except PeerUnavailableError:
+                got = False
+            took = time.monotonic() - start
+            assert not got
+            assert rpc.timeout_s() <= took < 2 * rpc.timeout_s() + 2
+        finally:
+            os.kill(peer.pid, signal.SIGCONT)

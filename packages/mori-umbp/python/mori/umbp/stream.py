@@ -78,7 +78,7 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-class StreamError(grpc.RpcError):  # type: ignore[misc]
+class StreamError(grpc.RpcError):
     """A stream's own failure, shaped as the RpcError a unary call raises (``rpc.call`` maps it)."""
 
     def __init__(self, code: Any, details: str) -> None:

@@ -14,8 +14,8 @@ from mori.umbp import rpc
 from mori.umbp.auth import ClientAuth, SecretSource
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
 from mori.umbp.errors import InvalidArgumentError, MasterUnavailableError
-from mori.umbp.stream import StreamPool
 from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, Event
+from mori.umbp.stream import StreamPool
 from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_keys, check_node_id, check_tier
 
 

@@ -37,7 +37,9 @@ MAX_ACCESSED = 4096
 
 
 class MasterServicer(pb_grpc.UMBPMasterServicer):
-    def __init__(self, master: Master, hit_query_max_batch: int = 4096, max_streams: int = MAX_HEARTBEAT_STREAMS) -> None:
+    def __init__(
+        self, master: Master, hit_query_max_batch: int = 4096, max_streams: int = MAX_HEARTBEAT_STREAMS
+    ) -> None:
         self.m = master
         self.max_batch = hit_query_max_batch
         # NOTE [heartbeat stream]: each open stream holds one of the server's workers for its life.
