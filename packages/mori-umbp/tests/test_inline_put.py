@@ -191,6 +191,8 @@ def test_a_peer_without_the_inline_call_gets_the_block_by_slots(counted, monkeyp
         ctx.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
 
     monkeypatch.setattr(PeerServicer, "BatchPutInline", older)  # before the peer registers its handlers
+    # An older peer has no stream of the call either: the generated base answers UNIMPLEMENTED.
+    monkeypatch.setattr(PeerServicer, "BatchPutInlineStream", rpc.peer_grpc.UMBPPeerServicer.BatchPutInlineStream)
     with (
         MasterServer(master_config()) as master,
         make_client(master.address, "owner", 64 * PAGE) as owner,

@@ -228,7 +228,8 @@ class Verifier:
 
 # -- gRPC -------------------------------------------------------------------------------------------
 class ServerAuth(grpc.ServerInterceptor):
-    """Refuses every unary RPC whose credential does not verify, before its request is parsed.
+    """Refuses every RPC (unary, or a stream of signed frames) whose credential does not verify,
+    before its request is parsed.
     Built before the port is bound; until ``set_secret`` it refuses everything."""
 
     #: Refusals are logged at WARNING at most this often (a flood must not flood the log).
@@ -253,26 +254,16 @@ class ServerAuth(grpc.ServerInterceptor):
         return checked
 
     def _wrap(self, method: str, handler: Any) -> Any:
-        if handler.unary_unary is None:  # the services are unary only; refuse anything else
+        if handler.stream_stream is not None:
+            return self._wrap_stream(method, handler)
+        if handler.unary_unary is None:  # unary calls and signed-frame streams only; refuse the rest
             return grpc.unary_unary_rpc_method_handler(
                 lambda _req, ctx: ctx.abort(grpc.StatusCode.UNIMPLEMENTED, "only unary RPCs are served")
             )
         behavior, parse = handler.unary_unary, handler.request_deserializer
 
         def checked(body: bytes, ctx: Any) -> Any:
-            token = None
-            for k, v in ctx.invocation_metadata():
-                if k == METADATA_KEY:
-                    token = v
-                    break
-            verifier = self.verifier
-            try:
-                if verifier is None:
-                    raise PermissionError("this server has no pool secret yet")
-                node = verifier.verify(method, token, body)
-            except PermissionError as exc:
-                self._log_refusal(method, ctx, exc)
-                ctx.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+            node = self._check(method, _token(ctx), body, ctx)
             # No reset: gRPC runs each RPC in a context of its own, and every handler that can
             # read caller_node runs behind this check, which sets it first.
             caller_node.set(node)
@@ -282,12 +273,57 @@ class ServerAuth(grpc.ServerInterceptor):
             checked, request_deserializer=None, response_serializer=handler.response_serializer
         )
 
+    def _wrap_stream(self, method: str, handler: Any) -> Any:
+        """NOTE [heartbeat stream]: the opening's credential (over an empty body) is checked before
+        the handler runs, so an unproven connection holds no worker past this check; then every
+        frame (a SignedFrame) is checked as a unary request is, and must be signed by the node that
+        opened the stream, before the handler sees its body (bytes)."""
+        behavior, parse = handler.stream_stream, handler.request_deserializer
+
+        def checked(frames: Any, ctx: Any) -> Any:
+            node = self._check(method, _token(ctx), b"", ctx)
+            caller_node.set(node)
+
+            def bodies() -> Any:
+                for raw in frames:
+                    frame = parse(raw) if parse else raw
+                    signer = self._check(method, frame.credential, frame.body, ctx)
+                    if signer != node:
+                        self._log_refusal(method, ctx, PermissionError(f"frame signed by {signer!r}"))
+                        ctx.abort(grpc.StatusCode.UNAUTHENTICATED, "a frame is signed by another node than the stream")
+                    yield frame.body
+
+            return behavior(bodies(), ctx)
+
+        return grpc.stream_stream_rpc_method_handler(
+            checked, request_deserializer=None, response_serializer=handler.response_serializer
+        )
+
+    def _check(self, method: str, token: str | None, body: bytes, ctx: Any) -> str:
+        """The verified caller's node id; else the call is aborted UNAUTHENTICATED."""
+        verifier = self.verifier
+        try:
+            if verifier is None:
+                raise PermissionError("this server has no pool secret yet")
+            return verifier.verify(method, token, body)
+        except PermissionError as exc:
+            self._log_refusal(method, ctx, exc)
+            ctx.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+            raise  # abort raises; this keeps the type checker sure no str is missing
+
     def _log_refusal(self, method: str, ctx: Any, exc: Exception) -> None:
         self._refused += 1
         now = time.monotonic()
         if now - self._logged_at >= self.LOG_EVERY_S:
             self._logged_at = now
             log.warning("refused %s from %s: %s (%d refusals so far)", method, ctx.peer(), exc, self._refused)
+
+
+def _token(ctx: Any) -> str | None:
+    for k, v in ctx.invocation_metadata():
+        if k == METADATA_KEY:
+            return str(v)
+    return None
 
 
 class ClientAuth:
@@ -306,9 +342,18 @@ class ClientAuth:
 
     def signed(self, method: str, body: bytes, metadata: Any) -> Any:
         """``metadata`` plus the credential of a request serialized as ``body``."""
+        token = self.token(method, body)
+        if token is None:
+            return metadata
+        if not metadata:
+            return ((METADATA_KEY, token),)
+        return (*metadata, (METADATA_KEY, token))
+
+    def token(self, method: str, body: bytes) -> str | None:
+        """The credential of ``body`` sent to ``method`` (None without a secret: refused)."""
         secret = self._secret()
         if secret is None:
-            return metadata
+            return None
         key = self._key
         if key is None or key[0] is not secret:
             key = self._key = (secret, keyed(secret))
@@ -319,10 +364,7 @@ class ClientAuth:
         h = key[1].copy()
         h.update(f"{_VERSION}\n{method}\n{ms}\n{nonce}\n{node}\n".encode())
         h.update(body)
-        token = f"{_VERSION}.{ms}.{nonce}.{node}.{h.hexdigest()}"
-        if not metadata:
-            return ((METADATA_KEY, token),)
-        return (*metadata, (METADATA_KEY, token))
+        return f"{_VERSION}.{ms}.{nonce}.{node}.{h.hexdigest()}"
 
 
 class _SignedCall:
@@ -347,6 +389,24 @@ class _SignedCall:
         return self._inner.future(body, timeout, self._auth.signed(self._method, body, metadata), **kw)
 
 
+class _SignedStreamOpen:
+    """A stream-stream multi-callable whose opening carries a credential over an empty body; the
+    frames sign themselves (``mori.umbp.stream``: NOTE [heartbeat stream])."""
+
+    def __init__(self, make: Callable[[], Any], method: str, auth: ClientAuth) -> None:
+        self._make, self._method, self._auth = make, method, auth
+        self._inner: Any = None
+
+    def __call__(self, requests: Any, timeout: float | None = None, metadata: Any = None, **kw: Any) -> Any:
+        if self._inner is None:
+            self._inner = self._make()
+        return self._inner(requests, timeout, self._auth.signed(self._method, b"", metadata), **kw)
+
+    def frame_token(self, body: bytes) -> str | None:
+        """The credential of one frame whose body is ``body``."""
+        return self._auth.token(self._method, body)
+
+
 def _as_bytes(request: Any) -> bytes:
     """A multi-callable made without a serializer sends bytes; so does a signed one."""
     return request if isinstance(request, bytes) else bytes(request)
@@ -366,10 +426,15 @@ class SigningChannel:
         inner = self._channel.unary_unary(method, None, *args, **kw)  # bytes in: serialized by _SignedCall
         return _SignedCall(inner, method, self._auth, request_serializer)
 
-    def unary_stream(self, *args: Any, **kw: Any) -> Any:
-        raise NotImplementedError("UMBP services are unary only")
+    def stream_stream(self, method: str, *args: Any, **kw: Any) -> _SignedStreamOpen:
+        # The channel's own multi-callable is made at the first opening: a stub takes every method
+        # when it is built, and most of its users never open the stream.
+        return _SignedStreamOpen(lambda: self._channel.stream_stream(method, *args, **kw), method, self._auth)
 
-    stream_unary = stream_stream = unary_stream
+    def unary_stream(self, *args: Any, **kw: Any) -> Any:
+        raise NotImplementedError("UMBP serves unary calls and signed-frame streams only")
+
+    stream_unary = unary_stream
 
     def subscribe(self, *args: Any, **kw: Any) -> None:
         self._channel.subscribe(*args, **kw)

@@ -52,7 +52,7 @@ def call(what: str, fn: Callable[..., T], request: Any, error: type[UMBPError], 
     try:
         return fn(request, timeout=deadline)
     except grpc.RpcError as exc:
-        raise _mapped(what, exc, error, deadline) from None
+        raise mapped(what, exc, error, deadline) from None
 
 
 #: NOTE [overlapped calls]: calls to several peers overlap as blocking calls on these threads.
@@ -107,7 +107,8 @@ def start(
     return Pending(what, fn, request, error, deadline, overlap)
 
 
-def _mapped(what: str, exc: Any, error: type[UMBPError], deadline: float) -> UMBPError:
+def mapped(what: str, exc: Any, error: type[UMBPError], deadline: float) -> UMBPError:
+    """``error`` (or the typed error the status code calls for) naming the call and why."""
     code = exc.code() if hasattr(exc, "code") else None
     detail = exc.details() if hasattr(exc, "details") else str(exc)
     if code == grpc.StatusCode.INVALID_ARGUMENT:  # the request was wrong, not the connection
@@ -119,9 +120,9 @@ def _mapped(what: str, exc: Any, error: type[UMBPError], deadline: float) -> UMB
         )
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and PENDING_LIMIT_TAG in (detail or ""):
         return PendingLimitError(f"{what} refused: {detail}")
-    mapped = error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}")
-    mapped.unimplemented = code == grpc.StatusCode.UNIMPLEMENTED  # a server of an older version
-    return mapped
+    out = error(f"{what} failed ({code.name if code else 'error'}, deadline {deadline:.1f}s): {detail}")
+    out.unimplemented = code == grpc.StatusCode.UNIMPLEMENTED  # a server of an older version
+    return out
 
 
 def server(auth: ServerAuth, workers: int = 16) -> Any:

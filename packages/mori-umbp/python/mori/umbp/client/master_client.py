@@ -15,6 +15,7 @@ from mori.umbp.auth import ClientAuth, SecretSource
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
 from mori.umbp.errors import InvalidArgumentError, MasterUnavailableError
 from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, Event
+from mori.umbp.stream import StreamPool
 from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_keys, check_node_id, check_tier
 
 
@@ -41,6 +42,14 @@ class UMBPMasterClient:
         self.node_address = node_address
         self._channel = rpc.channel(master_address, ClientAuth(node_id, SecretSource(pool_secret, master_address)))
         self._stub = rpc.pb_grpc.UMBPMasterStub(self._channel)
+        # NOTE [heartbeat stream]: one stream, else (refused, or busy) the unary Heartbeat.
+        self._hb_stream = StreamPool(
+            self._stub.HeartbeatStream,
+            self._stub.Heartbeat,
+            rpc.pb.SignedFrame,
+            f"Heartbeat to master {master_address}",
+            1,
+        )
         self._registered = False
         self.registered_view: Any = None  # the PoolView of the last registration's answer
 
@@ -102,7 +111,7 @@ class UMBPMasterClient:
             bundles=[pb.KvEventBundle(seq=seq, events=[_event(*e) for e in evs]) for seq, evs in bundles],
             want_pool_view=want_pool_view,
         )
-        return self._call("Heartbeat", req)
+        return rpc.call(f"Heartbeat to master {self.master_address}", self._hb_stream, req, MasterUnavailableError)
 
     # -- routing ------------------------------------------------------------------------------
     def route_get(self, key: str, exclude_nodes: Sequence[str] = ()) -> Any:
@@ -168,4 +177,5 @@ class UMBPMasterClient:
         return [UMBPExternalKvHitCountEntry(e.hash, int(e.hit_count_total)) for e in res.entries]
 
     def close(self) -> None:
+        self._hb_stream.close()
         self._channel.close()

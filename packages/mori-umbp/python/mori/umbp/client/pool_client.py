@@ -43,10 +43,11 @@ from mori.umbp.errors import (
     PendingLimitError,
 )
 from mori.umbp.peer.pools import DevicePagePool, HostPagePool, PagePool, host_memory
-from mori.umbp.peer.service import INLINE_MAX_BYTES, PeerServicer
+from mori.umbp.peer.service import INLINE_MAX_BYTES, MAX_PEER_STREAMS, PeerServicer
 from mori.umbp.peer.ssd import SsdTier
 from mori.umbp.peer.ssd_staging import SsdStaging
 from mori.umbp.peer.store import PeerStore
+from mori.umbp.stream import StreamPool
 from mori.umbp.types import UMBPTierType, check_node_id
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,11 @@ PEER_CHUNK = 32
 #: (256 KiB a peer), and 5.9 ms against 4.0 ms at 64 KiB (512 KiB a peer); the trace's long
 #: batches of 64 KiB blocks served 34 requests/s by slots against 28 inline.
 INLINE_GROUP_MAX_BYTES = 256 << 10
+
+#: NOTE [heartbeat stream] in mori.umbp.stream: the peer calls of the data path go over streams,
+#: at most this many per method and peer (one per concurrent call; more calls at once go unary).
+PEER_STREAMS = 4
+STREAMED_PEER_CALLS = ("BatchResolveKeys", "BatchPutInline", "BatchAllocateSlots", "BatchCommitSlots")
 
 _G = TypeVar("_G")
 
@@ -205,8 +211,8 @@ class DistributedClient(UMBPClient):
             self.store.enable_ssd(ssd, staging, _weakly(self._kick_heartbeat, _nothing))
         self._mover = Mover(self._engine, dist.staging_buffer_size, self._timeout_ms)
         self._sync_flush = settings.get_bool("UMBP_COMMIT_SYNC_FLUSH")
-        workers = 8
-        self._peer_server: Any = rpc.server(auth.ServerAuth(secret), workers=workers)
+        workers = 8  # for unary calls; each open stream holds one more (NOTE [heartbeat stream])
+        self._peer_server: Any = rpc.server(auth.ServerAuth(secret), workers=workers + MAX_PEER_STREAMS)
         servicer = PeerServicer(
             self.store,
             self._desc,
@@ -307,8 +313,24 @@ class DistributedClient(UMBPClient):
         with self._peers_lock:
             if address not in self._peers:
                 ch = rpc.channel(address, self._auth)
-                self._peers[address] = (ch, rpc.peer_grpc.UMBPPeerStub(ch))
+                stub = rpc.peer_grpc.UMBPPeerStub(ch)
+                pools = {
+                    name: StreamPool(
+                        getattr(stub, f"{name}Stream"),
+                        getattr(stub, name),
+                        rpc.pb.SignedFrame,
+                        f"{name} on peer at {address}",
+                        PEER_STREAMS,
+                    )
+                    for name in STREAMED_PEER_CALLS
+                }
+                self._peers[address] = (ch, stub, pools)
             return self._peers[address][1]
+
+    def _peer_call(self, address: str, name: str) -> Any:
+        """The peer's ``name`` call (one of STREAMED_PEER_CALLS), over a stream where it can."""
+        self._peer(address)
+        return self._peers[address][2][name]
 
     # -- hooks ----------------------------------------------------------------------------------
     def get_deployment_mode(self) -> UMBPDeploymentMode:
@@ -469,12 +491,10 @@ class DistributedClient(UMBPClient):
                     ]
                 )
                 what = f"BatchPutInline on peer {node!r} at {route.peer_address}"
-                stub = self._peer(route.peer_address)
+                put = self._peer_call(route.peer_address, "BatchPutInline")
                 # NOTE [overlapped calls]: the last chunk's call runs in this thread, taken first below.
                 last = j == len(round_) - 1
-                calls.append(
-                    (node, idx, rpc.start(what, stub.BatchPutInline, req, PeerUnavailableError, overlap=not last))
-                )
+                calls.append((node, idx, rpc.start(what, put, req, PeerUnavailableError, overlap=not last)))
             for node, idx, pending in reversed(calls):
                 route = routes[idx[0]]
                 try:
@@ -592,7 +612,7 @@ class DistributedClient(UMBPClient):
                 )
                 allocs[node] = rpc.start(
                     f"BatchAllocateSlots on peer {node!r} at {route.peer_address}",
-                    self._peer(route.peer_address).BatchAllocateSlots,
+                    self._peer_call(route.peer_address, "BatchAllocateSlots"),
                     req,
                     PeerUnavailableError,
                     overlap=len(round_) > 1,
@@ -657,7 +677,7 @@ class DistributedClient(UMBPClient):
                     slots,
                     rpc.start(
                         f"BatchCommitSlots on {who}",
-                        stub.BatchCommitSlots,
+                        self._peer_call(route.peer_address, "BatchCommitSlots"),
                         req,
                         PeerUnavailableError,
                         overlap=len(round_) > 1,
@@ -804,9 +824,9 @@ class DistributedClient(UMBPClient):
         for j, (owner, chunk) in enumerate(chunks):
             req = rpc.peer_pb.BatchResolveKeysRequest(keys=[keys[i] for i in chunk])
             what = f"BatchResolveKeys on peer {owner.node_id!r} at {owner.peer_address}"
-            stub = self._peer(owner.peer_address)
+            resolve = self._peer_call(owner.peer_address, "BatchResolveKeys")
             # NOTE [overlapped calls]: the last chunk's call runs in this thread, taken first below.
-            call = rpc.start(what, stub.BatchResolveKeys, req, PeerUnavailableError, overlap=j < len(chunks) - 1)
+            call = rpc.start(what, resolve, req, PeerUnavailableError, overlap=j < len(chunks) - 1)
             pending.append((owner, chunk, call))
         reading: list[tuple[Owner, list[int], list[int], Moving]] = []
         with _settled(lambda: [r[3] for r in reading]):
@@ -996,7 +1016,9 @@ class DistributedClient(UMBPClient):
     def _teardown(self) -> None:
         self._peer_server.stop(0).wait()
         with self._peers_lock:
-            for ch, _ in self._peers.values():
+            for ch, _, pools in self._peers.values():
+                for pool in pools.values():
+                    pool.close()
                 ch.close()
             self._peers.clear()
         self._master.close()

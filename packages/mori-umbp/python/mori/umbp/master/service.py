@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -26,14 +27,24 @@ def _kind(event: Any) -> int:
     return ADD_IF_ABSENT if kind == ADD and event.if_absent else kind
 
 
+#: Heartbeat streams a master serves at once (NOTE [heartbeat stream] in mori.umbp.stream): each
+#: holds one of the server's 16 workers while open, so at most half of them; a node refused one
+#: heartbeats by unary calls.
+MAX_HEARTBEAT_STREAMS = 8
+
 #: Accessed keys one heartbeat may report; the rest are ignored (an access is a hint).
 MAX_ACCESSED = 4096
 
 
 class MasterServicer(pb_grpc.UMBPMasterServicer):
-    def __init__(self, master: Master, hit_query_max_batch: int = 4096) -> None:
+    def __init__(
+        self, master: Master, hit_query_max_batch: int = 4096, max_streams: int = MAX_HEARTBEAT_STREAMS
+    ) -> None:
         self.m = master
         self.max_batch = hit_query_max_batch
+        # NOTE [heartbeat stream]: each open stream holds one of the server's workers for its life.
+        self._streams = threading.BoundedSemaphore(max_streams)
+        self.max_streams = max_streams
 
     def _hashes(self, req: Any, ctx: Any, limit: bool) -> list[str]:
         """The request's hashes, checked; a bad one aborts the RPC with INVALID_ARGUMENT."""
@@ -181,6 +192,20 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         if res.known and req.want_pool_view:
             out.pool_view.CopyFrom(self._pool_view())
         return out
+
+    def HeartbeatStream(self, bodies: Any, ctx: Any) -> Any:
+        """NOTE [heartbeat stream]: heartbeats of one node, answered in order; ``bodies`` are the
+        frames' HeartbeatRequest bytes, each already checked by the pool credential."""
+        if not self._streams.acquire(blocking=False):
+            ctx.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{self.max_streams} heartbeat streams are open (the limit); use the unary Heartbeat",
+            )
+        try:
+            for body in bodies:
+                yield self.Heartbeat(pb.HeartbeatRequest.FromString(body), ctx)
+        finally:
+            self._streams.release()
 
     def RouteGet(self, req: Any, ctx: Any) -> Any:
         self._count("RouteGet")

@@ -71,6 +71,25 @@ def inline_refusal(entries: list[tuple[str, int]]) -> str:
     return ""
 
 
+#: Streams a peer serves at once (NOTE [heartbeat stream] in mori.umbp.stream): each holds one of
+#: the peer server's workers while open; the next is refused and its client calls unary.
+MAX_PEER_STREAMS = 16
+
+
+class _FrameContext:
+    """A stream's context as one frame's handler sees it: the frame's deadline is the client's
+    unary one (UMBP_RPC_TIMEOUT_MS), not the stream's lifetime."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+
+    def abort(self, code: Any, details: str) -> None:
+        self._ctx.abort(code, details)
+
+    def time_remaining(self) -> None:
+        return None
+
+
 def _wait_budget(ctx: Any) -> float:
     """How long AllocateSlot may wait on another writer's key: the caller's deadline less a margin
     for the answer to reach it (NOTE [one key, many writers] in mori.umbp.peer.store)."""
@@ -99,6 +118,31 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         self.on_commit = on_commit
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
         self._packs: dict[int, tuple[Any, bytes]] = {}  # id(MemoryDesc) -> (it, its packed bytes)
+        self._streams = threading.BoundedSemaphore(MAX_PEER_STREAMS)
+
+    def _stream(self, bodies: Any, ctx: Any, parse: Callable[[bytes], Any], serve: Callable[[Any, Any], Any]) -> Any:
+        """NOTE [heartbeat stream]: ``serve`` (a unary method) for each frame, in order; each frame
+        was checked by the pool credential before it reaches here."""
+        if not self._streams.acquire(blocking=False):
+            ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{MAX_PEER_STREAMS} streams are open (the limit)")
+        try:
+            frame_ctx = _FrameContext(ctx)
+            for body in bodies:
+                yield serve(parse(body), frame_ctx)
+        finally:
+            self._streams.release()
+
+    def BatchResolveKeysStream(self, bodies: Any, ctx: Any) -> Any:
+        return self._stream(bodies, ctx, peer_pb.BatchResolveKeysRequest.FromString, self.BatchResolveKeys)
+
+    def BatchPutInlineStream(self, bodies: Any, ctx: Any) -> Any:
+        return self._stream(bodies, ctx, peer_pb.BatchPutInlineRequest.FromString, self.BatchPutInline)
+
+    def BatchAllocateSlotsStream(self, bodies: Any, ctx: Any) -> Any:
+        return self._stream(bodies, ctx, peer_pb.BatchAllocateSlotsRequest.FromString, self.BatchAllocateSlots)
+
+    def BatchCommitSlotsStream(self, bodies: Any, ctx: Any) -> Any:
+        return self._stream(bodies, ctx, peer_pb.BatchCommitSlotsRequest.FromString, self.BatchCommitSlots)
 
     @staticmethod
     def _pages(pool: PagePool, pages: list[int]) -> list[Any]:
