@@ -101,20 +101,9 @@ class EpDispatchCombineOp:
         self._id = new_op_id()  # its routing handles carry it
         self._closed = False
         self.layout = Layout.for_config(config)
-        if shmem.shmem_backend() == "cuda":
-            self.device = torch.device("cuda", shmem.shmem_cuda_device())
-            self._backend: CpuBackend | CudaBackend = CudaBackend(
-                config.world_size, config.num_experts_per_token, shmem.shmem_cuda_device()
-            )
-            major, minor = torch.cuda.get_device_capability(self.device)
-            self._arch = f"sm{major}{minor}"
-            self._gpu = gpu_model_name(torch.cuda.get_device_name(self.device))
-        else:
-            self.device = torch.device("cpu")
-            self._backend = CpuBackend()
-            self._arch = self._gpu = ""
-        # The config and the GPU bound once: each call passes its phase, shape and overrides.
-        self._launch = functools.partial(resolve, self.config, arch=self._arch, gpu=self._gpu)
+        cuda_device = shmem.shmem_cuda_device() if shmem.shmem_backend() == "cuda" else None
+        self.device = torch.device("cpu") if cuda_device is None else torch.device("cuda", cuda_device)
+        self._bind_backend(cuda_device)
         logger.debug("op region: %d bytes", self.layout.nbytes)
         try:
             self._buffer = shmem.shmem_empty(self.layout.nbytes, "uint8")  # collective
@@ -273,6 +262,20 @@ class EpDispatchCombineOp:
                 f"max_token_type_size={self.config.max_token_type_size}"
             )
         return self._view("off_comb_tokens", self.layout.max_recv, hidden, dtype)
+
+    def _bind_backend(self, cuda_device: int | None) -> None:
+        """The backend the kernels run on (cuda on ``cuda_device``, cpu when None), the GPU's
+        architecture and model that pick its tuning file, and ``_launch``, the launch geometry
+        resolver bound to them and the config (each call passes its phase, shape and overrides)."""
+        if cuda_device is None:
+            self._backend: CpuBackend | CudaBackend = CpuBackend()
+            self._arch = self._gpu = ""
+        else:
+            self._backend = CudaBackend(self.config.world_size, self.config.num_experts_per_token, cuda_device)
+            major, minor = self._torch.cuda.get_device_capability(self.device)
+            self._arch = f"sm{major}{minor}"
+            self._gpu = gpu_model_name(self._torch.cuda.get_device_name(self.device))
+        self._launch = functools.partial(resolve, self.config, arch=self._arch, gpu=self._gpu)
 
     # ---- launch geometry ---------------------------------------------------------------------
 
