@@ -14,8 +14,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 pytest_plugins = ["mori.testing.pytest_plugin"]
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -27,10 +25,6 @@ os.environ.setdefault("MORI_BOOTSTRAP_TIMEOUT", "60")
 os.environ.setdefault("MORI_CCO_TIMEOUT", "60")
 # Slots are backed on demand; small ones keep /dev/shm use bounded when a test leaks a process.
 os.environ.setdefault("MORI_CCO_PER_RANK_VMM", "256M")
-
-
-def pytest_mori_default_timeout(config: pytest.Config) -> float:
-    return 300
 
 
 def backend_env(backend: str, ranks_per_node: int = 0, **extra: str) -> dict[str, str]:

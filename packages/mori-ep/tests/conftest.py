@@ -13,8 +13,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 pytest_plugins = ["mori.testing.pytest_plugin"]
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -25,7 +23,3 @@ if str(TESTS_DIR) not in sys.path:
 os.environ.setdefault("MORI_SHMEM_HEAP_SIZE", "256M")
 os.environ.setdefault("MORI_BOOTSTRAP_TIMEOUT", "60")
 os.environ.setdefault("MORI_EP_TIMEOUT", "60")
-
-
-def pytest_mori_default_timeout(config: pytest.Config) -> float:
-    return 300

@@ -10,6 +10,8 @@ identity expert: U * x and U * w, U = distinct destination PEs).
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -30,11 +32,12 @@ def _device(backend: str) -> torch.device:
     return torch.device("cpu")
 
 
-def make_op(w: wl.Workload, rank: int, **fields: Any) -> Any:
+def make_config(w: wl.Workload, rank: int, **fields: Any) -> Any:
+    """The workload's EpDispatchCombineConfig for ``rank`` (the torch and the jax tests share it)."""
     from mori.ep import EpDispatchCombineConfig
 
     scale_size = torch.empty(0, dtype=getattr(torch, w.scale_dtype)).element_size() if w.scale_dim else 0
-    config = EpDispatchCombineConfig(
+    return EpDispatchCombineConfig(
         data_type=getattr(torch, w.dtype),
         rank=rank,
         world_size=w.world_size,
@@ -47,9 +50,12 @@ def make_op(w: wl.Workload, rank: int, **fields: Any) -> Any:
         num_experts_per_token=w.topk,
         **fields,
     )
+
+
+def make_op(w: wl.Workload, rank: int, **fields: Any) -> Any:
     from mori.ep import EpDispatchCombineOp
 
-    return EpDispatchCombineOp(config)
+    return EpDispatchCombineOp(make_config(w, rank, **fields))
 
 
 def check_dispatch(w: wl.Workload, rank: int, iteration: int, op: Any, outputs: Any) -> int:
@@ -186,27 +192,35 @@ def routed_sources(w: wl.Workload, sources: dict[int, tuple[Any, torch.Tensor]],
     )
 
 
+def stalled_dispatch(rank: int, op: Any, dispatch: Callable[[Any], object]) -> str:
+    """Rank 1 holds ``op`` and never dispatches; rank 0 runs ``dispatch(op)``, which must fail with a
+    timeout: returns the error's type, how long it took and its message (or "no error")."""
+    if rank == 1:
+        time.sleep(8)
+        return "stalled"
+    started = time.monotonic()
+    try:
+        dispatch(op)
+    except Exception as exc:
+        return f"{type(exc).__name__} after {time.monotonic() - started:.1f}s: {exc}"
+    return "no error"
+
+
 def stall_one_rank(
     rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any] | None = None
 ) -> str:
     """Rank 1 makes the op and then never dispatches: rank 0's dispatch must fail with a timeout."""
-    import time
-
     init_pe(rank, nranks, uid)
     try:
         device = _device(backend)
-        op = make_op(w, rank, **(fields or {}))
-        if rank == 1:
-            time.sleep(8)
-            return "stalled"
         x, weights, _ = wl.tokens(w, rank)
-        started = time.monotonic()
-        try:
-            op.dispatch(x.to(device), weights.to(device), None, wl.routing(w, rank).to(device))
+        indices = wl.routing(w, rank).to(device)
+
+        def dispatch(op: Any) -> None:
+            op.dispatch(x.to(device), weights.to(device), None, indices)
             op.check_error()
-        except Exception as exc:
-            return f"{type(exc).__name__} after {time.monotonic() - started:.1f}s: {exc}"
-        return "no error"
+
+        return stalled_dispatch(rank, make_op(w, rank, **(fields or {})), dispatch)
     finally:
         shmem.shmem_finalize()
 
@@ -232,6 +246,22 @@ def overflow(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, c
 
 def replace(w: wl.Workload, **changes: Any) -> wl.Workload:
     return dataclasses.replace(w, **changes)
+
+
+def spread(w: wl.Workload, world_size: int, **changes: Any) -> wl.Workload:
+    """``w`` on ``world_size`` PEs with 16 // world_size + 1 experts each: every PE owns experts
+    and the routing reaches every PE, at each world size the tests use."""
+    return replace(w, world_size=world_size, experts_per_rank=16 // world_size + 1, **changes)
+
+
+#: fp8 tokens with four fp32 scales per row, top-8 routing.
+FP8_WITH_SCALES: dict[str, Any] = {"dtype": "float8_e4m3fn", "scale_dim": 4, "scale_dtype": "float32", "topk": 8}
+
+
+def assert_moves_rows(totals: Any) -> None:
+    """``totals`` (total_recv per PE, per iteration) shows that some PE received rows: a test
+    whose workload moves nothing would pass whatever the op did."""
+    assert any(t > 0 for per_rank in totals for t in per_rank), "the workload must move rows"
 
 
 def graph_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, replays: int) -> list[int]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import ep_programs
 import numpy as np
 import torch
+from ep_programs import make_config
 
 import mori.shmem as shmem
 from mori.ep import reference
@@ -31,18 +33,6 @@ def to_torch(array: Any) -> Any:
     host = np.array(array)  # a writable copy
     dtype = getattr(torch, str(host.dtype))
     return torch.from_numpy(host.view(np.uint8).reshape(-1)).view(dtype).reshape(host.shape)
-
-
-def make_config(w: wl.Workload, rank: int, **fields: Any) -> Any:
-    from mori.ep import EpDispatchCombineConfig
-
-    scale_size = torch.empty(0, dtype=getattr(torch, w.scale_dtype)).element_size() if w.scale_dim else 0
-    return EpDispatchCombineConfig(
-        data_type=getattr(torch, w.dtype), rank=rank, world_size=w.world_size, hidden_dim=w.hidden,
-        scale_dim=w.scale_dim, scale_type_size=scale_size, max_token_type_size=4,
-        max_num_inp_token_per_rank=w.max_tokens, num_experts_per_rank=w.experts_per_rank,
-        num_experts_per_token=w.topk, **fields,
-    )  # fmt: skip
 
 
 def dispatch_combine(
@@ -194,24 +184,15 @@ def distributed_init(rank: int, nranks: int, uid: bytes, port: int, w: wl.Worklo
 def stall_one_rank(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> str:
     """PE 1 creates the op and never dispatches: PE 0's jitted dispatch must fail after
     MORI_EP_TIMEOUT with jax's runtime error naming EpTimeoutError, not hang."""
-    import time
-
     init_pe(rank, nranks, uid)
     try:
         import jax
 
         import mori.jax
 
-        op = mori.jax.EpDispatchCombineOp(make_config(w, rank))
-        if rank == 1:
-            time.sleep(8)
-            return "stalled"
         x, weights, _ = wl.tokens(w, rank)
-        started = time.monotonic()
-        try:
-            jax.block_until_ready(jax.jit(op.dispatch)(to_jax(x), to_jax(weights), None, to_jax(wl.routing(w, rank))))
-        except Exception as exc:
-            return f"{type(exc).__name__} after {time.monotonic() - started:.1f}s: {exc}"
-        return "no error"
+        args = (to_jax(x), to_jax(weights), None, to_jax(wl.routing(w, rank)))
+        op = mori.jax.EpDispatchCombineOp(make_config(w, rank))
+        return ep_programs.stalled_dispatch(rank, op, lambda op: jax.block_until_ready(jax.jit(op.dispatch)(*args)))
     finally:
         shmem.shmem_finalize()

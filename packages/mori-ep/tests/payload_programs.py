@@ -14,23 +14,32 @@ from mori.ep import workload as wl
 from mori.shmem.testing import init_pe
 
 
+def _dispatched(rank: int, backend: str, w: wl.Workload, fields: dict[str, Any]) -> tuple[Any, Any, Any, Any, int]:
+    """Makes the op and dispatches ``w``'s rows (received ones checked bit-exact against their
+    source): returns the op, the device, the routing, dispatch's outputs and total_recv."""
+    device = ep_programs._device(backend)
+    op = ep_programs.make_op(w, rank, **fields)
+    x, weights, scales = wl.tokens(w, rank)
+    indices = wl.routing(w, rank).to(device)
+    outputs = op.dispatch(x.to(device), weights.to(device), None if scales is None else scales.to(device), indices)
+    if _split(op):
+        op.dispatch_recv()
+    op.check_error()
+    return op, device, indices, outputs, ep_programs.check_dispatch(w, rank, 0, op, outputs)
+
+
+def _split(op: Any) -> bool:
+    return bool(op.config.kernel_type.name == "AsyncLL")  # the receive halves are separate calls
+
+
 def dispatch_then_combine_bytes(
     rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any]
 ) -> str:
-    """Dispatches ``w``'s byte rows (checked bit-exact against their source), then hands the
-    received rows to combine as they are: returns the error's type and message."""
+    """Dispatches ``w``'s byte rows, then hands the received rows to combine as they are: returns
+    the error's type and message."""
     init_pe(rank, nranks, uid)
     try:
-        device = ep_programs._device(backend)
-        op = ep_programs.make_op(w, rank, **fields)
-        x, weights, scales = wl.tokens(w, rank)
-        indices = wl.routing(w, rank).to(device)
-        outputs = op.dispatch(x.to(device), weights.to(device), None if scales is None else scales.to(device), indices)
-        split = op.config.kernel_type.name == "AsyncLL"  # the receive halves are separate calls
-        if split:
-            op.dispatch_recv()
-        op.check_error()
-        total = ep_programs.check_dispatch(w, rank, 0, op, outputs)
+        op, device, indices, outputs, total = _dispatched(rank, backend, w, fields)
         try:
             op.combine(outputs[0][:total], None, indices)
         except Exception as exc:  # the test inspects the type and message
@@ -39,7 +48,7 @@ def dispatch_then_combine_bytes(
             message = "no error"
         if w.hidden >= 8:  # the op is still usable: a bf16 combine (8 columns, 16 bytes) of the same routing runs
             op.combine(torch.zeros(total, 8, dtype=torch.bfloat16, device=device), None, indices)
-            if split:
+            if _split(op):
                 op.combine_recv()
             op.check_error()
         op.close()
@@ -52,12 +61,7 @@ def combine_error(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Worklo
     """A dispatch, then a combine the op must refuse before launching (the config's quant_type)."""
     init_pe(rank, nranks, uid)
     try:
-        device = ep_programs._device(backend)
-        op = ep_programs.make_op(w, rank, **fields)
-        x, weights, _ = wl.tokens(w, rank)
-        indices = wl.routing(w, rank).to(device)
-        out = op.dispatch(x.to(device), weights.to(device), None, indices)
-        total = ep_programs.check_dispatch(w, rank, 0, op, out)
+        op, _, indices, out, total = _dispatched(rank, backend, w, fields)
         try:
             op.combine(out[0][:total], None, indices)
         except Exception as exc:

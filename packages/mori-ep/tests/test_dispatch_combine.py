@@ -24,14 +24,14 @@ def _run(
 
 @pytest.mark.parametrize("world_size", [2, 4, 8])
 def test_random_routing_bf16(backend: str, world_size: int) -> None:
-    w = ep_programs.replace(BASE, world_size=world_size, experts_per_rank=16 // world_size + 1)
+    w = ep_programs.spread(BASE, world_size)
     totals = _run(backend, w)
-    assert any(t > 0 for per_rank in totals for t in per_rank), "the workload must move rows"
+    ep_programs.assert_moves_rows(totals)
 
 
 @pytest.mark.parametrize("kernel_type", [0, 5], ids=["IntraNode", "IntraNodeLL"])
 def test_fp8_dispatch_with_scales_bf16_combine(backend: str, kernel_type: int) -> None:
-    w = ep_programs.replace(BASE, world_size=4, dtype="float8_e4m3fn", scale_dim=4, scale_dtype="float32", topk=8)
+    w = ep_programs.replace(BASE, world_size=4, **ep_programs.FP8_WITH_SCALES)
     _run(backend, w, kernel_type=kernel_type)
 
 

@@ -44,9 +44,9 @@ TWO_HOSTS = [
 
 @pytest.mark.parametrize(("kernel_type", "world_size", "per_node"), TWO_HOSTS)
 def test_two_hosts_match_the_reference(backend: str, kernel_type: int, world_size: int, per_node: int) -> None:
-    w = ep_programs.replace(BASE, world_size=world_size, experts_per_rank=16 // world_size + 1)
+    w = ep_programs.spread(BASE, world_size)
     totals = _run(backend, w, per_node, kernel_type=kernel_type, iterations=3)
-    assert any(t > 0 for per_rank in totals for t in per_rank), "the workload must move rows"
+    ep_programs.assert_moves_rows(totals)
 
 
 @pytest.mark.parametrize("kernel_type", list(KERNEL_TYPES.values()), ids=list(KERNEL_TYPES))
@@ -59,9 +59,7 @@ def test_a_second_combine_without_a_dispatch_is_refused(backend: str, kernel_typ
 
 @pytest.mark.parametrize("kernel_type", [2, 4], ids=["InterNodeV1", "AsyncLL"])
 def test_fp8_dispatch_with_scales_and_fp8_combine(backend: str, kernel_type: int) -> None:
-    w = ep_programs.replace(
-        BASE, dtype="float8_e4m3fn", scale_dim=4, scale_dtype="float32", topk=8, extra={"quant_blocks": 4}
-    )
+    w = ep_programs.replace(BASE, **ep_programs.FP8_WITH_SCALES, extra={"quant_blocks": 4})
     _run(backend, w, 2, kernel_type=kernel_type, quant_type="fp8_direct_cast")
 
 
@@ -134,7 +132,7 @@ def test_async_ll_halves_out_of_order_raise(backend: str) -> None:
 def test_routing_handle_replay_and_combine_across_hosts(
     backend: str, kernel_type: int, world_size: int, per_node: int
 ) -> None:
-    w = ep_programs.replace(BASE, world_size=world_size, tokens=16, experts_per_rank=16 // world_size + 1)
+    w = ep_programs.spread(BASE, world_size, tokens=16)
     fields = {"kernel_type": kernel_type, "gpu_per_node": per_node}
     env = _env(backend, per_node)
     totals = run_pes(ep_programs.routing_replay, world_size, backend, w, fields, env=env, timeout=240)

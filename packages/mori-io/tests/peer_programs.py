@@ -12,6 +12,10 @@ import numpy as np
 
 from mori.testing import PeerProcess
 
+MiB = 1 << 20
+#: Bytes of the memory a target process registers (its seed fills them).
+TARGET_BYTES = 32 * MiB
+
 
 def serve_target(conn: Connection, nbytes: int, seed: int) -> None:
     """A target engine owning nbytes of seeded random data; answers commands over conn:

@@ -19,11 +19,9 @@ from conftest import (
     write_then_scattered_read,
     write_to_stopped_target,
 )
+from peer_programs import TARGET_BYTES, MiB
 
 from mori.io import IOEngine, StatusCode
-
-MiB = 1 << 20
-TARGET_BYTES = 32 * MiB
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,13 +19,10 @@ from conftest import (
     write_then_scattered_read,
     write_to_stopped_target,
 )
-from peer_programs import TargetProcess
+from peer_programs import TARGET_BYTES, MiB, TargetProcess
 from rdma_programs import rdma_engine, ucx_unavailable
 
 from mori.io import StatusCode
-
-MiB = 1 << 20
-TARGET_BYTES = 32 * MiB
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -29,10 +29,6 @@ os.environ.setdefault("MORI_BOOTSTRAP_TIMEOUT", "30")
 os.environ.setdefault("MORI_SHMEM_WAIT_TIMEOUT", "30")
 
 
-def pytest_mori_default_timeout(config: pytest.Config) -> float:
-    return 300
-
-
 @pytest.fixture(scope="session")
 def bitcode_path() -> str:
     """The device bitcode (shipped, cached or built now); skips when none can be had here."""

@@ -21,7 +21,7 @@ from mori.testing.native import compile_declaration_check, cuda_include
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 NATIVE = PACKAGE_ROOT / "tests" / "native"
-HEADERS = ("cuda_driver.hpp", "ucx_api.hpp", "hmac_sha256.hpp")
+HEADERS = ("cuda_driver.hpp", "ucx_api.hpp", "hmac_sha256.hpp", "c_api_guard.hpp")
 
 
 def _compiler() -> str:
@@ -72,6 +72,18 @@ def test_ucp_declarations_match_ucp_h() -> None:
         pytest.skip("the libucx wheel (pip install libucx-cu12) and its ucp.h are not installed")
     include = lib.parent / "include"
     compile_declaration_check(PACKAGE_ROOT, "check_ucx_abi.cpp", include, f"-I{mori.get_include()}", "-Wall", "-Werror")
+
+
+def test_c_api_guard_turns_each_exception_into_its_status(tmp_path: Path) -> None:
+    program = _build(tmp_path, "c_api_guard.cpp")
+    done = subprocess.run([str(program)], capture_output=True, text=True, timeout=60, check=True)
+    # The program's codes: success 0, out of memory 7, internal 9; its own error carries status 3.
+    assert done.stdout.splitlines() == [
+        "0 -",  # success leaves the last error as it was
+        "3 size must be > 0",
+        "7 out of host memory",
+        "9 internal error: bad state",
+    ]
 
 
 def test_sha256_and_hmac_match_hashlib(tmp_path: Path) -> None:

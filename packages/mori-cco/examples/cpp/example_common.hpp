@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// What the C++ examples share: failing loudly on a bad status, and handing rank 0's unique id to
-// the other processes through a file.
+// What the C++ examples share: their command line, failing loudly on a bad status, and handing
+// rank 0's unique id to the other processes through a file.
 #pragma once
 
 #include <chrono>
@@ -19,6 +19,20 @@ inline void check(int status, const char* what) {
     std::fprintf(stderr, "%s failed (%d): %s\n", what, status, ccoGetLastError());
     std::exit(1);
   }
+}
+
+// "<rank> <nranks> <uid file>" and then the example's own arguments (named in more_usage; their
+// count is more_args): returns {rank, nranks}, or exits with the usage when the count is wrong.
+struct Ranks {
+  int rank;
+  int nranks;
+};
+inline Ranks parse_ranks(int argc, char** argv, int more_args = 0, const char* more_usage = "") {
+  if (argc != 4 + more_args) {
+    std::fprintf(stderr, "usage: %s <rank> <nranks> <uid file>%s\n", argv[0], more_usage);
+    std::exit(2);
+  }
+  return {std::atoi(argv[1]), std::atoi(argv[2])};
 }
 
 // Rank 0 writes a fresh unique id to path; the others wait for it to appear.

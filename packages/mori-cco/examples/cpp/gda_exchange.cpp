@@ -18,12 +18,7 @@ using example::check;
 using example::share_unique_id;
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s <rank> <nranks> <uid file> <ranks per node>\n", argv[0]);
-    return 2;
-  }
-  const int rank = std::atoi(argv[1]);
-  const int nranks = std::atoi(argv[2]);
+  const auto [rank, nranks] = example::parse_ranks(argc, argv, 1, " <ranks per node>");
   const int per_node = std::atoi(argv[4]);
   setenv("MORI_CCO_RANKS_PER_NODE", argv[4], 1);
   const ccoUniqueId id = share_unique_id(rank, argv[3]);

@@ -12,12 +12,7 @@ using example::check;
 using example::share_unique_id;
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s <rank> <nranks> <uid file>\n", argv[0]);
-    return 2;
-  }
-  const int rank = std::atoi(argv[1]);
-  const int nranks = std::atoi(argv[2]);
+  const auto [rank, nranks] = example::parse_ranks(argc, argv);
   const ccoUniqueId id = share_unique_id(rank, argv[3]);
 
   ccoComm_t comm = nullptr;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The C++ API of cco.hpp: each call runs its body under `guarded`, which turns an exception into
-// its status and the thread's last-error message.
+// The C++ API of cco.hpp: each call runs its body under `guarded` (mori/c_api_guard.hpp), which
+// turns an exception into its status and the thread's last-error message.
 #include <cstring>
 #include <new>
 #include <string>
@@ -11,6 +11,7 @@
 #include "core/settings.hpp"
 #include "host/collectives.hpp"
 #include "host/lsa_sync.hpp"
+#include "mori/c_api_guard.hpp"
 #include "mori_shmem/mori_shmem.h"
 
 struct ccoComm {
@@ -26,19 +27,8 @@ thread_local std::string t_setting_value;  // ccoSetting::value of the thread's 
 
 template <typename Body>
 int guarded(Body&& body) {
-  try {
-    body();
-    return ccoSuccess;
-  } catch (const mori::cco::Error& error) {
-    t_last_error = error.what();
-    return error.status();
-  } catch (const std::bad_alloc&) {
-    t_last_error = "out of host memory";
-    return ccoOutOfMemory;
-  } catch (const std::exception& error) {
-    t_last_error = std::string("internal error: ") + error.what();
-    return ccoInternalError;
-  }
+  return mori::common::guarded_call<mori::cco::Error>({ccoSuccess, ccoOutOfMemory, ccoInternalError}, t_last_error,
+                                                      std::forward<Body>(body));
 }
 
 template <typename T>

@@ -23,6 +23,7 @@
 // A kernel here has two to four copy sites: inlined, they cost some compile time, while the
 // out-of-line copy's call makes ptxas save (spill) a third of the 128 registers at every call.
 #define MORI_SHMEM_INLINE_COPY
+#include <mori_shmem/device/convert.cuh>
 #include <mori_shmem/device/copy.cuh>
 #include <mori_shmem/device/ptx.cuh>
 
@@ -101,27 +102,15 @@ template <>
 struct Elem<MORI_CCO_DTYPE_BFLOAT16> {
   typedef unsigned short S;
   typedef float Acc;
-  __device__ __forceinline__ static Acc load(S v) { return __uint_as_float(static_cast<unsigned>(v) << 16); }
-  __device__ __forceinline__ static S store(Acc f) {
-    unsigned short r;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
-    return r;
-  }
+  __device__ __forceinline__ static Acc load(S v) { return shmem::detail::Bf16ToFloat(v); }
+  __device__ __forceinline__ static S store(Acc f) { return shmem::detail::FloatToBf16(f); }
 };
 template <>
 struct Elem<MORI_CCO_DTYPE_FLOAT16> {
   typedef unsigned short S;
   typedef float Acc;
-  __device__ __forceinline__ static Acc load(S v) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
-    return f;
-  }
-  __device__ __forceinline__ static S store(Acc f) {
-    unsigned short r;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
-    return r;
-  }
+  __device__ __forceinline__ static Acc load(S v) { return shmem::detail::Fp16ToFloat(v); }
+  __device__ __forceinline__ static S store(Acc f) { return shmem::detail::FloatToFp16(f); }
 };
 template <>
 struct Elem<MORI_CCO_DTYPE_INT32> : Plain<int> {};

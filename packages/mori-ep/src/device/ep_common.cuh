@@ -5,6 +5,7 @@
 #pragma once
 
 #include "ep_args.h"
+#include "mori_shmem/device/convert.cuh"
 #include "mori_shmem/device/ptx.cuh"
 
 namespace mori::ep {
@@ -72,25 +73,11 @@ __device__ __forceinline__ bool LastBlock(const mori_ep_args_t& a, unsigned ctrl
 
 // ---- element conversions -------------------------------------------------------------------
 
-__device__ __forceinline__ float Bf16ToFloat(unsigned short v) { return __uint_as_float(static_cast<unsigned>(v) << 16); }
-
-__device__ __forceinline__ unsigned short FloatToBf16(float f) {
-  unsigned short r;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
-  return r;
-}
-
-__device__ __forceinline__ float Fp16ToFloat(unsigned short v) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
-  return f;
-}
-
-__device__ __forceinline__ unsigned short FloatToFp16(float f) {
-  unsigned short r;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
-  return r;
-}
+// bf16 / fp16 <-> float: mori-shmem's, which mori-cco's reductions use too.
+using ::mori::shmem::detail::Bf16ToFloat;
+using ::mori::shmem::detail::FloatToBf16;
+using ::mori::shmem::detail::Fp16ToFloat;
+using ::mori::shmem::detail::FloatToFp16;
 
 // Two floats to two e4m3fn bytes (lo = a), saturating to +-448.
 __device__ __forceinline__ unsigned short FloatsToFp8x2(float a, float b) {

@@ -148,6 +148,9 @@ class Engine {
                  bool started, bool repeated);
   // route() for a transfer a backend gave up, resolving the remote engine anew.
   void reroute(const std::shared_ptr<Pending>& pending, size_t from);
+  // A transfer that failed after it started, on the backends after chain position index; when
+  // that cannot start either, its status gets code and "<failures> too: <the reroute's error>".
+  void retry_later(const std::shared_ptr<Pending>& pending, size_t index, StatusCode code, const std::string& failures);
   std::shared_ptr<tcp::TcpBackend> tcp_backend() const;
   std::shared_ptr<p2p::P2PBackend> p2p_backend() const;
   std::shared_ptr<ucx::RdmaBackend> rdma_backend() const;

@@ -73,11 +73,7 @@ void Engine::fail_over(BackendType failed, size_t index, const std::shared_ptr<P
     }
     MORI_IO_LOG(Warning, "P2P transfer " << uid << " to engine '" << remote << "' failed (" << reason
                                          << "); retrying it over the network");
-    try {
-      reroute(pending, index + 1);
-    } catch (const Error& e) {
-      status.update(StatusCode::ERR_GPU_OP, "P2P failed (" + reason + ") and the retry too: " + e.what());
-    }
+    retry_later(pending, index, StatusCode::ERR_GPU_OP, "P2P failed (" + reason + ") and the retry");
     return;
   }
   if (failed != BackendType::RDMA) {  // only the last backend (TCP) never fails over
@@ -102,10 +98,15 @@ void Engine::fail_over(BackendType failed, size_t index, const std::shared_ptr<P
   }
   MORI_IO_LOG(Warning, "RDMA transfer " << uid << " to engine '" << remote << "' failed (" << why
                                         << "); retrying it over TCP");
+  retry_later(pending, index, StatusCode::ERR_RDMA_OP, "RDMA failed (" + why + ") and TCP");
+}
+
+void Engine::retry_later(const std::shared_ptr<Pending>& pending, size_t index, StatusCode code,
+                         const std::string& failures) {
   try {
     reroute(pending, index + 1);
   } catch (const Error& e) {
-    status.update(StatusCode::ERR_RDMA_OP, "RDMA failed (" + why + ") and TCP too: " + e.what());
+    pending->status->update(code, failures + " too: " + e.what());
   }
 }
 

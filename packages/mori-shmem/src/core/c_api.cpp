@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The exported C functions: each one runs its body under `guarded`, which turns a C++ exception
-// into a status code and the thread-local message that mori_shmem_last_error() returns.
+// The exported C functions: each one runs its body under `guarded` (mori/c_api_guard.hpp), which
+// turns a C++ exception into a status code and the thread-local message that mori_shmem_last_error()
+// returns.
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "core/symmetric_alloc.hpp"
 #include "cuda/cuda_driver.hpp"
 #include "cuda/fd_exchange.hpp"
+#include "mori/c_api_guard.hpp"
 #include "mori_shmem/mori_shmem.h"
 #include "remote/region.hpp"
 
@@ -27,19 +29,8 @@ thread_local std::string t_last_error;
 
 template <typename Body>
 int guarded(Body&& body) {
-  try {
-    body();
-    return MORI_SHMEM_SUCCESS;
-  } catch (const Error& error) {
-    t_last_error = error.what();
-    return error.status();
-  } catch (const std::bad_alloc&) {
-    t_last_error = "out of host memory";
-    return MORI_SHMEM_ERR_SYSTEM;
-  } catch (const std::exception& error) {
-    t_last_error = std::string("internal error: ") + error.what();
-    return MORI_SHMEM_ERR_INTERNAL;
-  }
+  return mori::common::guarded_call<Error>({MORI_SHMEM_SUCCESS, MORI_SHMEM_ERR_SYSTEM, MORI_SHMEM_ERR_INTERNAL},
+                                           t_last_error, std::forward<Body>(body));
 }
 
 CudaHeap& require_cuda(PeState& state, const char* caller) {

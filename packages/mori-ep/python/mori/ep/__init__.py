@@ -20,24 +20,14 @@ from __future__ import annotations
 import mori.shmem as _shmem
 from mori._version import distribution_version
 from mori.ep import _C
+from mori.ep import errors as _errors
 from mori.ep._abi_check import check_abi, mapped_library_paths
 from mori.ep.config import (
     EpDispatchCombineConfig,
     EpDispatchCombineKernelType,
     EpDispatchCombineQuantType,
 )
-from mori.ep.errors import (
-    EpConfigError,
-    EpConfigMismatchError,
-    EpError,
-    EpInputError,
-    EpOpClosedError,
-    EpOverflowError,
-    EpPeerLostError,
-    EpRoutingError,
-    EpTimeoutError,
-    EpUnsupportedError,
-)
+from mori.ep.errors import *  # noqa: F403  (the error classes; errors.__all__ lists them once)
 from mori.ep.kernels import warmup_jit_kernels
 from mori.ep.op import EpDispatchCombineOp
 from mori.ep.routing import EpDispatchRoutingHandle
@@ -45,22 +35,13 @@ from mori.ep.routing import EpDispatchRoutingHandle
 __version__ = distribution_version("mori-ep")
 
 __all__ = [
-    "EpConfigError",
-    "EpConfigMismatchError",
     "EpDispatchCombineConfig",
     "EpDispatchCombineKernelType",
     "EpDispatchCombineOp",
     "EpDispatchCombineQuantType",
     "EpDispatchRoutingHandle",
-    "EpError",
-    "EpInputError",
-    "EpOpClosedError",
-    "EpOverflowError",
-    "EpPeerLostError",
-    "EpRoutingError",
-    "EpTimeoutError",
-    "EpUnsupportedError",
     "warmup_jit_kernels",
+    *_errors.__all__,
 ]
 
 check_abi(

@@ -11,6 +11,7 @@ accessors return ``(ptr, size)`` tuples as MORI's do.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from typing import Any
 
 from mori.ep.config import EpDispatchCombineKernelType, EpDispatchCombineQuantType
@@ -22,48 +23,33 @@ from mori.ep.settings import note_geometry_without_effect
 PACKED_CONFIG_VERSION = 1
 
 
+@dataclasses.dataclass(eq=False, repr=False)  # compared and printed as the pybind object is: by identity
 class EpDispatchCombineConfig:
     """MORI's C++ config: positional order and defaults of its pybind constructor."""
 
-    def __init__(
-        self,
-        rank: int = 0,
-        world_size: int = 0,
-        hidden_dim: int = 0,
-        scale_dim: int = 0,
-        scale_type_size: int = 0,
-        max_token_type_size: int = 0,
-        max_num_inp_token_per_rank: int = 0,
-        num_experts_per_rank: int = 0,
-        num_experts_per_token: int = 0,
-        max_total_recv_tokens: int = 0,
-        warp_num_per_block: int = 0,
-        block_num: int = 0,
-        use_external_inp_buf: bool = True,
-        kernel_type: EpDispatchCombineKernelType = EpDispatchCombineKernelType.IntraNode,
-        gpu_per_node: int = 8,
-        rdma_block_num: int = 0,
-        num_qp_per_pe: int = 1,
-        quant_type: EpDispatchCombineQuantType = EpDispatchCombineQuantType.None_,
-    ) -> None:
-        self.rank = rank
-        self.world_size = world_size
-        self.hidden_dim = hidden_dim
-        self.scale_dim = scale_dim
-        self.scale_type_size = scale_type_size
-        self.max_token_type_size = max_token_type_size
-        self.max_num_inp_token_per_rank = max_num_inp_token_per_rank
-        self.num_experts_per_rank = num_experts_per_rank
-        self.num_experts_per_token = num_experts_per_token
-        self.max_total_recv_tokens = max_total_recv_tokens
-        self.warp_num_per_block = warp_num_per_block
-        self.block_num = block_num
-        self.use_external_inp_buf = use_external_inp_buf
-        self.kernel_type = EpDispatchCombineKernelType(kernel_type)
-        self.gpu_per_node = gpu_per_node
-        self.rdma_block_num = rdma_block_num
-        self.num_qp_per_pe = num_qp_per_pe
-        self.quant_type = EpDispatchCombineQuantType(quant_type)
+    rank: int = 0
+    world_size: int = 0
+    hidden_dim: int = 0
+    scale_dim: int = 0
+    scale_type_size: int = 0
+    max_token_type_size: int = 0
+    max_num_inp_token_per_rank: int = 0
+    num_experts_per_rank: int = 0
+    num_experts_per_token: int = 0
+    max_total_recv_tokens: int = 0
+    warp_num_per_block: int = 0
+    block_num: int = 0
+    use_external_inp_buf: bool = True
+    kernel_type: EpDispatchCombineKernelType = EpDispatchCombineKernelType.IntraNode
+    gpu_per_node: int = 8
+    rdma_block_num: int = 0
+    num_qp_per_pe: int = 1
+    quant_type: EpDispatchCombineQuantType = EpDispatchCombineQuantType.None_
+
+    def __post_init__(self) -> None:
+        # pybind converts the enum arguments: an int (MORI's packed form) gives the enum member.
+        self.kernel_type = EpDispatchCombineKernelType(self.kernel_type)
+        self.quant_type = EpDispatchCombineQuantType(self.quant_type)
 
     def max_num_tokens_to_send_per_rank(self) -> int:
         return self.max_num_inp_token_per_rank

@@ -10,6 +10,7 @@ with an identity expert, combine returns ``U * x`` and ``U * w`` (U = distinct d
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ from mori.ep.errors import (
     EpUnsupportedError,
 )
 from mori.ep.kernels import profiling
-from mori.ep.launch_config import LaunchConfig, gpu_model_name, resolve
+from mori.ep.launch_config import gpu_model_name, resolve
 from mori.ep.layout import (
     BLOCKWISE_QUANT_TYPES,
     CTRL_ERROR,
@@ -100,18 +101,9 @@ class EpDispatchCombineOp:
         self._id = new_op_id()  # its routing handles carry it
         self._closed = False
         self.layout = Layout.for_config(config)
-        if shmem.shmem_backend() == "cuda":
-            self.device = torch.device("cuda", shmem.shmem_cuda_device())
-            self._backend: CpuBackend | CudaBackend = CudaBackend(
-                config.world_size, config.num_experts_per_token, shmem.shmem_cuda_device()
-            )
-            major, minor = torch.cuda.get_device_capability(self.device)
-            self._arch = f"sm{major}{minor}"
-            self._gpu = gpu_model_name(torch.cuda.get_device_name(self.device))
-        else:
-            self.device = torch.device("cpu")
-            self._backend = CpuBackend()
-            self._arch = self._gpu = ""
+        cuda_device = shmem.shmem_cuda_device() if shmem.shmem_backend() == "cuda" else None
+        self.device = torch.device("cpu") if cuda_device is None else torch.device("cuda", cuda_device)
+        self._bind_backend(cuda_device)
         logger.debug("op region: %d bytes", self.layout.nbytes)
         try:
             self._buffer = shmem.shmem_empty(self.layout.nbytes, "uint8")  # collective
@@ -271,6 +263,20 @@ class EpDispatchCombineOp:
             )
         return self._view("off_comb_tokens", self.layout.max_recv, hidden, dtype)
 
+    def _bind_backend(self, cuda_device: int | None) -> None:
+        """The backend the kernels run on (cuda on ``cuda_device``, cpu when None), the GPU's
+        architecture and model that pick its tuning file, and ``_launch``, the launch geometry
+        resolver bound to them and the config (each call passes its phase, shape and overrides)."""
+        if cuda_device is None:
+            self._backend: CpuBackend | CudaBackend = CpuBackend()
+            self._arch = self._gpu = ""
+        else:
+            self._backend = CudaBackend(self.config.world_size, self.config.num_experts_per_token, cuda_device)
+            major, minor = self._torch.cuda.get_device_capability(self.device)
+            self._arch = f"sm{major}{minor}"
+            self._gpu = gpu_model_name(self._torch.cuda.get_device_name(self.device))
+        self._launch = functools.partial(resolve, self.config, arch=self._arch, gpu=self._gpu)
+
     # ---- launch geometry ---------------------------------------------------------------------
 
     def get_launch_config(
@@ -287,41 +293,16 @@ class EpDispatchCombineOp:
     ) -> tuple[int, int, int]:
         """The resolved ``(block_num, rdma_block_num, warp_per_block)`` of a call."""
         launch = self._launch(
-            "dispatch" if is_dispatch else "combine",
-            inputs.dtype_name(self._torch.empty(0, dtype=dtype or self.config.data_type)),
-            num_tokens if num_tokens is not None else self.config.max_num_inp_token_per_rank,
-            hidden if hidden is not None else self.config.hidden_dim,
-            block_num,
-            warp_per_block,
-            rdma_block_num,
-            None if is_dispatch else (zero_copy, self.config.quant_type),
-        )
-        return launch.block_num, launch.rdma_block_num, launch.warp_per_block
-
-    def _launch(
-        self,
-        phase: str,
-        dtype: str,
-        tokens: int,
-        hidden: int,
-        block_num: int,
-        warp_per_block: int,
-        rdma_block_num: int,
-        combine_key: tuple[bool, str] | None,
-    ) -> LaunchConfig:
-        return resolve(
-            self.config,
-            phase=phase,
-            dtype=dtype,
-            tokens=tokens,
-            hidden=hidden,
+            phase="dispatch" if is_dispatch else "combine",
+            dtype=inputs.dtype_name(self._torch.empty(0, dtype=dtype or self.config.data_type)),
+            tokens=num_tokens if num_tokens is not None else self.config.max_num_inp_token_per_rank,
+            hidden=hidden if hidden is not None else self.config.hidden_dim,
             block_num=block_num,
             warp_per_block=warp_per_block,
             rdma_block_num=rdma_block_num,
-            combine_key=combine_key,
-            arch=self._arch,
-            gpu=self._gpu,
+            combine_key=None if is_dispatch else (zero_copy, self.config.quant_type),
         )
+        return launch.block_num, launch.rdma_block_num, launch.warp_per_block
 
     # ---- dispatch ------------------------------------------------------------------------
 
@@ -365,7 +346,13 @@ class EpDispatchCombineOp:
             hidden, row_bytes = inputs.check_row("input", input, config)
         dtype = inputs.dtype_name(input)
         launch = self._launch(
-            "dispatch", dtype, int(input.shape[0]), hidden, block_num, warp_per_block, rdma_block_num, None
+            phase="dispatch",
+            dtype=dtype,
+            tokens=int(input.shape[0]),
+            hidden=hidden,
+            block_num=block_num,
+            warp_per_block=warp_per_block,
+            rdma_block_num=rdma_block_num,
         )
 
         args = EpArgs.from_buffer_copy(self._base)
@@ -559,14 +546,14 @@ class EpDispatchCombineOp:
                 )
             wire_row_bytes = hidden // 2 if quant == EpDispatchCombineQuantType.Fp4BlockwiseQuant else hidden
         launch = self._launch(
-            "combine",
-            dtype,
-            tokens,
-            hidden,
-            block_num,
-            warp_per_block,
-            rdma_block_num,
-            (not external, config.quant_type),
+            phase="combine",
+            dtype=dtype,
+            tokens=tokens,
+            hidden=hidden,
+            block_num=block_num,
+            warp_per_block=warp_per_block,
+            rdma_block_num=rdma_block_num,
+            combine_key=(not external, config.quant_type),
         )
 
         if routing is not None:

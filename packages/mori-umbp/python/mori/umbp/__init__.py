@@ -12,27 +12,9 @@ from __future__ import annotations
 import logging
 
 from mori._version import distribution_version
+from mori.umbp.client import config as _config
 from mori.umbp.client.base import UMBPClient
-from mori.umbp.client.config import (
-    CacheRemoteAdmission,
-    UMBPConfig,
-    UMBPCopyPipelineConfig,
-    UMBPDeploymentMode,
-    UMBPDistributedConfig,
-    UMBPDramConfig,
-    UMBPDurabilityConfig,
-    UMBPDurabilityMode,
-    UMBPEvictionConfig,
-    UMBPHbmConfig,
-    UMBPIoBackend,
-    UMBPIoConfig,
-    UMBPIoEngineConfig,
-    UMBPMasterClientConfig,
-    UMBPRole,
-    UMBPSsdConfig,
-    UMBPSsdLayoutMode,
-    UMBPStandaloneProcessConfig,
-)
+from mori.umbp.client.config import *  # noqa: F403  (UMBPConfig and its parts; config.__all__ lists them once)
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch, UMBPExternalKvNodeMatch
 from mori.umbp.client.local_client import LocalClient
 from mori.umbp.client.master_client import UMBPMasterClient
@@ -68,7 +50,6 @@ StandaloneClient = LocalClient
 
 __all__ = [
     "AuthenticationError",
-    "CacheRemoteAdmission",
     "ClosedError",
     "ConfigError",
     "DistributedClient",
@@ -87,33 +68,17 @@ __all__ = [
     "TierCapacityError",
     "TierUnavailableError",
     "UMBPClient",
-    "UMBPConfig",
-    "UMBPCopyPipelineConfig",
-    "UMBPDeploymentMode",
-    "UMBPDistributedConfig",
-    "UMBPDramConfig",
-    "UMBPDurabilityConfig",
-    "UMBPDurabilityMode",
     "UMBPError",
-    "UMBPEvictionConfig",
     "UMBPExternalKvHitCountEntry",
     "UMBPExternalKvMatch",
     "UMBPExternalKvNodeMatch",
-    "UMBPHbmConfig",
     "UMBPHostBufferBacking",
     "UMBPHostBufferHandle",
     "UMBPHostMemAllocator",
-    "UMBPIoBackend",
-    "UMBPIoConfig",
-    "UMBPIoEngineConfig",
     "UMBPMasterClient",
-    "UMBPMasterClientConfig",
-    "UMBPRole",
-    "UMBPSsdConfig",
-    "UMBPSsdLayoutMode",
-    "UMBPStandaloneProcessConfig",
     "UMBPTierType",
     "UnknownTierError",
     "ValueTooLargeError",
     "__version__",
+    *_config.__all__,
 ]

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: MIT
 """The pytest plugin of the mori test suites.
 
-Each package's ``tests/conftest.py`` loads it and states its default per-test timeout::
+Each package's ``tests/conftest.py`` loads it, and states its default per-test timeout where that
+is not :data:`DEFAULT_TEST_TIMEOUT_S` (300 s)::
 
     pytest_plugins = ["mori.testing.pytest_plugin"]
 
     def pytest_mori_default_timeout(config):
-        return 300
+        return 60
 
 What it adds:
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mori.ep.backends import CpuBackend, CudaBackend
 from mori.ep.config import EpDispatchCombineConfig as V1Config
 from mori.ep.errors import EpUnsupportedError
-from mori.ep.launch_config import gpu_model_name
 from mori.ep.layout import Layout
 from mori.ep.op import EpDispatchCombineOp as V1Op
 from mori.ep.routing import new_op_id
@@ -42,16 +40,7 @@ class CommV1Op(V1Op):
         self._torch = torch
         self.layout = Layout.for_config(config)
         self.device = memory.device
-        if memory.backend == "cuda":
-            self._backend: CpuBackend | CudaBackend = CudaBackend(
-                config.world_size, config.num_experts_per_token, memory.cuda_device
-            )
-            major, minor = torch.cuda.get_device_capability(self.device)
-            self._arch = f"sm{major}{minor}"
-            self._gpu = gpu_model_name(torch.cuda.get_device_name(self.device))
-        else:
-            self._backend = CpuBackend()
-            self._arch = self._gpu = ""
+        self._bind_backend(memory.cuda_device if memory.backend == "cuda" else None)
         logger.debug("op region over the communicator: %d bytes", self.layout.nbytes)
         block: Block = memory.allocate(self.layout.nbytes)  # collective
         self._buffer = block  # type: ignore[assignment]  # V1Op uses only free(), which Block has
