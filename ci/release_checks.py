@@ -72,9 +72,10 @@ def release_series(version: str) -> tuple[int, int]:
 def check_pins(pkg: str, pyproject: str | None = None) -> list[str]:
     """Every pin of a mori distribution in the package's pyproject.toml names the series that
     distribution is at now: ``mori-shmem==X.Y.*`` (build and run; an ABI bump starts a new series,
-    so it forces the dependents' pins and releases), ``mori-io==X.Y.*``, ``mori>=X.Y.Z,<X.(Y+1)``
-    with Z at most the root's current patch (a package may need what a patch release added, such
-    as the shared headers of 0.2.1)."""
+    so it forces the dependents' pins and releases), ``mori-io==X.Y.*``, or the floored form
+    ``mori>=X.Y.Z,<X.(Y+1)`` (any of them) with Z at most that distribution's current patch: a
+    package may need what a patch release added, such as the root's shared headers of 0.2.1 or
+    mori-shmem's device conversions of 0.1.5."""
     text = pyproject if pyproject is not None else (package_dir(pkg) / "pyproject.toml").read_text()
     problems = []
     for dist, op, low, high in _PIN.findall(text):
