@@ -133,9 +133,8 @@ class MasterServer:
         )
         server_auth = auth.ServerAuth()
         self._server: Any = rpc.server(server_auth)
-        rpc.pb_grpc.add_UMBPMasterServicer_to_server(
-            MasterServicer(self.master, self.config.hit_query_max_batch), self._server
-        )
+        self._servicer = MasterServicer(self.master, self.config.hit_query_max_batch)
+        rpc.pb_grpc.add_UMBPMasterServicer_to_server(self._servicer, self._server)
         self._port = rpc.bind(self._server, self.config.listen_address)
         # After the bind: a generated secret is filed under the port actually bound.
         try:
@@ -201,6 +200,7 @@ class MasterServer:
         if self._stop.is_set():
             return
         self._stop.set()
+        self._servicer.stop_streams()
         self._server.stop(settings.get_float("UMBP_GRPC_SHUTDOWN_DEADLINE_SEC")).wait()
         for thread in self._loops:
             thread.join(5)

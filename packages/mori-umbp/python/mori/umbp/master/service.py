@@ -45,6 +45,14 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         # NOTE [heartbeat stream]: each open stream holds one of the server's workers for its life.
         self._streams = threading.BoundedSemaphore(max_streams)
         self.max_streams = max_streams
+        self._stopping = threading.Event()
+
+    def stop_streams(self) -> None:
+        """Ends every heartbeat stream at its next frame. A stopping server lets RPCs in flight run
+        for its grace period, and a stream never finishes on its own: without this a master being
+        shut down went on recording heartbeats, which moved the restart grace's reference time
+        (NOTE [restart grace]) past the nodes whose streams had closed."""
+        self._stopping.set()
 
     def _hashes(self, req: Any, ctx: Any, limit: bool) -> list[str]:
         """The request's hashes, checked; a bad one aborts the RPC with INVALID_ARGUMENT."""
@@ -203,6 +211,8 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
             )
         try:
             for body in bodies:
+                if self._stopping.is_set():
+                    ctx.abort(grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
                 yield self.Heartbeat(pb.HeartbeatRequest.FromString(body), ctx)
         finally:
             self._streams.release()
