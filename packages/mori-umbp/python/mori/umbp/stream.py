@@ -105,6 +105,43 @@ def _frames(outbox: queue.SimpleQueue[Any]) -> Iterator[Any]:
         yield frame
 
 
+class StreamSlots:
+    """The server's side of NOTE [heartbeat stream]: at most ``limit`` streams open at once (each
+    holds a server worker; the next is answered RESOURCE_EXHAUSTED), each frame served in order by
+    the unary handler of its body. ``stop()`` ends every stream at its next frame: a stopping
+    server lets RPCs in flight run for its grace period, and a stream never finishes on its own,
+    so without it a master being shut down went on recording heartbeats (which moved the restart
+    grace's reference time, NOTE [restart grace], past the nodes whose streams had closed)."""
+
+    def __init__(self, limit: int, refusal: str) -> None:
+        self.limit, self._refusal = limit, refusal
+        self._open = threading.BoundedSemaphore(limit)
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def serve(
+        self,
+        bodies: Iterator[bytes],
+        ctx: Any,
+        parse: Callable[[bytes], Any],
+        handler: Callable[[Any, Any], Any],
+        frame_ctx: Any = None,
+    ) -> Iterator[Any]:
+        """``handler(parse(body), frame_ctx or ctx)`` for each frame; ``bodies`` were each checked
+        by the pool credential before they reach here."""
+        if not self._open.acquire(blocking=False):
+            ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{self.limit} streams are open (the limit); {self._refusal}")
+        try:
+            for body in bodies:
+                if self._stopping.is_set():
+                    ctx.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+                yield handler(parse(body), ctx if frame_ctx is None else frame_ctx)
+        finally:
+            self._open.release()
+
+
 class SignedStream:
     """``call(request)``: one SignedFrame out, one answer back, over a stream opened by ``open_``
     (a stub's stream-stream method on a ``SigningChannel``). A failure raises grpc.RpcError, as a

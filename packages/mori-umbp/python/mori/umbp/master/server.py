@@ -200,7 +200,7 @@ class MasterServer:
         if self._stop.is_set():
             return
         self._stop.set()
-        self._servicer.stop_streams()
+        self._servicer.streams.stop()
         self._server.stop(settings.get_float("UMBP_GRPC_SHUTDOWN_DEADLINE_SEC")).wait()
         for thread in self._loops:
             thread.join(5)

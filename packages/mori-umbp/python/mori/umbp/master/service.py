@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -14,6 +13,7 @@ from mori.umbp.errors import InvalidArgumentError
 from mori.umbp.master.core import ADD, ADD_IF_ABSENT, Master
 from mori.umbp.master.store import NodeInfo
 from mori.umbp.rpc import pb, pb_grpc
+from mori.umbp.stream import StreamSlots
 from mori.umbp.types import PEER_TIERS, check_keys, check_node_id, check_tier
 
 
@@ -42,17 +42,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     ) -> None:
         self.m = master
         self.max_batch = hit_query_max_batch
-        # NOTE [heartbeat stream]: each open stream holds one of the server's workers for its life.
-        self._streams = threading.BoundedSemaphore(max_streams)
-        self.max_streams = max_streams
-        self._stopping = threading.Event()
-
-    def stop_streams(self) -> None:
-        """Ends every heartbeat stream at its next frame. A stopping server lets RPCs in flight run
-        for its grace period, and a stream never finishes on its own: without this a master being
-        shut down went on recording heartbeats, which moved the restart grace's reference time
-        (NOTE [restart grace]) past the nodes whose streams had closed."""
-        self._stopping.set()
+        self.streams = StreamSlots(max_streams, "use the unary Heartbeat")
 
     def _hashes(self, req: Any, ctx: Any, limit: bool) -> list[str]:
         """The request's hashes, checked; a bad one aborts the RPC with INVALID_ARGUMENT."""
@@ -204,18 +194,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     def HeartbeatStream(self, bodies: Any, ctx: Any) -> Any:
         """NOTE [heartbeat stream]: heartbeats of one node, answered in order; ``bodies`` are the
         frames' HeartbeatRequest bytes, each already checked by the pool credential."""
-        if not self._streams.acquire(blocking=False):
-            ctx.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{self.max_streams} heartbeat streams are open (the limit); use the unary Heartbeat",
-            )
-        try:
-            for body in bodies:
-                if self._stopping.is_set():
-                    ctx.abort(grpc.StatusCode.UNAVAILABLE, "the master is shutting down")
-                yield self.Heartbeat(pb.HeartbeatRequest.FromString(body), ctx)
-        finally:
-            self._streams.release()
+        yield from self.streams.serve(bodies, ctx, pb.HeartbeatRequest.FromString, self.Heartbeat)
 
     def RouteGet(self, req: Any, ctx: Any) -> Any:
         self._count("RouteGet")

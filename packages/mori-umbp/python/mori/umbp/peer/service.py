@@ -22,6 +22,7 @@ from mori.umbp.peer.pools import STAGING_BUFFER, PagePool
 from mori.umbp.peer.store import PeerStore
 from mori.umbp.peer.store_ssd import PeerBusy
 from mori.umbp.rpc import PENDING_LIMIT_TAG, peer_grpc, peer_pb
+from mori.umbp.stream import StreamSlots
 from mori.umbp.types import PAGE_TIERS, UMBPTierType, check_key, tier_name
 
 #: Entries of one batch RPC a peer serves (a client sends at most its pending-slot cap per call).
@@ -118,19 +119,12 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         self.on_commit = on_commit
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
         self._packs: dict[int, tuple[Any, bytes]] = {}  # id(MemoryDesc) -> (it, its packed bytes)
-        self._streams = threading.BoundedSemaphore(MAX_PEER_STREAMS)
+        self.streams = StreamSlots(MAX_PEER_STREAMS, "the client calls unary")
 
     def _stream(self, bodies: Any, ctx: Any, parse: Callable[[bytes], Any], serve: Callable[[Any, Any], Any]) -> Any:
         """NOTE [heartbeat stream]: ``serve`` (a unary method) for each frame, in order; each frame
         was checked by the pool credential before it reaches here."""
-        if not self._streams.acquire(blocking=False):
-            ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{MAX_PEER_STREAMS} streams are open (the limit)")
-        try:
-            frame_ctx = _FrameContext(ctx)
-            for body in bodies:
-                yield serve(parse(body), frame_ctx)
-        finally:
-            self._streams.release()
+        return self.streams.serve(bodies, ctx, parse, serve, _FrameContext(ctx))
 
     def BatchResolveKeysStream(self, bodies: Any, ctx: Any) -> Any:
         return self._stream(bodies, ctx, peer_pb.BatchResolveKeysRequest.FromString, self.BatchResolveKeys)
