@@ -157,6 +157,51 @@ __device__ __forceinline__ void StoreWire8(char* p, const float (&f)[kGroup], fl
   StGlobal(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
 }
 
+__device__ __forceinline__ float BlockScale(float amax) {
+  return kFp4Wire ? Fp4BlockScale(amax) : (amax > 448.0f ? amax / 448.0f : 1.0f);
+}
+
+// Blocks of a power-of-two number of groups, at most 32: each warp step covers 32 groups, so
+// 32 / block_groups whole blocks, with each block's amax reduced among its own lanes and its
+// values kept in registers for the store. Walking the blocks one after another instead cost two
+// dependent loads per block (about 110 per 7168-wide row): the fp4_blockwise combine of 4096
+// tokens took 15 ms on the H100 against 1.2 ms for bf16, nearly all of it here.
+// kSteps warp steps are loaded before any is reduced, to keep that many loads in flight.
+__device__ __forceinline__ void StageBlocksInLanes(const char* src, char* dst, float* scales, int groups,
+                                                   int block_groups, int lane) {
+  constexpr int kSteps = 2;
+  for (int base = 0; base < groups; base += 32 * kSteps) {
+    float f[kSteps][kGroup];
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int g = base + 32 * s + lane;
+      if (g < groups) {
+        LoadRow8(src + g * kGroup * kElemBytes, f[s]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kGroup; ++i) f[s][i] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int g = base + 32 * s + lane;
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) amax = fmaxf(amax, fabsf(f[s][i]));
+      // Every lane shuffles (a partial last step included): a block's lanes are aligned and all
+      // live or all past the blocked groups, which are a whole number of blocks.
+      for (int offset = block_groups / 2; offset > 0; offset >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
+      }
+      if (g < groups) {
+        const float scale = BlockScale(amax);
+        if (lane % block_groups == 0) scales[g / block_groups] = scale;
+        StoreWire8(dst + g * kWireGroupBytes, f[s], scale);
+      }
+    }
+  }
+}
+
 // One received row of the external input into the registered buffer, by one warp.
 __device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
   const char* src = reinterpret_cast<const char*>(a.input) + static_cast<unsigned long long>(row) * a.row_bytes;
@@ -175,9 +220,14 @@ __device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
   } else {
     // Blockwise: fp8 blocks whose magnitude fits fp8 travel unscaled (scale 1), larger ones are
     // scaled into range by amax / 448; fp4 blocks are all scaled by amax / 6 (e2m1 has too few
-    // values to leave any unscaled). A warp walks the blocks one after another.
+    // values to leave any unscaled).
     const int block_groups = groups / a.quant_blocks;
     float* scales = At<float>(a.region, a.off_comb_scales + static_cast<unsigned long long>(row) * a.quant_blocks * 4);
+    if (block_groups <= 32 && (block_groups & (block_groups - 1)) == 0) {
+      StageBlocksInLanes(src, dst, scales, a.quant_blocks * block_groups, block_groups, lane);
+      return;
+    }
+    // Blocks wider than a warp step: a warp walks the blocks one after another.
     for (int b = 0; b < a.quant_blocks; ++b) {
       float amax = 0.0f;
       for (int g = b * block_groups + lane; g < (b + 1) * block_groups; g += 32) {
@@ -188,7 +238,7 @@ __device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
       }
 #pragma unroll
       for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
-      const float scale = kFp4Wire ? Fp4BlockScale(amax) : (amax > 448.0f ? amax / 448.0f : 1.0f);
+      const float scale = BlockScale(amax);
       if (lane == 0) scales[b] = scale;
       for (int g = b * block_groups + lane; g < (b + 1) * block_groups; g += 32) {
         float f[kGroup];
