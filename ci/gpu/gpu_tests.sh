@@ -7,7 +7,8 @@
 #   own time limit so one hang cannot eat the call: the root package's header checks against the
 #   real cuda.h, mori-shmem's, mori-io's and mori-cco's gpu tests, and mori-umbp's HBM tests.
 #   One log per package in OUT_DIR; the summary (pass/fail counts per package) in gpu-tests.log.
-#   GPU_SUITES="shmem cco" runs only the suites named (all five take more than one 600 s call).
+#   GPU_SUITES="shmem cco" runs only the suites named (all five take more than one 600 s call);
+#   GPU_SUITE_LIMIT=S caps every suite's limit at S seconds.
 set -uo pipefail
 out=${1:-${OUT:-gpu-tests}}
 mkdir -p "$out"
@@ -17,6 +18,7 @@ MORI_GPU_PACKAGES="shmem viz ep cco io umbp" source ci/gpu/setup.sh >>"$log" 2>&
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 suite() {  # suite NAME SECONDS PYTEST_ARGS...: one package's tests, each test's outcome as it ends
   local name=$1 limit=$2; shift 2
+  limit=$(( limit < ${GPU_SUITE_LIMIT:-$limit} ? limit : ${GPU_SUITE_LIMIT:-$limit} ))
   case " ${GPU_SUITES-root-headers shmem io cco umbp-hbm} " in *" $name "*) ;; *) return 0 ;; esac
   step "$name ($*)"
   timeout "$limit" python3 -m pytest -v -rfE -p no:cacheprovider "$@" >"$out/$name.log" 2>&1

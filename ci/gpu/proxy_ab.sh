@@ -37,6 +37,8 @@ build() {  # build SOURCE_DIR NAME: the wheel into /tmp/proxy-ab-NAME (kept whil
     python3 -m pip install -q --no-deps --no-compile --target "$site" "/tmp/proxy-ab-wheel-$2"/*.whl >>"$log" 2>&1
 }
 build packages/mori root || exit 1
+# mori-shmem's meson.build asks the root package for its headers (mori.get_include()).
+export PYTHONPATH="/tmp/proxy-ab-root:$PYTHONPATH"
 new_dir=${NEW_SHMEM_DIR:-packages/mori-shmem}
 build "$new_dir" new || exit 1
 [ -n "$base_dir" ] && { build "$base_dir" base || exit 1; }
