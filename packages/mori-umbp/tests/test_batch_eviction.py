@@ -11,7 +11,16 @@ import random
 
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, owner_and_writer, random_blocks, stop_cluster
+from conftest import (
+    PAGE,
+    MasterProcess,
+    PeerProcess,
+    free_port,
+    make_client,
+    owner_and_writer,
+    random_blocks,
+    stop_cluster,
+)
 
 from mori.umbp.client.pool_client import PEER_CHUNK
 from mori.umbp.peer.lru import EvictionOrder
@@ -131,3 +140,30 @@ def test_an_owner_dying_before_acknowledging_deferred_commits_leaves_no_key_repo
             assert np.array_equal(back, value)
     finally:
         stop_cluster(master, peers, client)
+
+
+def test_a_peer_that_acknowledges_every_commit_still_stores_a_long_batch(monkeypatch):
+    """A peer of an earlier version ignores defer_ack and acknowledge_keys (here: one without
+    on_defer, that never reports an acknowledgement) and answers every commit acknowledged,
+    deferred false: the writer reports those keys stored at once, with no key put again."""
+    from mori.umbp.client import pool_client
+
+    class OlderPeer(pool_client.PeerServicer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.on_defer = None
+
+        def _acknowledge(self, keys):
+            return False
+
+    monkeypatch.setattr(pool_client, "PeerServicer", OlderPeer)
+    with owner_and_writer("owner", 128 * PAGE, "writer") as (master, owner, w):
+        data = random_blocks(100, 3)
+        keys = [f"o{i}" for i in range(100)]
+        routes = master.metrics.rpcs.labels("BatchRoutePut")._value.get()
+        assert w.batch_put_from_ptr(keys, [b.ctypes.data for b in data], [PAGE] * 100) == [True] * 100
+        assert master.metrics.rpcs.labels("BatchRoutePut")._value.get() == routes  # none put again
+        assert owner.store.unpublished() == []
+        back = [np.zeros(PAGE, np.uint8) for _ in range(100)]
+        assert w.batch_get_into_ptr(keys, [b.ctypes.data for b in back], [PAGE] * 100) == [True] * 100
+        assert all(np.array_equal(b, d) for b, d in zip(back, data, strict=True))
