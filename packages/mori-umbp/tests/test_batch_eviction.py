@@ -167,3 +167,48 @@ def test_a_peer_that_acknowledges_every_commit_still_stores_a_long_batch(monkeyp
         back = [np.zeros(PAGE, np.uint8) for _ in range(100)]
         assert w.batch_get_into_ptr(keys, [b.ctypes.data for b in back], [PAGE] * 100) == [True] * 100
         assert all(np.array_equal(b, d) for b, d in zip(back, data, strict=True))
+
+
+def test_two_writers_of_long_batches_on_a_full_pool_fail_no_put():
+    """Two threads put 40-block batches (two slot rounds each, the first deferred) into one full
+    owner at once: each one's deferred commits wait unpublished while the other evicts, and no
+    put fails (an allocation that finds only unacknowledged commits has them acknowledged, then
+    evicts); every block still held reads back whole."""
+    import threading
+
+    with owner_and_writer("owner", 64 * PAGE, "writer") as (_master, owner, w):
+        fill = random_blocks(57, 4)  # 0.9 x 64 pages
+        fkeys = [f"f{i}" for i in range(57)]
+        for i in range(0, 57, 19):
+            chunk = fkeys[i : i + 19]
+            assert w.batch_put_from_ptr(chunk, [b.ctypes.data for b in fill[i : i + 19]], [PAGE] * 19) == [True] * 19
+        data = {
+            f"t{t}-{b}-{i}": block
+            for t in range(2)
+            for b in range(3)
+            for i, block in enumerate(random_blocks(40, 10 + 3 * t + b))
+        }
+        results: list[list[bool]] = []
+        errors: list[BaseException] = []
+
+        def writer(t: int) -> None:
+            try:
+                for b in range(3):
+                    keys = [f"t{t}-{b}-{i}" for i in range(40)]
+                    results.append(w.batch_put_from_ptr(keys, [data[k].ctypes.data for k in keys], [PAGE] * 40))
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        assert not errors
+        assert results == [[True] * 40] * 6
+        held = owner.store.keys()
+        assert _used_pages(owner) == len(held) <= 57
+        back = np.zeros(PAGE, np.uint8)
+        for key in held:
+            assert w.get_into_ptr(key, back.ctypes.data, PAGE)
+            assert np.array_equal(back, data[key] if key in data else fill[fkeys.index(key)])
