@@ -207,7 +207,9 @@ def test_two_writers_of_long_batches_on_a_full_pool_fail_no_put():
         assert not errors
         assert results == [[True] * 40] * 6
         held = owner.store.keys()
-        assert _used_pages(owner) == len(held) <= 57
+        # Not always at the watermark (57): an allocation that finds every block busy (the other
+        # writer's commits in flight) fills past it, as it did before deferred commits.
+        assert _used_pages(owner) == len(held) <= 64
         back = np.zeros(PAGE, np.uint8)
         for key in held:
             assert w.get_into_ptr(key, back.ctypes.data, PAGE)
