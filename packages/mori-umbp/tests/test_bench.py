@@ -48,6 +48,36 @@ def test_replay_hits_match_the_trace_model(tmp_path, layout):
     assert res["config"]["pool_layout"] == layout
 
 
+def test_prepared_blocks_replay_the_same_hits_and_check_every_byte(tmp_path):
+    """--prepared-blocks: the same trace, the same hits as the model, no block corrupt."""
+    out = tmp_path / "bench.json"
+    argv = ["--requests", "24", "--sessions", "4", "--blocks-per-turn", "2", "--seed", "3",
+            "--block-bytes", "65536", "--peers", "2", "--peer-capacity", str(8 << 20), "--out", str(out),
+            "--pool-layout", "single", "--skip_mooncake", "--prepared-blocks"]  # fmt: skip
+    assert cli.main(argv) == 0
+    res = json.loads(out.read_text())
+    assert res["config"]["prepared_blocks"] is True
+    assert res["hits_per_request"] == trace.expected_hits(trace.synthetic(24, 4, 2, 3))
+    assert res["corrupt_blocks"] == 0 and res["put_failed"] == 0
+
+
+def test_prepared_blocks_differ_per_key_and_a_wrong_block_is_caught():
+    import numpy as np
+
+    from mori.umbp.bench.runner import PreparedBlocks
+
+    keys = [f"k{i}" for i in range(50)]
+    blocks = PreparedBlocks([*keys, *keys[:10]], 4096)  # repeats share their block
+    bufs = [np.zeros(4096, np.uint8) for _ in keys]
+    for buf, key in zip(bufs, keys, strict=True):
+        blocks.fill(buf, key)
+        assert blocks.matches(buf, key)
+    assert len({buf.tobytes() for buf in bufs}) == len(keys)
+    assert not blocks.matches(bufs[1], "k0")  # another key's block
+    bufs[0][4095] ^= 1
+    assert not blocks.matches(bufs[0], "k0")  # one flipped bit
+
+
 def _check_png(path):
     """A real PNG of the figure's size: 11 x 4 inches at 100 dpi, read from its IHDR chunk."""
     raw = path.read_bytes()

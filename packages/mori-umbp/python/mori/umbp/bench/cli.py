@@ -71,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy", choices=("lru", "prefix_aware_lru"), default="lru", help="the peers' eviction.policy")
     add_json(p, Path("umbp-bench.json"), aliases=("--out",), dest="out")
     p.add_argument("--png", type=Path, default=None, help="also draw latency CDFs and hit rate here")
+    p.add_argument(
+        "--prepared-blocks",
+        action="store_true",
+        help="trace: make every block's bytes before the replay (a copy and a compare per block in it, "
+        "instead of generating each), so the stores' own rates show; both stores take this path",
+    )
     p.add_argument("--mode", choices=("trace", "ops"), default="trace", help="ops: put/get cost matrix (see ops.py)")
     p.add_argument("--blocks", default="16384,262144,2097152", help="ops: block sizes in bytes, comma-separated")
     p.add_argument("--apis", default="single,batch", help="ops: single and/or batch")
@@ -106,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 with mooncake.MooncakeStorePool(args.peers, args.peer_capacity) as mc:
                     mc_info = {"version": mc.version, **mc.info}
-                    entry[mooncake.NAME] = report.summary(mc.trace(reqs, args.block_bytes), {})
+                    got = mc.trace(reqs, args.block_bytes, args.prepared_blocks)
+                    entry[mooncake.NAME] = report.summary(got, {})
             except mooncake.MooncakeUnavailableError as exc:
                 mc_why = str(exc)
                 log.warning("Mooncake Store not measured: %s", exc)
@@ -157,7 +164,7 @@ def _replay_umbp(args: argparse.Namespace, reqs: list[list[str]]) -> runner.Resu
                 peer = _client(master, f"bench-peer-{i}", args.peer_capacity, page, staging, hbm, args.policy)
                 stack.enter_context(peer)
         client = stack.enter_context(_client(master, "bench-client", 0, page, staging))
-        return runner.replay(client, reqs, args.block_bytes, device=0 if hbm else -1)
+        return runner.replay(client, reqs, args.block_bytes, device=0 if hbm else -1, prepared=args.prepared_blocks)
 
 
 def _ceilings(args: argparse.Namespace, reqs: list[list[str]], res: runner.Result) -> dict[str, Any]:

@@ -114,9 +114,9 @@ class MooncakeStorePool:
         put, get = self._call("ops", **kw)
         return put, get
 
-    def trace(self, requests: list[list[str]], block_bytes: int) -> Any:
-        """``runner.replay`` of ``requests``; its ``Result``."""
-        return self._call("trace", requests=requests, block_bytes=block_bytes)
+    def trace(self, requests: list[list[str]], block_bytes: int, prepared: bool = False) -> Any:
+        """``runner.replay`` of ``requests`` (``prepared``: --prepared-blocks); its ``Result``."""
+        return self._call("trace", requests=requests, block_bytes=block_bytes, prepared=prepared)
 
     def close(self) -> None:
         with contextlib.suppress(OSError, EOFError, MooncakeUnavailableError):

@@ -265,7 +265,8 @@ def _serve(conn: Connection, args: argparse.Namespace) -> None:
                     put, get = ops.run_case(client, pool, **kw)
                     conn.send(("ok", (ops.summary(put), ops.summary(get))))
                 elif cmd == "trace":
-                    conn.send(("ok", runner.replay(client, kw["requests"], kw["block_bytes"])))
+                    res = runner.replay(client, kw["requests"], kw["block_bytes"], prepared=kw.get("prepared", False))
+                    conn.send(("ok", res))
                 else:
                     conn.send(("error", f"unknown command {cmd!r}"))
             except Exception as exc:  # a failed case is reported to the bench, which says so

@@ -59,6 +59,15 @@ class OwnerCache:
             while len(self._owners) > self.capacity:
                 self._owners.popitem(last=False)
 
+    def remember_many(self, keys: list[str], owner: Owner) -> None:
+        """``remember`` of each of ``keys``, under one hold of the lock (a batch's keys)."""
+        with self._lock:
+            for key in keys:
+                self._owners[key] = owner
+                self._owners.move_to_end(key)
+            while len(self._owners) > self.capacity:
+                self._owners.popitem(last=False)
+
     def forget(self, key: str) -> None:
         with self._lock:
             self._owners.pop(key, None)

@@ -132,6 +132,44 @@ def _settled(started: Callable[[], list[Moving]]) -> Iterator[None]:
         raise
 
 
+class _Deferred:
+    """NOTE [deferred acknowledgement]: per owner, the run of the peer (its ``instance``) and the
+    batch indexes whose commits it took without the master's acknowledgement yet. A long put is
+    rounds of PEER_CHUNK keys per owner; each round's commit used to wait for one heartbeat of the
+    owner to the master. Now only an owner's last round waits, and its heartbeat acknowledges the
+    earlier rounds' commits too (a node's events reach the master in order, so the heartbeat that
+    acknowledges the last ADDs applied every earlier one); the earlier rounds' keys are reported
+    stored only then, so a put still returns True only for keys every reader can see. An owner
+    that fails or restarts before that acknowledgement has its deferred keys put again elsewhere."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, tuple[int, list[int]]] = {}
+
+    def add(self, node: str, instance: int, idx: list[int]) -> list[tuple[int, PeerUnavailableError]]:
+        """Records ``idx`` as deferred on ``node``; returns the earlier ones to put again when the
+        peer's run changed in between (it restarted: they are gone with it)."""
+        old_instance, old = self._by_node.get(node, (instance, []))
+        lost: list[tuple[int, PeerUnavailableError]] = []
+        if old_instance != instance:
+            failure = PeerUnavailableError(f"peer {node!r} restarted before acknowledging deferred commits")
+            lost, old = [(i, failure) for i in old], []
+        if old or idx:
+            self._by_node[node] = (instance, old + idx)
+        return lost
+
+    def waiting(self, node: str) -> list[int]:
+        return self._by_node.get(node, (0, []))[1]
+
+    def take(self, node: str) -> tuple[int, list[int]]:
+        return self._by_node.pop(node, (0, []))
+
+    def drop(self, node: str) -> list[int]:
+        return self.take(node)[1]
+
+    def nodes(self) -> list[str]:
+        return list(self._by_node)
+
+
 class _NoSpace(Exception):
     """The routed peer had no free pages (or not the tier) after all: the master's view lagged."""
 
@@ -219,7 +257,9 @@ class DistributedClient(UMBPClient):
             _weakly(self._after_commit, _refused),
             _weakly(self._kick_heartbeat, _nothing),
             workers // 2,
+            _weakly(self._after_deferred_commit, _nothing),
         )
+        self.store.flush_unpublished = _weakly(self._flush_unpublished, _refused)
         rpc.peer_grpc.add_UMBPPeerServicer_to_server(servicer, self._peer_server)
         port = rpc.bind(self._peer_server, f"{host}:{dist.peer_service_port}")
         self.peer_address = f"{host}:{port}"
@@ -308,6 +348,22 @@ class DistributedClient(UMBPClient):
         self.store.publish(keys)
         self._hb.kick()
         return True
+
+    def _after_deferred_commit(self, keys: list[str], conditional: bool) -> None:
+        """NOTE [deferred acknowledgement]: commits a writer acknowledges later. Without
+        UMBP_COMMIT_SYNC_FLUSH (and not ADD-if-absents) they are published at once, as
+        ``_after_commit`` does; else they wait for the heartbeat of the writer's last commit."""
+        if not (self._sync_flush or conditional):
+            self.store.publish(keys)
+            self._hb.kick()
+
+    def _flush_unpublished(self) -> bool:
+        """One heartbeat now for every commit the master has not acknowledged yet (NOTE
+        [deferred acknowledgement]: a long batch's deferred commits are not evictable until
+        then); True once acknowledged."""
+        hb = getattr(self, "_hb", None)
+        keys = self.store.unpublished()
+        return hb is not None and bool(keys) and hb.flush(rpc.timeout_s(), keys)
 
     def _peer(self, address: str) -> Any:
         with self._peers_lock:
@@ -600,7 +656,10 @@ class DistributedClient(UMBPClient):
         """See NOTE [batched data path]; ``direct``: the commits are ADD-if-absents (NOTE [direct put])."""
         ppb = rpc.peer_pb
         res_t = ppb.AllocateSlotResponse
-        for round_ in chunk_rounds(groups):
+        rounds = chunk_rounds(groups)
+        last = {node: r for r, round_ in enumerate(rounds) for node in round_}
+        deferred = _Deferred()  # NOTE [deferred acknowledgement]
+        for r, round_ in enumerate(rounds):
             allocs = {}
             for node, idx in round_.items():
                 route = routes[idx[0]]
@@ -631,6 +690,7 @@ class DistributedClient(UMBPClient):
                         res = pending.result()
                     except PeerUnavailableError as exc:
                         retry.extend((i, node, exc) for i in idx)
+                        retry.extend((i, node, exc) for i in deferred.drop(node))  # unacknowledged
                         continue
                     slots: list[tuple[int, Any]] = []
                     for i, e in zip(idx, res.entries, strict=True):
@@ -668,13 +728,17 @@ class DistributedClient(UMBPClient):
                     self._abort_all(stub, [int(e.slot_id) for _, e in slots])
                     retry.extend((i, node, exc) for i, _ in slots)
                     continue
+                final = r == last[node]
                 req = ppb.BatchCommitSlotsRequest(
                     entries=[
                         ppb.BatchCommitSlotEntry(slot_id=e.slot_id, key=keys[i], if_absent=direct) for i, e in slots
-                    ]
+                    ],
+                    defer_ack=not final,
+                    acknowledge_keys=[keys[i] for i in deferred.waiting(node)] if final else [],
                 )
                 commits[node] = (
                     slots,
+                    final,
                     rpc.start(
                         f"BatchCommitSlots on {who}",
                         self._peer_call(route.peer_address, "BatchCommitSlots"),
@@ -683,22 +747,75 @@ class DistributedClient(UMBPClient):
                         overlap=len(round_) > 1,
                     ),
                 )
-            for node, (slots, pending) in commits.items():
+            for node, (slots, final, pending) in commits.items():
                 try:
                     done = pending.result()
                 except PeerUnavailableError as exc:
                     retry.extend((i, node, exc) for i, _ in slots)
+                    if final:
+                        retry.extend((i, node, exc) for i in deferred.drop(node))
                     continue
                 route = routes[slots[0][0]]
                 owner = self._owners.owner(node, route.peer_address, route.engine_desc)
+                if final:
+                    self._settle(deferred, node, done, keys, owner, out, retry)
                 exists = list(done.already_exists) or [False] * len(slots)  # an older peer sends none
+                stored, placed = [], []
                 for (i, _), ok, why, there in zip(slots, done.success, done.message, exists, strict=True):
                     if ok:
-                        out[i] = True
+                        stored.append(i)
                         if not there:
-                            self._owners.remember(keys[i], owner)
+                            placed.append(keys[i])
                     else:
                         retry.append((i, node, PeerUnavailableError(f"CommitSlot on peer {node!r} refused: {why}")))
+                self._owners.remember_many(placed, owner)
+                if done.deferred:  # committed, not acknowledged yet: True once a later commit is
+                    retry.extend((i, node, exc) for i, exc in deferred.add(node, int(done.instance), stored))
+                else:
+                    for i in stored:
+                        out[i] = True
+        # Owners whose last round committed nothing (refused, full, or a failed write) still owe
+        # the acknowledgement of their deferred commits: one call with no entries asks for it.
+        for node in deferred.nodes():
+            route = routes[deferred.waiting(node)[0]]
+            req = ppb.BatchCommitSlotsRequest(acknowledge_keys=[keys[i] for i in deferred.waiting(node)])
+            try:
+                done = rpc.call(
+                    f"BatchCommitSlots on peer {node!r} at {route.peer_address}",
+                    self._peer_call(route.peer_address, "BatchCommitSlots"),
+                    req,
+                    PeerUnavailableError,
+                )
+            except PeerUnavailableError as exc:
+                retry.extend((i, node, exc) for i in deferred.drop(node))
+                continue
+            owner = self._owners.owner(node, route.peer_address, route.engine_desc)
+            self._settle(deferred, node, done, keys, owner, out, retry)
+
+    def _settle(
+        self,
+        deferred: _Deferred,
+        node: str,
+        done: Any,
+        keys: Sequence[str],
+        owner: Owner,
+        out: list[bool],
+        retry: list[tuple[int, str, PeerUnavailableError | None]],
+    ) -> None:
+        """NOTE [deferred acknowledgement]: ``node``'s deferred commits are stored once the answer
+        that acknowledged them comes from the same run of the peer that committed them; else
+        (not acknowledged in time, or the peer restarted in between) they are put again."""
+        instance, idx = deferred.take(node)
+        if not idx:
+            return
+        if done.acknowledged and int(done.instance) == instance:
+            for i in idx:
+                out[i] = True
+            self._owners.remember_many([keys[i] for i in idx], owner)
+            return
+        why = "the peer restarted" if done.acknowledged else "the master did not acknowledge them in time"
+        failure = PeerUnavailableError(f"deferred commits on peer {node!r}: {why}")
+        retry.extend((i, node, failure) for i in idx)
 
     def _put_again(
         self,

@@ -11,7 +11,7 @@ and ranks below every known depth, so such blocks go in plain LRU order after tr
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Container
+from collections.abc import Container, Iterator
 
 from mori.umbp.errors import ConfigError
 
@@ -79,3 +79,30 @@ class EvictionOrder:
             if seen >= self.window:
                 break
         return best
+
+    def victims(self, skip: Container[str] = frozenset()) -> Iterator[str]:
+        """The keys ``victim`` would name one after another if each were evicted before the next
+        call, in one pass over the order (NOTE [batch eviction] in mori.umbp.peer.store). The
+        order must not change while the caller iterates (it holds the owner's lock)."""
+        keys = ((key, depth) for key, depth in self._order.items() if key not in skip)
+        if self.policy == "lru":
+            for key, _ in keys:
+                yield key
+            return
+        window: list[tuple[str, int]] = []
+        for item in keys:
+            window.append(item)
+            if len(window) < self.window:
+                continue
+            yield self._take_deepest(window)
+        while window:
+            yield self._take_deepest(window)
+
+    @staticmethod
+    def _take_deepest(window: list[tuple[str, int]]) -> str:
+        """Removes and returns the deepest key of ``window`` (on a tie the earlier, older one)."""
+        best = 0
+        for i in range(1, len(window)):
+            if window[i][1] > window[best][1]:
+                best = i
+        return window.pop(best)[0]

@@ -8,6 +8,7 @@ staging buffer, 2 HBM), and ``descs[0]`` is that buffer's packed mori-io MemoryD
 from __future__ import annotations
 
 import ctypes
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +73,9 @@ def inline_refusal(entries: list[tuple[str, int]]) -> str:
     return ""
 
 
+#: Why a commit that was made here is not reported stored: its acknowledgement did not come.
+_LATE = "committed, but the master did not acknowledge it in time"
+
 #: Streams a peer serves at once (NOTE [heartbeat stream] in mori.umbp.stream): each holds one of
 #: the peer server's workers while open; the next is refused and its client calls unary.
 MAX_PEER_STREAMS = 16
@@ -107,6 +111,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         on_commit: Callable[[list[str], bool], bool],
         on_evict: Callable[[], None],
         max_waiters: int = 4,
+        on_defer: Callable[[list[str], bool], None] | None = None,
     ) -> None:
         self.s = store
         # Writers waiting on another writer's key hold a worker thread each; at most this many
@@ -118,6 +123,10 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         # include ADD-if-absents, which wait for the master's decision whatever the flush setting.
         self.on_commit = on_commit
         self.on_evict = on_evict  # wakes the heartbeat without waiting: the master is the caller
+        # NOTE [deferred acknowledgement]: a commit that does not wait for the master; its flag as
+        # on_commit's. None: every commit is acknowledged (defer_ack is not served).
+        self.on_defer = on_defer
+        self.instance = secrets.randbits(63) | 1  # this run, in commit answers (never 0: unset)
         self._packs: dict[int, tuple[Any, bytes]] = {}  # id(MemoryDesc) -> (it, its packed bytes)
         self.streams = StreamSlots(MAX_PEER_STREAMS, "the client calls unary")
 
@@ -182,6 +191,8 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         deadline = time.monotonic() + (_wait_budget(ctx) if may_wait else 0.0)
         out: list[Any] = []
         key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
+        self.s.expire_slots()  # once per call: the claims below skip it (expire=False)
+        self._make_room([(r.key, int(r.size), int(r.tier)) for r in reqs], owner)
         try:
             for req in reqs:
                 res = self._allocate(req, owner, max(0.0, deadline - time.monotonic()), key_limit)
@@ -200,7 +211,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         """The AllocateSlotResponse for ``req``; None when ``owner`` is at its pending cap."""
         out = peer_pb.AllocateSlotResponse
         outcome, slot_id, pages, why = self._claim(
-            req.key, int(req.size), int(req.tier), int(req.depth), owner, wait_s, key_limit
+            req.key, int(req.size), int(req.tier), int(req.depth), owner, wait_s, key_limit, expire=False
         )
         if outcome == "LIMIT":
             return None
@@ -266,6 +277,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         slots: list[tuple[int, int]] = []  # (entry, slot id) allocated and filled by this call
         key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
         self.s.expire_slots()  # once per call: the claims below skip it (expire=False)
+        self._make_room([(e.key, len(d), int(e.tier)) for e, d in zip(entries, datas, strict=True)], owner)
         try:
             for i, (e, data) in enumerate(zip(entries, datas, strict=True)):
                 tier = int(e.tier)
@@ -297,6 +309,16 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         caps = [rpc.pb.TierCapacity(tier=t, total=tot, available=av) for t, (tot, av) in self.s.capacities().items()]
         return peer_pb.BatchPutInlineResponse(entries=answers, tier_capacities=caps)
 
+    def _make_room(self, entries: list[tuple[str, int, int]], owner: str) -> None:
+        """NOTE [batch eviction] in mori.umbp.peer.store: room for a batch's (key, size, tier)
+        entries, made once per tier before the claims (which make their own if it ran out)."""
+        tiers: dict[int, list[tuple[str, int]]] = {}
+        for key, size, tier in entries:
+            if size > 0 and tier in self.s.pools:
+                tiers.setdefault(tier, []).append((key, size))
+        for tier, wanted in tiers.items():
+            self.s.make_room_for(tier, wanted, owner)
+
     def _limit_message(self, owner: str) -> str:
         cap = self.s.max_pending_per_node
         return (
@@ -309,26 +331,60 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         return peer_pb.CommitSlotResponse(success=ok, message=why)
 
     def BatchCommitSlots(self, req: Any, ctx: Any) -> Any:
-        if len(req.entries) > MAX_BATCH:
-            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"entries={len(req.entries)} exceeds the limit {MAX_BATCH}")
-        done = self._commit_all([(int(e.slot_id), e.key, e.if_absent) for e in req.entries])
+        if len(req.entries) > MAX_BATCH or len(req.acknowledge_keys) > MAX_BATCH:
+            n = max(len(req.entries), len(req.acknowledge_keys))
+            what = "entries" if len(req.entries) > MAX_BATCH else "acknowledge_keys"
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{what}={n} exceeds the limit {MAX_BATCH}")
+        entries = [(int(e.slot_id), e.key, e.if_absent) for e in req.entries]
+        defer = bool(req.defer_ack) and self.on_defer is not None
+        acknowledged = False
+        if defer:
+            done = self._commit_deferred(entries)
+        else:
+            done = self._commit_all(entries)
+            # Not after a heartbeat that failed: the master is not answering, no second wait.
+            flushed = not any(why == _LATE for _, why, _ in done)
+            acknowledged = flushed and self._acknowledge(list(req.acknowledge_keys))
         return peer_pb.BatchCommitSlotsResponse(
-            success=[ok for ok, _, _ in done], message=[why for _, why, _ in done], already_exists=[e for *_, e in done]
+            success=[ok for ok, _, _ in done],
+            message=[why for _, why, _ in done],
+            already_exists=[e for *_, e in done],
+            deferred=defer,
+            acknowledged=acknowledged,
+            instance=self.instance,
         )
 
     def _commit_all(self, entries: list[tuple[int, str, bool]]) -> list[tuple[bool, str, bool]]:
         """Commits each slot, then ships all their ADDs to the master in one acknowledgement.
         Per entry (ok, why not, already exists): an if_absent commit the master refused is ok and
         already exists (NOTE [direct put] in mori.umbp.peer.store)."""
+        done, committed, conditional = self._commit_blocks(entries)
+        whys = [why for why, _ in done]
+        if committed and not self.on_commit(committed, conditional):  # stored here, but not surely visible yet
+            return [(False, why or _LATE, False) for why in whys]
+        return [(not why, why, block is not None and block.refused) for why, block in done]
+
+    def _commit_blocks(self, entries: list[tuple[int, str, bool]]) -> tuple[list[Any], list[str], bool]:
+        """(per entry (why not, block), the keys committed, whether any of them is if_absent)."""
         # Last to first: NOTE [chain order] in mori.umbp.peer.store.
         done = [self.s.commit_block(slot_id, key, cond) for slot_id, key, cond in reversed(entries)][::-1]
-        whys = [why for why, _ in done]
-        committed = [key for (_, key, _), why in zip(entries, whys, strict=True) if not why]
-        conditional = any(cond for (_, _, cond), why in zip(entries, whys, strict=True) if not why)
-        if committed and not self.on_commit(committed, conditional):  # stored here, but not surely visible yet
-            late = "committed, but the master did not acknowledge it in time"
-            return [(False, why or late, False) for why in whys]
-        return [(not why, why, block is not None and block.refused) for why, block in done]
+        ok = [(key, cond) for (_, key, cond), (why, _) in zip(entries, done, strict=True) if not why]
+        return done, [key for key, _ in ok], any(cond for _, cond in ok)
+
+    def _commit_deferred(self, entries: list[tuple[int, str, bool]]) -> list[tuple[bool, str, bool]]:
+        """NOTE [deferred acknowledgement]: commits each slot without waiting for the master (the
+        writer's later commit acknowledges them); whether an if_absent one was refused is not
+        known yet, so already exists is false for all."""
+        done, committed, conditional = self._commit_blocks(entries)
+        if committed and self.on_defer is not None:
+            self.on_defer(committed, conditional)
+        return [(not why, why, False) for why, _ in done]
+
+    def _acknowledge(self, keys: list[str]) -> bool:
+        """True once the master answered for the commits of ``keys`` (earlier deferred commits of
+        this writer; a heartbeat that acknowledged this call's own commits covered them already,
+        as events reach the master in order, and then no heartbeat is sent)."""
+        return bool(keys) and self.on_commit(keys, True)
 
     def AbortSlot(self, req: Any, ctx: Any) -> Any:
         self.s.abort(int(req.slot_id))

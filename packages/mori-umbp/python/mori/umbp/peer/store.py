@@ -48,7 +48,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,6 +123,9 @@ class PeerStore(SsdSide):
         # NOTE [eviction on demand]: each page tier's blocks in eviction order.
         self._orders = {t: EvictionOrder(policy, window) for t in self.pools}
         self.high_watermark = high_watermark
+        # Sends one heartbeat for the unacknowledged commits; True once acknowledged (the node
+        # sets it; None: eviction does not wait for one).
+        self.flush_unpublished: Callable[[], bool] | None = None
         self.events = EventLog()
         self.pending_ttl_s = pending_ttl_s
         self.read_lease_s = read_lease_s
@@ -231,22 +234,67 @@ class PeerStore(SsdSide):
         """NOTE [eviction on demand]: evicts victims of ``tier`` by the policy until ``size`` bytes
         fit and the tier is at its high watermark with them; False when they still do not fit."""
         pool = self.pools[tier]
+        return self._make_room_pages(tier, pool.alloc.pages_for(size) * pool.page_size)
+
+    def make_room_for(self, tier: int, entries: Sequence[tuple[str, int]], owner: str = "") -> None:
+        """NOTE [batch eviction]: room for a batch's ``(key, size)`` entries of ``tier`` made once,
+        before its allocations, instead of one eviction pass per key. Counts only keys neither
+        stored nor held here (those allocate nothing), and no more of them than ``owner`` may
+        still hold pending (the rest are refused LIMIT); an allocation that still finds no room
+        (another writer took it meanwhile) makes its own, as before."""
+        pool = self.pool(tier)
+        if pool is None or not entries:
+            return
+        with self._lock:
+            fresh = {key: size for key, size in entries if key not in self._blocks and key not in self._slot_of_key}
+            allowed = max(0, self.max_pending_per_node - self._pending_of.get(owner, 0))
+        need = sum(pool.alloc.pages_for(size) for size in list(fresh.values())[:allowed]) * pool.page_size
+        if need and need <= pool.capacity * self.high_watermark:
+            self._make_room_pages(tier, need)
+
+    def _make_room_pages(self, tier: int, need: int) -> bool:
+        """Evicts until ``need`` bytes are free with ``tier`` at its high watermark after taking them.
+        Victims are picked by the policy, as many as the shortfall takes, under one hold of the
+        lock, then dropped by one ``evict`` (NOTE [batch eviction]); a victim that turned busy in
+        between (a reader's lease) is skipped and the next pass picks another."""
+        pool = self.pools[tier]
         order = self._orders[tier]
-        need = pool.alloc.pages_for(size) * pool.page_size
+        page = pool.page_size
         target = pool.capacity * self.high_watermark
         tried: set[str] = set()
         busy = _Busy(self, tried)
+        flushed = False
         while True:
+            victims: list[str] = []
             with self._lock:
                 free = pool.alloc.available
                 if free >= need and pool.capacity - free + need <= target:
                     return True
+                # Bytes to free so that ``need`` fits, and fits under the watermark.
+                short = max(need - free, pool.capacity - free + need - int(target))
                 busy.now = time.monotonic()
-                victim = order.victim(busy)
-            if victim is None:
-                return pool.alloc.available >= need
-            tried.add(victim)  # freed or busy now: either way not a candidate again in this call
-            self.evict([victim], [tier])
+                for victim in order.victims(busy):
+                    if short <= 0:
+                        break
+                    tried.add(victim)  # freed or busy now: either way not a candidate again in this call
+                    victims.append(victim)
+                    block = self._blocks.get(victim)
+                    short -= len(block.pages) * page if block is not None else 0
+            if not victims:
+                # Commits the master has not acknowledged are not evictable; a long batch's
+                # deferred ones (NOTE [deferred acknowledgement] in mori.umbp.client.pool_client)
+                # may be all that is left: one heartbeat acknowledges them, then look again.
+                if flushed or self.flush_unpublished is None or not self._unpublished_in(tier):
+                    return pool.alloc.available >= need
+                flushed = True
+                if not self.flush_unpublished():
+                    return pool.alloc.available >= need
+                continue
+            self.evict(victims, [tier] * len(victims))
+
+    def _unpublished_in(self, tier: int) -> bool:
+        with self._lock:
+            return any((b := self._blocks.get(k)) is not None and b.tier == tier for k in self._unpublished)
 
     def publish(self, keys: Sequence[str]) -> None:
         """The master acknowledged these commits: every client can see them now."""
