@@ -120,6 +120,10 @@ class EvictionModel:
         self.clock.remove(key)
         self.clock.append(key)
 
+    def free(self) -> dict[int, int]:
+        """Free pages per tier."""
+        return {t: n - list(self.tier.values()).count(t) for t, n in self.pages.items()}
+
     def evict_pass(self) -> None:
         used = {t: list(self.tier.values()).count(t) for t in (HBM, DRAM)}  # the pass's snapshot
         for tier in (HBM, DRAM):
@@ -171,10 +175,19 @@ def test_hbm_eviction_demotes_to_dram_like_the_model(monkeypatch):
                     tiers, _ = owner.ask("tiers")
                     assert tiers == model.tier
                     assert wait_for(lambda: index() == model.tier), (index(), model.tier)
+                    # The writer places its puts itself, over the pool view the master sends with its
+                    # periodic heartbeats (NOTE [direct put]): the room the pass freed reaches it there,
+                    # not before, so the next puts must wait for it or go where the old view says.
+                    assert wait_for(lambda: writer_sees() == model.free()), (writer_sees(), model.free())
 
                 def index() -> dict[str, int]:
                     found = master.master.store.lookup(sorted(values))
                     return {k: loc.tier for k, locs in zip(sorted(values), found, strict=True) for loc in locs}
+
+                def writer_sees() -> dict[int, int]:
+                    """The owner's free pages per tier in the writer's pool view."""
+                    caps = dict(w._view._caps.get(owner.node_id, {}))
+                    return {t: avail // PAGE for t, (_, avail) in caps.items() if t in (HBM, DRAM)}
 
                 for i in range(8):
                     put(f"h{i}")
