@@ -185,6 +185,15 @@ def routed_sources(w: wl.Workload, sources: dict[int, tuple[Any, torch.Tensor]],
     )
 
 
+def outcome(call: Callable[[], object]) -> str:
+    """``"no error"``, or what ``call`` raised as ``"Type: message"`` (the tests inspect both)."""
+    try:
+        call()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
 def stalled_dispatch(rank: int, op: Any, dispatch: Callable[[Any], object]) -> str:
     """Rank 1 holds ``op`` and never dispatches; rank 0 runs ``dispatch(op)``, which must fail with a
     timeout: returns the error's type, how long it took and its message (or "no error")."""
@@ -223,12 +232,12 @@ def overflow(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, c
         x, weights, _ = wl.tokens(w, rank)
         indices = torch.full((x.shape[0], w.topk), -1, dtype=torch.int32)
         indices[:, 0] = 0
-        try:
+
+        def dispatch_and_check() -> None:
             op.dispatch(x.to(device), weights.to(device), None, indices.to(device))
             op.check_error()
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-        return "no error"
+
+        return outcome(dispatch_and_check)
 
 
 def replace(w: wl.Workload, **changes: Any) -> wl.Workload:
@@ -310,11 +319,7 @@ def make_op_error(
     topology does not allow, ...), or "no error"."""
     with shmem.session(rank, nranks, uid):
         _device(backend)
-        try:
-            make_op(w, rank, **(fields or {}))
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-        return "no error"
+        return outcome(lambda: make_op(w, rank, **(fields or {})))
 
 
 def routing_replay(
@@ -423,23 +428,10 @@ def routing_misuse(
             ),
             "no_inter_node_maps": lambda: first.dispatch(x, weights, None, indices, routing=bare),
         }
-        messages = {}
-        for name, call in calls.items():
-            try:
-                call()
-                messages[name] = "no error"
-            except Exception as exc:  # the test inspects the type and message
-                messages[name] = f"{type(exc).__name__}: {exc}"
+        messages = {name: outcome(call) for name, call in calls.items()}
         first.close()
-        for name, call in {
-            "closed": lambda: first.dispatch(x, weights, None, indices, routing=handle),
-            "closed_op_handle": lambda: second.combine(x, None, indices, routing=handle),
-        }.items():
-            try:
-                call()
-                messages[name] = "no error"
-            except Exception as exc:
-                messages[name] = f"{type(exc).__name__}: {exc}"
+        messages["closed"] = outcome(lambda: first.dispatch(x, weights, None, indices, routing=handle))
+        messages["closed_op_handle"] = outcome(lambda: second.combine(x, None, indices, routing=handle))
         outputs = second.dispatch(x, weights, None, indices, return_routing=True)
         if split:
             second.dispatch_recv()
@@ -501,23 +493,12 @@ def split_misuse(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workloa
         x, weights, _ = wl.tokens(w, rank)
         indices = wl.routing(w, rank)
         x, weights, indices = x.to(device), weights.to(device), indices.to(device)
-        messages = []
-        for call in (op.dispatch_recv, op.combine_recv):
-            try:
-                call()
-                messages.append("no error")
-            except Exception as exc:  # the test inspects the type and message
-                messages.append(f"{type(exc).__name__}: {exc}")
+        messages = [outcome(op.dispatch_recv), outcome(op.combine_recv)]
         outputs = op.dispatch_send(x, weights, None, indices)
-        for call in (
-            lambda: op.dispatch_send(x, weights, None, indices),
-            lambda: op.combine(x, weights, indices),
-        ):
-            try:
-                call()
-                messages.append("no error")
-            except Exception as exc:
-                messages.append(f"{type(exc).__name__}: {exc}")
+        messages += [
+            outcome(lambda: op.dispatch_send(x, weights, None, indices)),
+            outcome(lambda: op.combine(x, weights, indices)),
+        ]
         op.dispatch_recv()
         check_dispatch(w, rank, 0, op, outputs)
         op.close()

@@ -38,12 +38,7 @@ def dispatch_then_combine_bytes(
     the error's type and message."""
     with shmem.session(rank, nranks, uid):
         op, device, indices, outputs, total = _dispatched(rank, backend, w, fields)
-        try:
-            op.combine(outputs[0][:total], None, indices)
-        except Exception as exc:  # the test inspects the type and message
-            message = f"{type(exc).__name__}: {exc}"
-        else:
-            message = "no error"
+        message = ep_programs.outcome(lambda: op.combine(outputs[0][:total], None, indices))
         if w.hidden >= 8:  # the op is still usable: a bf16 combine (8 columns, 16 bytes) of the same routing runs
             op.combine(torch.zeros(total, 8, dtype=torch.bfloat16, device=device), None, indices)
             if _split(op):
@@ -58,13 +53,10 @@ def combine_error(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Worklo
     with shmem.session(rank, nranks, uid):
         op, _, indices, out, total = _dispatched(rank, backend, w, fields)
         try:
-            op.combine(out[0][:total], None, indices)
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
+            return ep_programs.outcome(lambda: op.combine(out[0][:total], None, indices))
         finally:
             shmem.shmem_barrier_all()
             op.close()
-        return "no error"
 
 
 def standard_moe_bytes(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[int]:
