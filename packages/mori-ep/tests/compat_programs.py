@@ -11,7 +11,6 @@ import torch
 import mori.shmem as shmem
 from mori.ep import reference
 from mori.ep import workload as wl
-from mori.shmem.testing import init_pe
 
 
 def mismatched_configs(
@@ -20,8 +19,7 @@ def mismatched_configs(
     """PE ``odd_pe`` passes ``field=value``, the others the workload's config: returns the error
     of creating the op. Then every PE creates an op with the same config, which must dispatch and
     combine correctly (the failed creation left nothing behind)."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = ep_programs._device(backend)
         from mori.ep import EpDispatchCombineConfig, EpDispatchCombineOp
 
@@ -32,11 +30,7 @@ def mismatched_configs(
         )  # fmt: skip
         if rank == odd_pe:
             fields[field] = value
-        try:
-            EpDispatchCombineOp(EpDispatchCombineConfig(**fields))
-            outcome = "no error"
-        except Exception as exc:  # the test inspects the type and message
-            outcome = f"{type(exc).__name__}: {exc}"
+        outcome = ep_programs.outcome(lambda: EpDispatchCombineOp(EpDispatchCombineConfig(**fields)))
         op = ep_programs.make_op(w, rank)
         x, weights, _ = wl.tokens(w, rank)
         indices = wl.routing(w, rank)
@@ -47,8 +41,6 @@ def mismatched_configs(
         torch.testing.assert_close(combined[: x.shape[0]].cpu(), want, rtol=0, atol=0)
         op.close()
         return outcome
-    finally:
-        shmem.shmem_finalize()
 
 
 def fp8_rows(hidden: int, dtype: Any, rank: int, iteration: int) -> Any:
@@ -65,8 +57,7 @@ def fp8_combine(rank: int, nranks: int, uid: bytes, backend: str, dtype_name: st
     """Dispatch rows of an fp8 dtype (bytes exact), combine them as that dtype: combine must equal
     torch's own arithmetic, U * decode(x) re-encoded (saturating to the format's max), U the
     distinct destination PEs; the weighted standard-MoE path decodes them as torch does too."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = ep_programs._device(backend)
         dtype = getattr(torch, dtype_name)
         hidden = 256
@@ -95,15 +86,12 @@ def fp8_combine(rank: int, nranks: int, uid: bytes, backend: str, dtype_name: st
             shmem.shmem_barrier_all()
         op.close()
         return maxima
-    finally:
-        shmem.shmem_finalize()
 
 
 def free_local_expert_count(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[int]:
     """mori.ops.launch_local_expert_count over dispatch's outputs, as MORI's free function is
     called (a C++ config, raw pointers): it must equal a bincount of the received ids."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         import mori.cpp
         import mori.ops
 
@@ -138,16 +126,13 @@ def free_local_expert_count(rank: int, nranks: int, uid: bytes, backend: str, w:
         assert "launch_local_expert_count(block_num=)" in noted_settings()
         op.close()
         return counts.tolist()
-    finally:
-        shmem.shmem_finalize()
 
 
 def profiler_offsets(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> int:
     """A profiled dispatch + combine: op.get_debug_time_offset() must be each warp slot's event
     count as the buffer's warp headers hold it (parsed with mori.viz's dtypes), and mori.cpp's
     (ptr, size) accessors must address the same memory. Without the profiler both raise."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         import numpy as np
 
         import mori.cpp
@@ -185,5 +170,3 @@ def profiler_offsets(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Wor
         assert ptr == op.get_debug_time_buf().data_ptr() and size * 8 == buffer.size
         op.close()
         return int(counts.sum())
-    finally:
-        shmem.shmem_finalize()

@@ -21,7 +21,6 @@ from mori.ep import reference
 from mori.ep import workload as wl
 from mori.ep.config import EpDispatchCombineKernelType
 from mori.ep.errors import EpInputError
-from mori.shmem.testing import init_pe
 
 
 def _device(backend: str) -> torch.device:
@@ -70,8 +69,7 @@ def dispatch_combine(
 ) -> list[int]:
     """Dispatch then combine ``iterations`` times (state must reset itself between calls), checking
     both against the reference; returns total_recv per iteration."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         combine_dtype = getattr(torch, options.get("combine_dtype", "bfloat16"))
         quant = options.get("quant_type", "none")
@@ -135,15 +133,12 @@ def dispatch_combine(
             totals.append(total)
         op.close()
         return totals
-    finally:
-        shmem.shmem_finalize()
 
 
 def call_and_report(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, calls: list[str]) -> str:
     """Runs one bad call per entry of ``calls`` (each must raise before launching anything) and
     returns the messages, then a good dispatch/combine to show the op is still usable."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         op = make_op(w, rank)
         x, weights, _ = wl.tokens(w, rank)
@@ -177,8 +172,6 @@ def call_and_report(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Work
         check_dispatch(w, rank, 0, op, outputs)
         op.close()
         return "\n".join(messages)
-    finally:
-        shmem.shmem_finalize()
 
 
 def routed_sources(w: wl.Workload, sources: dict[int, tuple[Any, torch.Tensor]], expert: int) -> list[int]:
@@ -190,6 +183,15 @@ def routed_sources(w: wl.Workload, sources: dict[int, tuple[Any, torch.Tensor]],
         for src, (_, routing) in sources.items()
         for token in torch.nonzero((routing == expert).any(dim=1)).flatten().tolist()
     )
+
+
+def outcome(call: Callable[[], object]) -> str:
+    """``"no error"``, or what ``call`` raised as ``"Type: message"`` (the tests inspect both)."""
+    try:
+        call()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
 
 
 def stalled_dispatch(rank: int, op: Any, dispatch: Callable[[Any], object]) -> str:
@@ -210,8 +212,7 @@ def stall_one_rank(
     rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any] | None = None
 ) -> str:
     """Rank 1 makes the op and then never dispatches: rank 0's dispatch must fail with a timeout."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         x, weights, _ = wl.tokens(w, rank)
         indices = wl.routing(w, rank).to(device)
@@ -221,27 +222,22 @@ def stall_one_rank(
             op.check_error()
 
         return stalled_dispatch(rank, make_op(w, rank, **(fields or {})), dispatch)
-    finally:
-        shmem.shmem_finalize()
 
 
 def overflow(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, cap: int) -> str:
     """Every token goes to PE 0, whose receive buffer holds fewer rows than arrive."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         op = make_op(w, rank, max_total_recv_tokens=cap)
         x, weights, _ = wl.tokens(w, rank)
         indices = torch.full((x.shape[0], w.topk), -1, dtype=torch.int32)
         indices[:, 0] = 0
-        try:
+
+        def dispatch_and_check() -> None:
             op.dispatch(x.to(device), weights.to(device), None, indices.to(device))
             op.check_error()
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-        return "no error"
-    finally:
-        shmem.shmem_finalize()
+
+        return outcome(dispatch_and_check)
 
 
 def replace(w: wl.Workload, **changes: Any) -> wl.Workload:
@@ -267,8 +263,7 @@ def assert_moves_rows(totals: Any) -> None:
 def graph_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, replays: int) -> list[int]:
     """Dispatch + combine captured once in a CUDA graph, replayed with new tokens and routing copied
     into the captured input tensors each time: every replay must match the reference of its data."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         op = make_op(w, rank)
         x, weights, _ = wl.tokens(w, rank, 0)
@@ -315,8 +310,6 @@ def graph_replay(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workloa
             shmem.shmem_barrier_all()
         op.close()
         return totals
-    finally:
-        shmem.shmem_finalize()
 
 
 def make_op_error(
@@ -324,16 +317,9 @@ def make_op_error(
 ) -> str:
     """The error of creating an op (an op whose buffers exceed the heap, a kernel type the PEs'
     topology does not allow, ...), or "no error"."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         _device(backend)
-        try:
-            make_op(w, rank, **(fields or {}))
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-        return "no error"
-    finally:
-        shmem.shmem_finalize()
+        return outcome(lambda: make_op(w, rank, **(fields or {})))
 
 
 def routing_replay(
@@ -343,8 +329,7 @@ def routing_replay(
     handle with new token values lands them in the handle's slots, and combine by the handle sums
     them for the handle's routing. ``fields``: config fields (an inter-node kernel type; AsyncLL's
     halves are called separately)."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         fields = fields or {}
         op = make_op(w, rank, **fields)
@@ -412,8 +397,6 @@ def routing_replay(
         torch.testing.assert_close(combined_weights[:n].cpu(), w2 * count, rtol=1e-6, atol=1e-6)
         op.close()
         return total
-    finally:
-        shmem.shmem_finalize()
 
 
 def routing_misuse(
@@ -424,8 +407,7 @@ def routing_misuse(
     anything; the other op still dispatches and combines by its own handle afterwards."""
     from mori.ep import EpDispatchRoutingHandle
 
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         first, second = make_op(w, rank, **fields), make_op(w, rank, **fields)
         split = int(fields.get("kernel_type", 0)) == 4
@@ -446,23 +428,10 @@ def routing_misuse(
             ),
             "no_inter_node_maps": lambda: first.dispatch(x, weights, None, indices, routing=bare),
         }
-        messages = {}
-        for name, call in calls.items():
-            try:
-                call()
-                messages[name] = "no error"
-            except Exception as exc:  # the test inspects the type and message
-                messages[name] = f"{type(exc).__name__}: {exc}"
+        messages = {name: outcome(call) for name, call in calls.items()}
         first.close()
-        for name, call in {
-            "closed": lambda: first.dispatch(x, weights, None, indices, routing=handle),
-            "closed_op_handle": lambda: second.combine(x, None, indices, routing=handle),
-        }.items():
-            try:
-                call()
-                messages[name] = "no error"
-            except Exception as exc:
-                messages[name] = f"{type(exc).__name__}: {exc}"
+        messages["closed"] = outcome(lambda: first.dispatch(x, weights, None, indices, routing=handle))
+        messages["closed_op_handle"] = outcome(lambda: second.combine(x, None, indices, routing=handle))
         outputs = second.dispatch(x, weights, None, indices, return_routing=True)
         if split:
             second.dispatch_recv()
@@ -473,8 +442,6 @@ def routing_misuse(
         second.check_error()
         second.close()
         return messages
-    finally:
-        shmem.shmem_finalize()
 
 
 def standard_moe(
@@ -483,8 +450,7 @@ def standard_moe(
     """dispatch_standard_moe groups received rows per local expert (checked row by row against the
     sources); experts scale their rows by (1 + global expert id); combine_standard_moe must return
     sum_k w_k * (1 + e_k) * x over every valid pick of the token."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         op = make_op(w, rank, **(fields or {}))
         x, weights, _ = wl.tokens(w, rank)
@@ -516,40 +482,24 @@ def standard_moe(
         torch.testing.assert_close(out[: x.shape[0]].cpu(), want_out, rtol=2e-2, atol=2e-2)
         op.close()
         return count.tolist()
-    finally:
-        shmem.shmem_finalize()
 
 
 def split_misuse(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[str]:
     """AsyncLL's halves out of order: each raises before launching anything, and the op still
     works afterwards."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = _device(backend)
         op = make_op(w, rank, kernel_type=4, gpu_per_node=1)
         x, weights, _ = wl.tokens(w, rank)
         indices = wl.routing(w, rank)
         x, weights, indices = x.to(device), weights.to(device), indices.to(device)
-        messages = []
-        for call in (op.dispatch_recv, op.combine_recv):
-            try:
-                call()
-                messages.append("no error")
-            except Exception as exc:  # the test inspects the type and message
-                messages.append(f"{type(exc).__name__}: {exc}")
+        messages = [outcome(op.dispatch_recv), outcome(op.combine_recv)]
         outputs = op.dispatch_send(x, weights, None, indices)
-        for call in (
-            lambda: op.dispatch_send(x, weights, None, indices),
-            lambda: op.combine(x, weights, indices),
-        ):
-            try:
-                call()
-                messages.append("no error")
-            except Exception as exc:
-                messages.append(f"{type(exc).__name__}: {exc}")
+        messages += [
+            outcome(lambda: op.dispatch_send(x, weights, None, indices)),
+            outcome(lambda: op.combine(x, weights, indices)),
+        ]
         op.dispatch_recv()
         check_dispatch(w, rank, 0, op, outputs)
         op.close()
         return messages
-    finally:
-        shmem.shmem_finalize()

@@ -18,7 +18,6 @@ import mori.shmem as shmem
 from mori.ep import reference
 from mori.ep import workload as wl
 from mori.ep.v2 import EpDispatchCombineOp
-from mori.shmem.testing import init_pe
 
 
 def _device(backend: str, cuda_device: int) -> torch.device:
@@ -97,8 +96,7 @@ def over_comm(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, 
 
 def scatter_over_shmem(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, iterations: int) -> list[int]:
     """combine_mode='scatter' over mori.shmem's heap against the reference, and equal to gather."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = ep_programs._device(backend)
         gather = EpDispatchCombineOp(_config(w, rank))
         scatter = EpDispatchCombineOp(_config(w, rank, combine_mode="scatter"))
@@ -106,8 +104,6 @@ def scatter_over_shmem(rank: int, nranks: int, uid: bytes, backend: str, w: wl.W
         scatter.close()
         gather.close()
         return totals
-    finally:
-        shmem.shmem_finalize()
 
 
 def same_state(rank: int, nranks: int, uid: bytes, backend: str, cco_uid: bytes, w: wl.Workload) -> list[str]:
@@ -118,8 +114,7 @@ def same_state(rank: int, nranks: int, uid: bytes, backend: str, cco_uid: bytes,
     from mori.ep.v2.comm_op import CommV1Op
     from mori.ep.v2.memory import CcoMemory
 
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         with mori.cco.Communicator.init(nranks, rank, cco_uid, backend=backend) as comm:
             v1_config = _config(w, rank).to_v1_config()
             v1 = V1Op(v1_config)
@@ -128,5 +123,3 @@ def same_state(rank: int, nranks: int, uid: bytes, backend: str, cco_uid: bytes,
             over_comm_op.close()
             v1.close()
         return difference
-    finally:
-        shmem.shmem_finalize()

@@ -16,7 +16,6 @@ import torch
 import mori.shmem as shmem
 from mori.ep import workload as wl
 from mori.ep.v2 import EpDispatchCombineConfig, EpDispatchCombineOp, EpDispatchRoutingHandle
-from mori.shmem.testing import init_pe
 
 
 def small_config(**changes: object) -> EpDispatchCombineConfig:
@@ -83,8 +82,7 @@ def parity(
     """Per case (name, workload, quant type): ``iterations`` rounds of dispatch, identity expert and
     combine through a v1 op and a v2 op of the same shape; every output must be equal. Returns
     total_recv per round."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = ep_programs._device(backend)
         totals = []
         for case, w, quant in cases:
@@ -120,8 +118,6 @@ def parity(
             v2.close()
             v1.close()
         return totals
-    finally:
-        shmem.shmem_finalize()
 
 
 def _expect_error(messages: list[str], name: str, call: Any) -> None:
@@ -136,8 +132,7 @@ def _expect_error(messages: list[str], name: str, call: Any) -> None:
 def contract(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> str:
     """Bad calls (each must raise before anything launches), a routing replay, and the lifecycle.
     Returns one "name|error type|message" line per bad call."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = ep_programs._device(backend)
         messages: list[str] = []
         op = EpDispatchCombineOp(v2_config(w, rank))
@@ -179,8 +174,6 @@ def contract(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -
             assert not scoped.closed
         assert scoped.closed and "closed" in repr(scoped)
         return "\n".join(messages)
-    finally:
-        shmem.shmem_finalize()
 
 
 def _fake_handle(op: EpDispatchCombineOp, x: Any, w: wl.Workload) -> EpDispatchRoutingHandle:

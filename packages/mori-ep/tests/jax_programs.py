@@ -184,8 +184,7 @@ def distributed_init(rank: int, nranks: int, uid: bytes, port: int, w: wl.Worklo
 def stall_one_rank(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> str:
     """PE 1 creates the op and never dispatches: PE 0's jitted dispatch must fail after
     MORI_EP_TIMEOUT with jax's runtime error naming EpTimeoutError, not hang."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         import jax
 
         import mori.jax
@@ -194,5 +193,3 @@ def stall_one_rank(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workl
         args = (to_jax(x), to_jax(weights), None, to_jax(wl.routing(w, rank)))
         op = mori.jax.EpDispatchCombineOp(make_config(w, rank))
         return ep_programs.stalled_dispatch(rank, op, lambda op: jax.block_until_ready(jax.jit(op.dispatch)(*args)))
-    finally:
-        shmem.shmem_finalize()

@@ -11,7 +11,6 @@ import torch
 
 import mori.shmem as shmem
 from mori.ep import workload as wl
-from mori.shmem.testing import init_pe
 
 
 def _dispatched(rank: int, backend: str, w: wl.Workload, fields: dict[str, Any]) -> tuple[Any, Any, Any, Any, int]:
@@ -37,15 +36,9 @@ def dispatch_then_combine_bytes(
 ) -> str:
     """Dispatches ``w``'s byte rows, then hands the received rows to combine as they are: returns
     the error's type and message."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         op, device, indices, outputs, total = _dispatched(rank, backend, w, fields)
-        try:
-            op.combine(outputs[0][:total], None, indices)
-        except Exception as exc:  # the test inspects the type and message
-            message = f"{type(exc).__name__}: {exc}"
-        else:
-            message = "no error"
+        message = ep_programs.outcome(lambda: op.combine(outputs[0][:total], None, indices))
         if w.hidden >= 8:  # the op is still usable: a bf16 combine (8 columns, 16 bytes) of the same routing runs
             op.combine(torch.zeros(total, 8, dtype=torch.bfloat16, device=device), None, indices)
             if _split(op):
@@ -53,32 +46,23 @@ def dispatch_then_combine_bytes(
             op.check_error()
         op.close()
         return message
-    finally:
-        shmem.shmem_finalize()
 
 
 def combine_error(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload, fields: dict[str, Any]) -> str:
     """A dispatch, then a combine the op must refuse before launching (the config's quant_type)."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         op, _, indices, out, total = _dispatched(rank, backend, w, fields)
         try:
-            op.combine(out[0][:total], None, indices)
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
+            return ep_programs.outcome(lambda: op.combine(out[0][:total], None, indices))
         finally:
             shmem.shmem_barrier_all()
             op.close()
-        return "no error"
-    finally:
-        shmem.shmem_finalize()
 
 
 def standard_moe_bytes(rank: int, nranks: int, uid: bytes, backend: str, w: wl.Workload) -> list[int]:
     """dispatch_standard_moe of ``w``'s payload rows: each local expert's packed rows are, byte for
     byte, the sources' rows that picked it (the grouping moves bytes like dispatch)."""
-    init_pe(rank, nranks, uid)
-    try:
+    with shmem.session(rank, nranks, uid):
         device = ep_programs._device(backend)
         op = ep_programs.make_op(w, rank)
         x, weights, scales = wl.tokens(w, rank)
@@ -101,5 +85,3 @@ def standard_moe_bytes(rank: int, nranks: int, uid: bytes, backend: str, w: wl.W
                 assert torch.equal(packed_bytes[local, j], sources[src][0][token]), f"expert {expert}, row {j}"
         op.close()
         return count.tolist()
-    finally:
-        shmem.shmem_finalize()

@@ -96,22 +96,20 @@ struct Plain {
   __device__ __forceinline__ static Acc load(S v) { return v; }
   __device__ __forceinline__ static S store(Acc v) { return v; }
 };
+// A 16-bit float held as its bits and accumulated in float, through the given conversions.
+template <float (*ToFloat)(unsigned short), unsigned short (*FromFloat)(float)>
+struct Half {
+  typedef unsigned short S;
+  typedef float Acc;
+  __device__ __forceinline__ static Acc load(S v) { return ToFloat(v); }
+  __device__ __forceinline__ static S store(Acc f) { return FromFloat(f); }
+};
 template <>
 struct Elem<MORI_CCO_DTYPE_FLOAT32> : Plain<float> {};
 template <>
-struct Elem<MORI_CCO_DTYPE_BFLOAT16> {
-  typedef unsigned short S;
-  typedef float Acc;
-  __device__ __forceinline__ static Acc load(S v) { return shmem::detail::Bf16ToFloat(v); }
-  __device__ __forceinline__ static S store(Acc f) { return shmem::detail::FloatToBf16(f); }
-};
+struct Elem<MORI_CCO_DTYPE_BFLOAT16> : Half<shmem::detail::Bf16ToFloat, shmem::detail::FloatToBf16> {};
 template <>
-struct Elem<MORI_CCO_DTYPE_FLOAT16> {
-  typedef unsigned short S;
-  typedef float Acc;
-  __device__ __forceinline__ static Acc load(S v) { return shmem::detail::Fp16ToFloat(v); }
-  __device__ __forceinline__ static S store(Acc f) { return shmem::detail::FloatToFp16(f); }
-};
+struct Elem<MORI_CCO_DTYPE_FLOAT16> : Half<shmem::detail::Fp16ToFloat, shmem::detail::FloatToFp16> {};
 template <>
 struct Elem<MORI_CCO_DTYPE_INT32> : Plain<int> {};
 template <>

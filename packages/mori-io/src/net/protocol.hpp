@@ -26,6 +26,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -67,27 +68,23 @@ void encode_header(const FrameHeader& header, uint8_t out[kFrameHeaderBytes]);
 // Throws Error(Protocol) on a bad magic or an unknown type.
 FrameHeader decode_header(const uint8_t in[kFrameHeaderBytes]);
 
-inline void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+// Little-endian integers of the wire format, whatever the host's byte order.
+template <typename T>
+inline void put_le(uint8_t* p, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = uint8_t(v >> (8 * i));
 }
-inline uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i);
+template <typename T>
+inline T get_le(const uint8_t* p) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v = T(v | (T(p[i]) << (8 * i)));
   return v;
 }
-inline void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-inline uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t(p[i]) << (8 * i);
-  return v;
-}
-inline void put_u16(uint8_t* p, uint16_t v) {
-  p[0] = uint8_t(v);
-  p[1] = uint8_t(v >> 8);
-}
-inline uint16_t get_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline void put_u64(uint8_t* p, uint64_t v) { put_le(p, v); }
+inline uint64_t get_u64(const uint8_t* p) { return get_le<uint64_t>(p); }
+inline void put_u32(uint8_t* p, uint32_t v) { put_le(p, v); }
+inline uint32_t get_u32(const uint8_t* p) { return get_le<uint32_t>(p); }
+inline void put_u16(uint8_t* p, uint16_t v) { put_le(p, v); }
+inline uint16_t get_u16(const uint8_t* p) { return get_le<uint16_t>(p); }
 
 // What the target announces in its CHALLENGE: the initiator sizes its frames by these, clamped to
 // [kMinFrameBytes, kMaxFrameBytes] and [kMinSegments, kMaxSegments]: a target announcing a tiny

@@ -34,6 +34,20 @@ void guarded(const char* what, Fn&& fn) noexcept {
   }
 }
 
+// An active message whose header does not decode comes from a broken or hostile peer: it is
+// dropped with a warning naming the engine, instead of failing the callback.
+template <typename Message>
+bool decode_or_drop(Message (*decode)(const void*, size_t), const void* header, size_t length,
+                    const std::string& engine_key, const char* what, Message* out) {
+  try {
+    *out = decode(header, length);
+    return true;
+  } catch (const Error& e) {
+    MORI_IO_LOG(Warning, "engine '" << engine_key << "' dropped an RDMA " << what << ": " << e.what());
+    return false;
+  }
+}
+
 }  // namespace
 
 struct RdmaBackend::AckSend {
@@ -415,12 +429,7 @@ void RdmaBackend::ep_failed(Peer* peer, ucs_status_t status) {
 
 void RdmaBackend::handle_notify(const void* header, size_t length, const ucp_am_recv_param_t* param) {
   wire::Notify notify;
-  try {
-    notify = wire::decode_notify(header, length);
-  } catch (const Error& e) {
-    MORI_IO_LOG(Warning, "engine '" << engine_key_ << "' dropped an RDMA notification: " << e.what());
-    return;
-  }
+  if (!decode_or_drop(wire::decode_notify, header, length, engine_key_, "notification", &notify)) return;
   std::string key;
   {
     std::lock_guard<std::mutex> lock(tokens_mutex_);
@@ -460,12 +469,7 @@ void RdmaBackend::handle_notify(const void* header, size_t length, const ucp_am_
 
 void RdmaBackend::handle_ack(const void* header, size_t length) {
   wire::Ack ack;
-  try {
-    ack = wire::decode_ack(header, length);
-  } catch (const Error& e) {
-    MORI_IO_LOG(Warning, "engine '" << engine_key_ << "' dropped an RDMA acknowledgement: " << e.what());
-    return;
-  }
+  if (!decode_or_drop(wire::decode_ack, header, length, engine_key_, "acknowledgement", &ack)) return;
   auto it = ops_.find(ack.seq);
   if (it == ops_.end() || !it->second->ack_pending) return;  // late: the transfer already ended
   Op& op = *it->second;

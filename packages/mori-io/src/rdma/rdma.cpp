@@ -9,6 +9,7 @@
 #include "crypto/hmac.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/take.hpp"
 #include "ucx/loader.hpp"
 
 namespace mori::io::ucx {
@@ -221,14 +222,8 @@ void RdmaBackend::retire(const std::shared_ptr<Peer>& peer, const std::string& r
 }
 
 void RdmaBackend::forget_remote(const std::string& key, const std::string& reason) {
-  std::shared_ptr<Slot> slot;
-  {
-    std::lock_guard<std::mutex> lock(slots_mutex_);
-    auto it = slots_.find(key);
-    if (it == slots_.end()) return;
-    slot = it->second;
-    slots_.erase(it);
-  }
+  const std::shared_ptr<Slot> slot = take_locked(slots_mutex_, slots_, key);
+  if (!slot) return;
   std::lock_guard<std::mutex> lock(slot->connect_mutex);
   if (slot->peer) retire(slot->peer, reason, false);
   slot->peer.reset();

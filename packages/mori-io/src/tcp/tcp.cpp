@@ -5,6 +5,8 @@
 #include <chrono>
 #include <future>
 
+#include "core/take.hpp"
+
 namespace mori::io::tcp {
 
 namespace {
@@ -78,14 +80,8 @@ void TcpBackend::abort_users_of(uint32_t id) {
 
 void TcpBackend::forget_remote(const std::string& key, const std::string& reason, bool deregistered) {
   (void)deregistered;  // a re-registered engine may have moved: reconnect on next use
-  std::shared_ptr<LinkSlot> slot;
-  {
-    std::lock_guard<std::mutex> lock(state_mutex_);
-    auto it = links_.find(key);
-    if (it == links_.end()) return;
-    slot = it->second;
-    links_.erase(it);
-  }
+  const std::shared_ptr<LinkSlot> slot = take_locked(state_mutex_, links_, key);
+  if (!slot) return;
   retire(slot, reason);
 }
 

@@ -11,7 +11,7 @@ import ctypes
 from dataclasses import dataclass
 
 from mori.ep.config import EpDispatchCombineConfig, EpDispatchCombineQuantType
-from mori.ep.errors import EpConfigError
+from mori.ep.errors import EpConfigError, EpError, EpInputError, EpOverflowError, EpTimeoutError
 from mori.ep.settings import setting
 
 # Control words (ep_args.h MORI_EP_CTRL_*), as byte offsets from the start of a region.
@@ -25,6 +25,26 @@ ERR_TIMEOUT = 1
 ERR_RECV_OVERFLOW = 2
 ERR_BAD_EXPERT = 3
 ERR_SHORT_INPUT = 4
+
+
+def recorded_error(code: int, config: EpDispatchCombineConfig, max_recv: int) -> EpError:
+    """The exception for ``code``, a nonzero ERR_* that the kernels left in the op's error word
+    (``max_recv``: the op's receive rows), as both mori.ep's and mori.jax's ``check_error`` raise it."""
+    if code == ERR_TIMEOUT:
+        return EpTimeoutError(
+            f"PE {config.rank}: a peer did not answer within MORI_EP_TIMEOUT={setting('MORI_EP_TIMEOUT')} s"
+        )
+    if code == ERR_RECV_OVERFLOW:
+        return EpOverflowError(
+            f"PE {config.rank}: more rows arrived than max_num_tokens_to_recv()={max_recv} "
+            "(raise max_total_recv_tokens); the excess rows were dropped"
+        )
+    if code == ERR_BAD_EXPERT:
+        return EpInputError(f"indices held an expert id >= {config.total_experts}; those picks were skipped")
+    if code == ERR_SHORT_INPUT:
+        return EpInputError("combine input had fewer rows than total_recv; the missing rows were not combined")
+    return EpTimeoutError(f"PE {config.rank}: unknown error code {code} in the op's control words")
+
 
 HAS_WEIGHTS = 1
 HAS_SCALES = 2

@@ -28,7 +28,6 @@ from mori.ep.errors import (
     EpConfigError,
     EpInputError,
     EpOpClosedError,
-    EpOverflowError,
     EpPeerLostError,
     EpRoutingError,
     EpTimeoutError,
@@ -40,10 +39,6 @@ from mori.ep.layout import (
     BLOCKWISE_QUANT_TYPES,
     CTRL_ERROR,
     CTRL_TOTAL_RECV,
-    ERR_BAD_EXPERT,
-    ERR_RECV_OVERFLOW,
-    ERR_SHORT_INPUT,
-    ERR_TIMEOUT,
     EXTERNAL_INPUT,
     HAS_SCALES,
     HAS_WEIGHTS,
@@ -51,6 +46,7 @@ from mori.ep.layout import (
     EpArgs,
     Layout,
     record_bytes,
+    recorded_error,
     reply_bytes,
 )
 from mori.ep.local_expert_count import count_local_experts
@@ -701,20 +697,7 @@ class EpDispatchCombineOp:
             return
         word.zero_()
         self._backend.synchronize()
-        if code == ERR_TIMEOUT:
-            raise EpTimeoutError(
-                f"PE {self.config.rank}: a peer did not answer within MORI_EP_TIMEOUT={setting('MORI_EP_TIMEOUT')} s"
-            )
-        if code == ERR_RECV_OVERFLOW:
-            raise EpOverflowError(
-                f"PE {self.config.rank}: more rows arrived than max_num_tokens_to_recv()={self.layout.max_recv} "
-                "(raise max_total_recv_tokens); the excess rows were dropped"
-            )
-        if code == ERR_BAD_EXPERT:
-            raise EpInputError(f"indices held an expert id >= {self.config.total_experts}; those picks were skipped")
-        if code == ERR_SHORT_INPUT:
-            raise EpInputError("combine input had fewer rows than total_recv; the missing rows were not combined")
-        raise EpTimeoutError(f"PE {self.config.rank}: unknown error code {code} in the op's control words")
+        raise recorded_error(code, self.config, self.layout.max_recv)
 
     def _check_device_proxy(self) -> None:
         """The device proxy's failures (mori-shmem's device error word) as mori.ep errors."""

@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import mori.shmem as shmem
 from mori.ep import inputs
 from mori.ep.config import QUANT_TYPES, EpDispatchCombineConfig, EpDispatchCombineQuantType, shared_fields
-from mori.ep.errors import EpConfigError, EpInputError, EpOverflowError, EpTimeoutError, EpUnsupportedError
+from mori.ep.errors import EpConfigError, EpInputError, EpUnsupportedError
 from mori.ep.launch_config import resolve
-from mori.ep.layout import ERR_BAD_EXPERT, ERR_RECV_OVERFLOW, ERR_SHORT_INPUT, ERR_TIMEOUT
+from mori.ep.layout import recorded_error
 from mori.jax import ffi_build, handlers
 from mori.jax.region import Region, combine_dtypes
 
@@ -284,20 +284,8 @@ class EpDispatchCombineOp:
         """Raises the first error the protocol recorded since the last check and clears it (a device
         sync on the GPU, where calls do not report errors themselves)."""
         code = self.region.error_word()
-        rank = self.config.rank
-        if code == 0:
-            return
-        if code == ERR_TIMEOUT:
-            raise EpTimeoutError(f"PE {rank}: a peer did not answer within MORI_EP_TIMEOUT")
-        if code == ERR_RECV_OVERFLOW:
-            raise EpOverflowError(
-                f"PE {rank}: more rows arrived than max_num_tokens_to_recv()={self.region.layout.max_recv}"
-            )
-        if code == ERR_BAD_EXPERT:
-            raise EpInputError(f"indices held an expert id >= {self.config.total_experts}; those picks were skipped")
-        if code == ERR_SHORT_INPUT:
-            raise EpInputError("combine input had fewer rows than total_recv; the missing rows were not combined")
-        raise EpTimeoutError(f"PE {rank}: unknown error code {code} in the op's control words")
+        if code != 0:
+            raise recorded_error(code, self.config, self.region.layout.max_recv)
 
     def close(self) -> None:
         """Collective: frees the op's region. Programs traced with it must not run afterwards."""

@@ -11,12 +11,9 @@ Example::
 
     # tests/pe_programs.py (child functions must be module-level, hence picklable)
     def allreduce_rank(rank, nranks, uid):
-        init_pe(rank, nranks, uid)
-        try:
+        with mori.shmem.session(rank, nranks, uid):  # init_pe ... shmem_finalize, however it ends
             ...
             return value
-        finally:
-            mori.shmem.shmem_finalize()
 
     # tests/test_x.py
     results = run_pes(pe_programs.allreduce_rank, 4, env={"MORI_SHMEM_HEAP_SIZE": "64M"})
