@@ -140,6 +140,53 @@ def running_cluster(reader: str, *peers: dict[str, Any]) -> Iterator[tuple[Maste
         stop_cluster(master, started, client)
 
 
+#: The exit status of a peer started with ``die_in_commit`` once it died in its commit (peer_programs).
+DIED_IN_COMMIT = 17
+
+
+@contextlib.contextmanager
+def cluster_with_a_dying_owner(
+    when: str, capacity: int, *live: dict[str, Any]
+) -> Iterator[tuple[MasterProcess, PeerProcess, list[PeerProcess], Any]]:
+    """``running_cluster("writer", ...)`` whose first peer, "doomed", holds ``capacity`` bytes (the
+    most of all for the writer's puts to go to it) and dies in its commit RPC, ``when`` "before" or
+    "after" committing; then one peer per entry of ``live``. Yields (master, doomed, live peers, writer)."""
+    doomed = {"node_id": "doomed", "capacity": capacity, "die_in_commit": when}
+    with running_cluster("writer", doomed, *live) as (master, (doomed_peer, *live_peers), writer):
+        yield master, doomed_peer, live_peers, writer
+
+
+def assert_died_in_commit(peer: PeerProcess) -> None:
+    peer.proc.join(10)
+    assert peer.proc.exitcode == DIED_IN_COMMIT, f"{peer.node_id} exited {peer.proc.exitcode}, not in its commit"
+
+
+def assert_reads_back(client, keys: Sequence[str], blocks: Sequence[np.ndarray]) -> None:
+    """Every key reads back through ``client`` with exactly its block's bytes."""
+    for key, block in zip(keys, blocks, strict=True):
+        back = np.zeros_like(block)
+        assert client.get_into_ptr(key, back.ctypes.data, back.nbytes), key
+        assert np.array_equal(back, block), key
+
+
+def signed_peer_stub(peer_address: str, node_id: str, secret: bytes) -> tuple[Any, Any]:
+    """(channel, UMBPPeerStub) of a caller that signs its calls to the peer at ``peer_address`` as
+    ``node_id`` with ``secret``, bypassing the client's own checks; close the channel when done."""
+    from mori.umbp import auth, rpc
+
+    ch = rpc.channel(peer_address, auth.ClientAuth(node_id, lambda: secret))
+    return ch, rpc.peer_grpc.UMBPPeerStub(ch)
+
+
+def member_peer_stub(master_address: str, peer_address: str, node_id: str) -> tuple[Any, Any]:
+    """``signed_peer_stub`` with the pool secret of the master at ``master_address``: a member."""
+    from mori.umbp import auth
+
+    secret = auth.member_secret(None, master_address)
+    assert secret is not None
+    return signed_peer_stub(peer_address, node_id, secret)
+
+
 def count_peer_rpcs(monkeypatch: pytest.MonkeyPatch, names: Sequence[str]) -> collections.Counter[str]:
     """Counts the peer RPCs named in ``names`` that this process serves, per method name, for the
     rest of the test (PeerServicer's methods wrapped through monkeypatch)."""

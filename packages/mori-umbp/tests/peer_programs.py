@@ -59,6 +59,8 @@ def serve_peer(
 def _die_in_commit(when: str) -> None:
     import os
 
+    from conftest import DIED_IN_COMMIT
+
     from mori.umbp.peer.service import PeerServicer
 
     commit_all = PeerServicer._commit_all
@@ -66,7 +68,7 @@ def _die_in_commit(when: str) -> None:
     def dying(self, entries):
         if when == "after":
             commit_all(self, entries)
-        os._exit(17)
+        os._exit(DIED_IN_COMMIT)
 
     PeerServicer._commit_all = dying
 

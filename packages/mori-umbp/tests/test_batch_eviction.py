@@ -13,13 +13,11 @@ import numpy as np
 import pytest
 from conftest import (
     PAGE,
-    MasterProcess,
-    PeerProcess,
-    free_port,
-    make_client,
+    assert_died_in_commit,
+    assert_reads_back,
+    cluster_with_a_dying_owner,
     owner_and_writer,
     random_blocks,
-    stop_cluster,
 )
 
 from mori.umbp.client.pool_client import PEER_CHUNK
@@ -119,27 +117,15 @@ def test_an_owner_dying_before_acknowledging_deferred_commits_leaves_no_key_repo
     commit without the master's acknowledgement, and it dies in the last round's commit, before
     committing or after the acknowledgement but before answering. The deferred keys must not be
     reported stored on it: every key is put again on the live peers and reads back whole."""
-    master = MasterProcess(free_port())
-    peers = []
-    client = None
-    try:
-        doomed = PeerProcess(master.address, "doomed", 400 * PAGE, die_in_commit=when)
-        peers = [doomed, *(PeerProcess(master.address, f"live-{i}", 200 * PAGE) for i in range(2))]
-        client = make_client(master.address, "writer", 0)
-        data = random_blocks(80, 9, PAGE + 1)  # slots: over the inline limit
-        keys = [f"d{i}" for i in range(80)]
+    data = random_blocks(80, 9, PAGE + 1)  # slots: over the inline limit
+    keys = [f"d{i}" for i in range(80)]
+    live = ({"node_id": f"live-{i}", "capacity": 200 * PAGE} for i in range(2))
+    with cluster_with_a_dying_owner(when, 400 * PAGE, *live) as (_, doomed, live_peers, client):
         ok = client.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [PAGE + 1] * 80)
-        doomed.proc.join(10)
-        assert doomed.proc.exitcode == 17  # it did die in its last commit
+        assert_died_in_commit(doomed)  # in its last commit
         assert ok == [True] * 80
-        live = sorted(k for p in peers[1:] for k in p.ask("keys"))
-        assert live == sorted(keys)
-        back = np.zeros(PAGE + 1, np.uint8)
-        for key, value in zip(keys, data, strict=True):
-            assert client.get_into_ptr(key, back.ctypes.data, PAGE + 1)
-            assert np.array_equal(back, value)
-    finally:
-        stop_cluster(master, peers, client)
+        assert sorted(k for p in live_peers for k in p.ask("keys")) == sorted(keys)
+        assert_reads_back(client, keys, data)
 
 
 def test_a_peer_that_acknowledges_every_commit_still_stores_a_long_batch(monkeypatch):

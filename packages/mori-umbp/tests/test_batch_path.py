@@ -11,14 +11,13 @@ import numpy as np
 import pytest
 from conftest import (
     PAGE,
-    MasterProcess,
-    PeerProcess,
+    assert_died_in_commit,
+    assert_reads_back,
+    cluster_with_a_dying_owner,
     count_peer_rpcs,
-    free_port,
     make_client,
     master_config,
     random_blocks,
-    stop_cluster,
 )
 
 from mori.umbp import InvalidArgumentError, MasterServer
@@ -108,27 +107,15 @@ def test_an_owner_dying_mid_batch_leaves_no_key_reported_stored_missing(when, si
     committing, or after committing with the master's acknowledgement (the index then names it
     for every key until the reaper expires it). Every key must be reported stored only where a
     get finds it, with its bytes."""
-    master = MasterProcess(free_port())
-    peers = []
-    client = None
-    try:
-        doomed = PeerProcess(master.address, "doomed", 128 * PAGE, die_in_commit=when)
-        peers = [doomed, *(PeerProcess(master.address, f"live-{i}", 64 * PAGE) for i in range(2))]
-        client = make_client(master.address, "writer", 0)
-        data = random_blocks(16, 4, size)
-        keys = [f"k{i}" for i in range(16)]
+    data = random_blocks(16, 4, size)
+    keys = [f"k{i}" for i in range(16)]
+    live = ({"node_id": f"live-{i}", "capacity": 64 * PAGE} for i in range(2))
+    with cluster_with_a_dying_owner(when, 128 * PAGE, *live) as (_, doomed, live_peers, client):
         ok = client.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [size] * 16)
-        doomed.proc.join(10)
-        assert doomed.proc.exitcode == 17  # it did die in the commit
+        assert_died_in_commit(doomed)
         assert ok == [True] * 16  # routed again, past the dead owner
-        live = sorted(k for p in peers[1:] for k in p.ask("keys"))
-        assert live == sorted(keys)
-        back = np.zeros(size, np.uint8)
-        for key, value in zip(keys, data, strict=True):
-            assert client.get_into_ptr(key, back.ctypes.data, size)
-            assert np.array_equal(back, value)
-    finally:
-        stop_cluster(master, peers, client)
+        assert sorted(k for p in live_peers for k in p.ask("keys")) == sorted(keys)
+        assert_reads_back(client, keys, data)
 
 
 def test_remembered_owners_skip_the_master_and_fall_back_when_wrong(counted, monkeypatch):

@@ -14,7 +14,14 @@ import time
 
 import numpy as np
 import pytest
-from conftest import PAGE, MasterProcess, PeerProcess, free_port, make_client, master_config, stop_cluster
+from conftest import (
+    PAGE,
+    assert_died_in_commit,
+    assert_reads_back,
+    cluster_with_a_dying_owner,
+    make_client,
+    master_config,
+)
 
 from mori.umbp import MasterServer
 from mori.umbp.master.core import ADD, ADD_IF_ABSENT, REMOVE, Master, MasterTiming
@@ -278,27 +285,14 @@ def test_a_node_dying_mid_batch_leaves_no_key_reported_stored_that_is_missing(wh
     """A batch placed by the writer over two owners; one dies in its commit RPC (BatchPutInline,
     or BatchCommitSlots after the mori-io write), before its commits or after the master indexed
     them. Every key reported stored must read back exactly from a reader that never saw it."""
-    master = MasterProcess(free_port())
-    peers = []
-    client = reader = None
-    try:
-        doomed = PeerProcess(master.address, "doomed", 64 * PAGE, die_in_commit=when)
-        live = PeerProcess(master.address, "live", 64 * PAGE)
-        peers = [doomed, live]
-        client = make_client(master.address, "writer", 0)
+    blocks = [_block(300 + i, size) for i in range(16)]
+    keys = [f"b{i}" for i in range(16)]
+    with cluster_with_a_dying_owner(when, 64 * PAGE, {"node_id": "live", "capacity": 64 * PAGE}) as started:
+        master, doomed, (live,), client = started
         assert set(client._view._nodes) >= {"doomed", "live"}
-        blocks = [_block(300 + i, size) for i in range(16)]
-        keys = [f"b{i}" for i in range(16)]
         done = client.batch_put_from_ptr(keys, [x.ctypes.data for x in blocks], [x.nbytes for x in blocks])
-        doomed.proc.join(10)
-        assert doomed.proc.exitcode == 17  # it did die in the batch
+        assert_died_in_commit(doomed)  # in the batch
         assert done == [True] * 16  # the dead node's keys were routed again, to the live one
         assert sorted(live.ask("keys")) == sorted(keys)
-        reader = make_client(master.address, "reader", 0)
-        for key, value, ok in zip(keys, blocks, done, strict=True):
-            if ok:
-                assert _read(reader, key, value.nbytes) == value.tobytes(), key
-    finally:
-        if reader is not None:
-            reader.close()
-        stop_cluster(master, peers, client)
+        with make_client(master.address, "reader", 0) as reader:
+            assert_reads_back(reader, keys, blocks)

@@ -12,16 +12,17 @@ import numpy as np
 import pytest
 from conftest import (
     PAGE,
-    MasterProcess,
-    PeerProcess,
+    assert_died_in_commit,
+    assert_reads_back,
+    cluster_with_a_dying_owner,
     count_peer_rpcs,
-    free_port,
     make_client,
     master_config,
-    stop_cluster,
+    member_peer_stub,
+    signed_peer_stub,
 )
 
-from mori.umbp import InvalidArgumentError, MasterServer, auth, rpc
+from mori.umbp import InvalidArgumentError, MasterServer, rpc
 from mori.umbp.client.pool_client import INLINE_GROUP_MAX_BYTES
 from mori.umbp.peer.service import INLINE_BATCH_MAX_BYTES, INLINE_MAX_BYTES, PeerServicer
 from mori.umbp.rpc import peer_pb
@@ -40,11 +41,6 @@ def _block(seed: int, size: int) -> np.ndarray:
 def counted(monkeypatch):
     """Counts the peer RPCs served in this process, per method name."""
     return count_peer_rpcs(monkeypatch, PEER_METHODS)
-
-
-def _member_stub(address: str, secret: bytes):
-    ch = rpc.channel(address, auth.ClientAuth("inline-caller", lambda: secret))
-    return ch, rpc.peer_grpc.UMBPPeerStub(ch)
 
 
 def _entry(key: str, size: int) -> object:
@@ -101,10 +97,8 @@ def test_an_oversized_inline_payload_is_refused_before_any_allocation():
         MasterServer(master_config()) as master,
         make_client(master.address, "owner", 64 * PAGE) as owner,
     ):
-        secret = auth.member_secret(None, master.address)
-        assert secret is not None
         free = owner.store.capacities()
-        ch, stub = _member_stub(owner.peer_address, secret)
+        ch, stub = member_peer_stub(master.address, owner.peer_address, "inline-caller")
         with ch:
             # The first entry fits, the second is one byte over: nothing of the request is done.
             req = peer_pb.BatchPutInlineRequest(entries=[_entry("fits", 100), _entry("over", INLINE_MAX_BYTES + 1)])
@@ -143,7 +137,7 @@ def test_an_unauthenticated_inline_put_is_refused_and_stores_nothing(secret):
             ch = grpc.insecure_channel(owner.peer_address)
             stub = rpc.peer_grpc.UMBPPeerStub(ch)
         else:
-            ch, stub = _member_stub(owner.peer_address, secret)
+            ch, stub = signed_peer_stub(owner.peer_address, "inline-caller", secret)
         with ch:
             req = peer_pb.BatchPutInlineRequest(entries=[_entry("intruder-block", 100)])
             with pytest.raises(grpc.RpcError) as err:
@@ -159,25 +153,14 @@ def test_an_owner_dying_in_an_inline_put_leaves_no_key_reported_stored_missing(w
     """The doomed owner has the most room, so the master routes the put to it; it dies in the
     inline call, before committing or after committing with the master's acknowledgement. The put
     must then be stored on the live node (routed again) with its bytes, or not reported stored."""
-    master = MasterProcess(free_port())
-    peers = []
-    client = None
-    try:
-        doomed = PeerProcess(master.address, "doomed", 128 * PAGE, die_in_commit=when)
-        live = PeerProcess(master.address, "live", 64 * PAGE)
-        peers = [doomed, live]
-        client = make_client(master.address, "writer", 0)
-        data = _block(4, 5000)
+    data = _block(4, 5000)
+    with cluster_with_a_dying_owner(when, 128 * PAGE, {"node_id": "live", "capacity": 64 * PAGE}) as started:
+        _, doomed, (live,), client = started
         ok = client.put_from_ptr("k", data.ctypes.data, data.nbytes)
-        doomed.proc.join(10)
-        assert doomed.proc.exitcode == 17  # it did die in the inline call
+        assert_died_in_commit(doomed)  # in the inline call
         assert ok is True  # routed again, past the dead owner
         assert live.ask("keys") == ["k"]
-        back = np.zeros_like(data)
-        assert client.get_into_ptr("k", back.ctypes.data, back.nbytes)
-        assert np.array_equal(back, data)
-    finally:
-        stop_cluster(master, peers, client)
+        assert_reads_back(client, ["k"], [data])
 
 
 def test_a_peer_without_the_inline_call_gets_the_block_by_slots(counted, monkeypatch):

@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 import pytest
-from conftest import PAGE, PeerProcess, make_client, master_config, wait_for
+from conftest import PAGE, PeerProcess, make_client, master_config, member_peer_stub, wait_for
 
 from mori import testing
-from mori.umbp import MasterServer, auth, rpc
+from mori.umbp import MasterServer, auth
 from mori.umbp.rpc import peer_pb
 
 pytestmark = pytest.mark.timeout(120)
@@ -110,11 +110,8 @@ def test_a_key_held_past_the_wait_is_reported_not_stored(monkeypatch):
         make_client(master.address, "owner", 8 * PAGE) as owner,
         make_client(master.address, "late") as late,
     ):
-        secret = auth.member_secret(None, master.address)
-        assert secret is not None
-        ch = rpc.channel(owner.peer_address, auth.ClientAuth("slow-writer", lambda: secret))
+        ch, stub = member_peer_stub(master.address, owner.peer_address, "slow-writer")
         with ch:
-            stub = rpc.peer_grpc.UMBPPeerStub(ch)
             req = peer_pb.AllocateSlotRequest(size=PAGE, tier=DRAM, key="held")
             assert stub.AllocateSlot(req, timeout=2).outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
             monkeypatch.setenv("UMBP_RPC_TIMEOUT_MS", "400")  # shorter than the 1.5 s pending TTL
@@ -130,11 +127,8 @@ def test_a_key_held_past_the_wait_is_reported_not_stored(monkeypatch):
 
 def test_waiting_writers_never_take_every_peer_worker():
     with MasterServer(master_config()) as master, make_client(master.address, "busy-owner", 8 * PAGE) as owner:
-        secret = auth.member_secret(None, master.address)
-        assert secret is not None
-        ch = rpc.channel(owner.peer_address, auth.ClientAuth("holder", lambda: secret))
+        ch, stub = member_peer_stub(master.address, owner.peer_address, "holder")
         with ch:
-            stub = rpc.peer_grpc.UMBPPeerStub(ch)
             held = peer_pb.AllocateSlotRequest(size=PAGE, tier=DRAM, key="hot")
             assert stub.AllocateSlot(held, timeout=2).outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
             other = stub.AllocateSlot(peer_pb.AllocateSlotRequest(size=PAGE, tier=DRAM, key="cold"), timeout=2)
