@@ -20,6 +20,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -168,6 +169,25 @@ class _Deferred:
 
     def nodes(self) -> list[str]:
         return list(self._by_node)
+
+
+@dataclass
+class _PutBatch:
+    """One batch put as its local, inline and slot paths share it (NOTE [batched data path]): the
+    blocks (one entry each in keys .. devs), where they were placed, and what became of them."""
+
+    keys: Sequence[str]
+    ptrs: Sequence[int]
+    sizes: Sequence[int]
+    depths: Sequence[int]
+    devs: list[int]
+    routes: Sequence[Any]
+    #: Placed by this client over its pool view: the commits are ADD-if-absents (NOTE [direct put]).
+    direct: bool
+    #: Per block: reported stored.
+    out: list[bool]
+    #: (block, the peer it failed on, why; None: that peer was full): to route again past it.
+    retry: list[tuple[int, str, PeerUnavailableError | None]] = field(default_factory=list)
 
 
 class _NoSpace(Exception):
@@ -422,50 +442,49 @@ class DistributedClient(UMBPClient):
     ) -> list[bool]:
         pb = rpc.pb
         routes, direct = self._place(keys, sizes)
-        out: list[bool] = [False] * len(keys)
+        batch = _PutBatch(keys, ptrs, sizes, depths, devs, routes, direct, [False] * len(keys))
         first: dict[str, int] = {}
         dups: list[tuple[int, int]] = []
         local: list[int] = []
         remote: dict[str, list[int]] = {}
-        retry: list[tuple[int, str, PeerUnavailableError | None]] = []
         for i, (key, route) in enumerate(zip(keys, routes, strict=True)):
             if key in first:  # a key twice in one batch: the later copy shares the first one's fate
                 dups.append((i, first[key]))
                 continue
             first[key] = i
             if route.outcome == pb.ALREADY_EXISTS:
-                out[i] = True
+                batch.out[i] = True
             elif route.outcome != pb.ROUTED:
-                out[i] = False
+                batch.out[i] = False
             elif route.node_id == self.node_id:
                 local.append(i)
             else:
                 remote.setdefault(route.node_id, []).append(i)
         if local:
-            self._put_local(local, keys, ptrs, sizes, routes, depths, devs, out, retry, direct)
+            self._put_local(batch, local)
         inline = self._take_inline(remote, routes, sizes, devs)
         if inline:
-            older = self._put_inline(inline, keys, sizes, ptrs, routes, depths, out, retry, direct)
+            older = self._put_inline(batch, inline)
             for node, idx in older.items():
                 remote.setdefault(node, []).extend(idx)  # peers without BatchPutInline: the slot path
         if remote:
-            self._put_remote(remote, keys, ptrs, sizes, routes, depths, devs, out, retry, direct)
-        moved = self._moved_owners(retry, routes) if direct else set()
-        for i, node, failure in retry:
+            self._put_remote(batch, remote)
+        moved = self._moved_owners(batch) if direct else set()
+        for i, node, failure in batch.retry:
             if node in moved:  # restarted elsewhere: its re-registration wiped what it held
-                out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [], None)
+                batch.out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [], None)
             else:
-                out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [node], failure)
+                batch.out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [node], failure)
         for i, j in dups:
-            out[i] = out[j]
-        return out
+            batch.out[i] = batch.out[j]
+        return batch.out
 
-    def _moved_owners(self, retry: list[tuple[int, str, PeerUnavailableError | None]], routes: Any) -> set[str]:
+    def _moved_owners(self, batch: _PutBatch) -> set[str]:
         """NOTE [direct put]: the owners a direct put failed on that the master now lists at
         another address (restarted): their keys are routed again without excluding them. The
         others leave the view until the master's next one, and are excluded as on the routed path
         (a copy they committed before failing may be gone with them)."""
-        tried = {node: routes[i].peer_address for i, node, failure in retry if failure is not None}
+        tried = {node: batch.routes[i].peer_address for i, node, failure in batch.retry if failure is not None}
         if not tried:
             return set()
         try:
@@ -512,36 +531,25 @@ class DistributedClient(UMBPClient):
                 del remote[node]
         return inline
 
-    def _put_inline(
-        self,
-        groups: dict[str, list[int]],
-        keys: Sequence[str],
-        sizes: Sequence[int],
-        ptrs: Sequence[int],
-        routes: Any,
-        depths: Sequence[int],
-        out: list[bool],
-        retry: list[tuple[int, str, PeerUnavailableError | None]],
-        direct: bool = False,
-    ) -> dict[str, list[int]]:
+    def _put_inline(self, batch: _PutBatch, groups: dict[str, list[int]]) -> dict[str, list[int]]:
         """One BatchPutInline per owning peer and chunk, in rounds (chunk_rounds): the bytes ride in
         the call, and an answer of STORED means committed and acknowledged by the master. Returns
-        the keys of peers that do not serve the call (an older version), for the slot path."""
+        the blocks of peers that do not serve the call (an older version), for the slot path."""
         ppb = rpc.peer_pb
         res_t = ppb.PutInlineResult
         older: dict[str, list[int]] = {}
         for round_ in chunk_rounds(groups):
             calls = []
             for j, (node, idx) in enumerate(round_.items()):
-                route = routes[idx[0]]
+                route = batch.routes[idx[0]]
                 req = ppb.BatchPutInlineRequest(
                     entries=[
                         ppb.PutInlineEntry(
-                            key=keys[i],
-                            tier=int(routes[i].tier),
-                            depth=depths[i],
-                            data=ctypes.string_at(ptrs[i], sizes[i]),
-                            if_absent=direct,
+                            key=batch.keys[i],
+                            tier=int(batch.routes[i].tier),
+                            depth=batch.depths[i],
+                            data=ctypes.string_at(batch.ptrs[i], batch.sizes[i]),
+                            if_absent=batch.direct,
                         )
                         for i in idx
                     ]
@@ -552,7 +560,7 @@ class DistributedClient(UMBPClient):
                 last = j == len(round_) - 1
                 calls.append((node, idx, rpc.start(what, put, req, PeerUnavailableError, overlap=not last)))
             for node, idx, pending in reversed(calls):
-                route = routes[idx[0]]
+                route = batch.routes[idx[0]]
                 try:
                     res = pending.result()
                 except PeerUnavailableError as exc:
@@ -561,58 +569,54 @@ class DistributedClient(UMBPClient):
                         self._no_inline.add(route.peer_address)
                         older.setdefault(node, []).extend(idx)
                     else:
-                        retry.extend((i, node, exc) for i in idx)
+                        batch.retry.extend((i, node, exc) for i in idx)
                     continue
-                if direct:
+                if batch.direct:
                     self._view.refresh(node, res.tier_capacities)
                 owner = self._owners.owner(node, route.peer_address, route.engine_desc)
                 for i, e in zip(idx, res.entries, strict=True):
                     if e.outcome == res_t.STORED:
-                        out[i] = True
-                        self._owners.remember(keys[i], owner)
+                        batch.out[i] = True
+                        self._owners.remember(batch.keys[i], owner)
                     elif e.outcome == res_t.ALREADY_EXISTS:
-                        out[i] = True
+                        batch.out[i] = True
                     elif e.outcome == res_t.FAILED_PENDING:
-                        log.warning("put %r: %s; not stored", keys[i], e.message)
+                        log.warning("put %r: %s; not stored", batch.keys[i], e.message)
                     elif e.outcome == res_t.FAILED_NO_SPACE:
-                        log.info("peer %r was full for %r: routing again", node, keys[i])
-                        retry.append((i, node, None))
+                        log.info("peer %r was full for %r: routing again", node, batch.keys[i])
+                        batch.retry.append((i, node, None))
                     else:
                         why = f"BatchPutInline on peer {node!r} at {route.peer_address} failed: {e.message}"
-                        retry.append((i, node, PeerUnavailableError(why)))
+                        batch.retry.append((i, node, PeerUnavailableError(why)))
         return older
 
-    def _put_local(
-        self,
-        idx: list[int],
-        keys: Sequence[str],
-        ptrs: Sequence[int],
-        sizes: Sequence[int],
-        routes: Any,
-        depths: Sequence[int],
-        devs: list[int],
-        out: list[bool],
-        retry: list[tuple[int, str, PeerUnavailableError | None]],
-        direct: bool = False,
-    ) -> None:
+    def _put_local(self, batch: _PutBatch, idx: list[int]) -> None:
         """Self-target puts: local copies, no RPC but the one acknowledgement of all their ADDs
         (ADD-if-absents when ``direct``; a refused one is a key stored elsewhere: True too)."""
         committed: list[int] = []
         for i in reversed(idx):  # NOTE [chain order] in mori.umbp.peer.store
             try:
-                done = self._put_self(keys[i], ptrs[i], sizes[i], int(routes[i].tier), depths[i], devs[i], direct)
+                done = self._put_self(
+                    batch.keys[i],
+                    batch.ptrs[i],
+                    batch.sizes[i],
+                    int(batch.routes[i].tier),
+                    batch.depths[i],
+                    batch.devs[i],
+                    batch.direct,
+                )
                 if done == "COMMITTED":
                     committed.append(i)
                 else:
-                    out[i] = done == "EXISTS"
+                    batch.out[i] = done == "EXISTS"
             except _NoSpace:
-                retry.append((i, self.node_id, None))
-        if committed and not self._after_commit([keys[i] for i in committed], direct):
+                batch.retry.append((i, self.node_id, None))
+        if committed and not self._after_commit([batch.keys[i] for i in committed], batch.direct):
             failure = PeerUnavailableError("local commit: the master did not acknowledge it in time")
-            retry.extend((i, self.node_id, failure) for i in committed)
+            batch.retry.extend((i, self.node_id, failure) for i in committed)
             return
         for i in committed:
-            out[i] = True
+            batch.out[i] = True
 
     def _put_self(self, key: str, ptr: int, size: int, tier: int, depth: int, dev: int, direct: bool = False) -> str:
         """ "COMMITTED" here by this call (not yet acknowledged by the master), "EXISTS" (committed
@@ -640,19 +644,7 @@ class DistributedClient(UMBPClient):
             raise PeerUnavailableError(f"local commit of {key!r} failed: {why}")
         return "COMMITTED"
 
-    def _put_remote(
-        self,
-        groups: dict[str, list[int]],
-        keys: Sequence[str],
-        ptrs: Sequence[int],
-        sizes: Sequence[int],
-        routes: Any,
-        depths: Sequence[int],
-        devs: list[int],
-        out: list[bool],
-        retry: list[tuple[int, str, PeerUnavailableError | None]],
-        direct: bool = False,
-    ) -> None:
+    def _put_remote(self, batch: _PutBatch, groups: dict[str, list[int]]) -> None:
         """See NOTE [batched data path]; ``direct``: the commits are ADD-if-absents (NOTE [direct put])."""
         ppb = rpc.peer_pb
         res_t = ppb.AllocateSlotResponse
@@ -662,10 +654,15 @@ class DistributedClient(UMBPClient):
         for r, round_ in enumerate(rounds):
             allocs = {}
             for node, idx in round_.items():
-                route = routes[idx[0]]
+                route = batch.routes[idx[0]]
                 req = ppb.BatchAllocateSlotsRequest(
                     entries=[
-                        ppb.AllocateSlotRequest(size=sizes[i], tier=int(routes[i].tier), key=keys[i], depth=depths[i])
+                        ppb.AllocateSlotRequest(
+                            size=batch.sizes[i],
+                            tier=int(batch.routes[i].tier),
+                            key=batch.keys[i],
+                            depth=batch.depths[i],
+                        )
                         for i in idx
                     ]
                 )
@@ -684,35 +681,37 @@ class DistributedClient(UMBPClient):
             with _settled(started.copy):
                 for node, pending in allocs.items():
                     idx = round_[node]
-                    route = routes[idx[0]]
+                    route = batch.routes[idx[0]]
                     who = f"peer {node!r} at {route.peer_address}"
                     try:
                         res = pending.result()
                     except PeerUnavailableError as exc:
-                        retry.extend((i, node, exc) for i in idx)
-                        retry.extend((i, node, exc) for i in deferred.drop(node))  # unacknowledged
+                        batch.retry.extend((i, node, exc) for i in idx)
+                        batch.retry.extend((i, node, exc) for i in deferred.drop(node))  # unacknowledged
                         continue
                     slots: list[tuple[int, Any]] = []
                     for i, e in zip(idx, res.entries, strict=True):
                         if e.outcome == res_t.SUCCESS_ALLOCATED:
                             slots.append((i, e))
                         elif e.outcome == res_t.SUCCESS_ALREADY_EXISTS:
-                            out[i] = True
+                            batch.out[i] = True
                         elif e.outcome == res_t.FAILED_PENDING:
-                            log.warning("put %r: %s; not stored", keys[i], e.message)
+                            log.warning("put %r: %s; not stored", batch.keys[i], e.message)
                         elif e.outcome == res_t.FAILED_NO_SPACE:
-                            log.info("peer %r was full for %r: routing again", node, keys[i])
-                            retry.append((i, node, None))
+                            log.info("peer %r was full for %r: routing again", node, batch.keys[i])
+                            batch.retry.append((i, node, None))
                         else:
-                            retry.append((i, node, PeerUnavailableError(f"AllocateSlot on {who} failed: {e.message}")))
+                            batch.retry.append(
+                                (i, node, PeerUnavailableError(f"AllocateSlot on {who} failed: {e.message}"))
+                            )
                     if not slots:
                         continue
                     items = [
                         (
-                            ptrs[i],
-                            sizes[i],
+                            batch.ptrs[i],
+                            batch.sizes[i],
                             RemotePages(route.engine_desc, e.descs[0], [p.page_index for p in e.pages], e.page_size),
-                            devs[i],
+                            batch.devs[i],
                         )
                         for i, e in slots
                     ]
@@ -726,15 +725,16 @@ class DistributedClient(UMBPClient):
                     transfer.wait()
                 except PeerUnavailableError as exc:
                     self._abort_all(stub, [int(e.slot_id) for _, e in slots])
-                    retry.extend((i, node, exc) for i, _ in slots)
+                    batch.retry.extend((i, node, exc) for i, _ in slots)
                     continue
                 final = r == last[node]
                 req = ppb.BatchCommitSlotsRequest(
                     entries=[
-                        ppb.BatchCommitSlotEntry(slot_id=e.slot_id, key=keys[i], if_absent=direct) for i, e in slots
+                        ppb.BatchCommitSlotEntry(slot_id=e.slot_id, key=batch.keys[i], if_absent=batch.direct)
+                        for i, e in slots
                     ],
                     defer_ack=not final,
-                    acknowledge_keys=[keys[i] for i in deferred.waiting(node)] if final else [],
+                    acknowledge_keys=[batch.keys[i] for i in deferred.waiting(node)] if final else [],
                 )
                 commits[node] = (
                     slots,
@@ -751,34 +751,36 @@ class DistributedClient(UMBPClient):
                 try:
                     done = pending.result()
                 except PeerUnavailableError as exc:
-                    retry.extend((i, node, exc) for i, _ in slots)
+                    batch.retry.extend((i, node, exc) for i, _ in slots)
                     if final:
-                        retry.extend((i, node, exc) for i in deferred.drop(node))
+                        batch.retry.extend((i, node, exc) for i in deferred.drop(node))
                     continue
-                route = routes[slots[0][0]]
+                route = batch.routes[slots[0][0]]
                 owner = self._owners.owner(node, route.peer_address, route.engine_desc)
                 if final:
-                    self._settle(deferred, node, done, keys, owner, out, retry)
+                    self._settle(batch, deferred, node, done, owner)
                 exists = list(done.already_exists) or [False] * len(slots)  # an older peer sends none
                 stored, placed = [], []
                 for (i, _), ok, why, there in zip(slots, done.success, done.message, exists, strict=True):
                     if ok:
                         stored.append(i)
                         if not there:
-                            placed.append(keys[i])
+                            placed.append(batch.keys[i])
                     else:
-                        retry.append((i, node, PeerUnavailableError(f"CommitSlot on peer {node!r} refused: {why}")))
+                        batch.retry.append(
+                            (i, node, PeerUnavailableError(f"CommitSlot on peer {node!r} refused: {why}"))
+                        )
                 self._owners.remember_many(placed, owner)
                 if done.deferred:  # committed, not acknowledged yet: True once a later commit is
-                    retry.extend((i, node, exc) for i, exc in deferred.add(node, int(done.instance), stored))
+                    batch.retry.extend((i, node, exc) for i, exc in deferred.add(node, int(done.instance), stored))
                 else:
                     for i in stored:
-                        out[i] = True
+                        batch.out[i] = True
         # Owners whose last round committed nothing (refused, full, or a failed write) still owe
         # the acknowledgement of their deferred commits: one call with no entries asks for it.
         for node in deferred.nodes():
-            route = routes[deferred.waiting(node)[0]]
-            req = ppb.BatchCommitSlotsRequest(acknowledge_keys=[keys[i] for i in deferred.waiting(node)])
+            route = batch.routes[deferred.waiting(node)[0]]
+            req = ppb.BatchCommitSlotsRequest(acknowledge_keys=[batch.keys[i] for i in deferred.waiting(node)])
             try:
                 done = rpc.call(
                     f"BatchCommitSlots on peer {node!r} at {route.peer_address}",
@@ -787,21 +789,12 @@ class DistributedClient(UMBPClient):
                     PeerUnavailableError,
                 )
             except PeerUnavailableError as exc:
-                retry.extend((i, node, exc) for i in deferred.drop(node))
+                batch.retry.extend((i, node, exc) for i in deferred.drop(node))
                 continue
             owner = self._owners.owner(node, route.peer_address, route.engine_desc)
-            self._settle(deferred, node, done, keys, owner, out, retry)
+            self._settle(batch, deferred, node, done, owner)
 
-    def _settle(
-        self,
-        deferred: _Deferred,
-        node: str,
-        done: Any,
-        keys: Sequence[str],
-        owner: Owner,
-        out: list[bool],
-        retry: list[tuple[int, str, PeerUnavailableError | None]],
-    ) -> None:
+    def _settle(self, batch: _PutBatch, deferred: _Deferred, node: str, done: Any, owner: Owner) -> None:
         """NOTE [deferred acknowledgement]: ``node``'s deferred commits are stored once the answer
         that acknowledged them comes from the same run of the peer that committed them; else
         (not acknowledged in time, or the peer restarted in between) they are put again."""
@@ -810,12 +803,12 @@ class DistributedClient(UMBPClient):
             return
         if done.acknowledged and int(done.instance) == instance:
             for i in idx:
-                out[i] = True
-            self._owners.remember_many([keys[i] for i in idx], owner)
+                batch.out[i] = True
+            self._owners.remember_many([batch.keys[i] for i in idx], owner)
             return
         why = "the peer restarted" if done.acknowledged else "the master did not acknowledge them in time"
         failure = PeerUnavailableError(f"deferred commits on peer {node!r}: {why}")
-        retry.extend((i, node, failure) for i in idx)
+        batch.retry.extend((i, node, failure) for i in idx)
 
     def _put_again(
         self,
