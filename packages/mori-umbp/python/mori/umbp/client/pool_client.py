@@ -189,6 +189,19 @@ class _PutBatch:
     #: (block, the peer it failed on, why; None: that peer was full): to route again past it.
     retry: list[tuple[int, str, PeerUnavailableError | None]] = field(default_factory=list)
 
+    def not_taken(self, i: int, node: str, who: str, call: str, outcomes: Any, entry: Any) -> None:
+        """Block ``i``'s ``entry`` in the answer of ``call`` on ``node`` (``who``) says it was neither
+        stored nor there already (``outcomes``: AllocateSlotResponse or PutInlineResult, whose
+        failures share their names): a key another writer holds is not stored; a full peer's or a
+        failed block is routed again past ``node``."""
+        if entry.outcome == outcomes.FAILED_PENDING:
+            log.warning("put %r: %s; not stored", self.keys[i], entry.message)
+        elif entry.outcome == outcomes.FAILED_NO_SPACE:
+            log.info("peer %r was full for %r: routing again", node, self.keys[i])
+            self.retry.append((i, node, None))
+        else:
+            self.retry.append((i, node, PeerUnavailableError(f"{call} on {who} failed: {entry.message}")))
+
 
 class _NoSpace(Exception):
     """The routed peer had no free pages (or not the tier) after all: the master's view lagged."""
@@ -561,6 +574,7 @@ class DistributedClient(UMBPClient):
                 calls.append((node, idx, rpc.start(what, put, req, PeerUnavailableError, overlap=not last)))
             for node, idx, pending in reversed(calls):
                 route = batch.routes[idx[0]]
+                who = f"peer {node!r} at {route.peer_address}"
                 try:
                     res = pending.result()
                 except PeerUnavailableError as exc:
@@ -580,14 +594,8 @@ class DistributedClient(UMBPClient):
                         self._owners.remember(batch.keys[i], owner)
                     elif e.outcome == res_t.ALREADY_EXISTS:
                         batch.out[i] = True
-                    elif e.outcome == res_t.FAILED_PENDING:
-                        log.warning("put %r: %s; not stored", batch.keys[i], e.message)
-                    elif e.outcome == res_t.FAILED_NO_SPACE:
-                        log.info("peer %r was full for %r: routing again", node, batch.keys[i])
-                        batch.retry.append((i, node, None))
                     else:
-                        why = f"BatchPutInline on peer {node!r} at {route.peer_address} failed: {e.message}"
-                        batch.retry.append((i, node, PeerUnavailableError(why)))
+                        batch.not_taken(i, node, who, "BatchPutInline", res_t, e)
         return older
 
     def _put_local(self, batch: _PutBatch, idx: list[int]) -> None:
@@ -695,15 +703,8 @@ class DistributedClient(UMBPClient):
                             slots.append((i, e))
                         elif e.outcome == res_t.SUCCESS_ALREADY_EXISTS:
                             batch.out[i] = True
-                        elif e.outcome == res_t.FAILED_PENDING:
-                            log.warning("put %r: %s; not stored", batch.keys[i], e.message)
-                        elif e.outcome == res_t.FAILED_NO_SPACE:
-                            log.info("peer %r was full for %r: routing again", node, batch.keys[i])
-                            batch.retry.append((i, node, None))
                         else:
-                            batch.retry.append(
-                                (i, node, PeerUnavailableError(f"AllocateSlot on {who} failed: {e.message}"))
-                            )
+                            batch.not_taken(i, node, who, "AllocateSlot", res_t, e)
                     if not slots:
                         continue
                     items = [
