@@ -24,7 +24,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import shutil
 import tempfile
 import time
@@ -38,11 +37,11 @@ from mori.testing._logs import (
     bounded_timeout,
     capturing,
     pack_call,
-    patched_environ,
     record,
     redirect_output,
     unpack_call,
 )
+from mori.testing._start import starter
 
 __all__ = ["PeerError", "PeerProcess"]
 
@@ -90,23 +89,14 @@ class PeerProcess:
         **kwargs: Any,
     ) -> None:
         self.name = name or getattr(fn, "__name__", "peer")
-        ctx = multiprocessing.get_context("spawn")
         self._log_dir = Path(tempfile.mkdtemp(prefix="mori-peer-"))
         self.log = ProcessLog(self._log_dir, f"peer {self.name}")
-        self.conn, child = ctx.Pipe()
         call = pack_call((fn, tuple(args), kwargs))
-        with patched_environ(env):
-            self.proc = ctx.Process(
-                target=_peer_main,
-                args=(
-                    call,
-                    child,
-                    str(self.log.path) if capturing(capture_output) else None,
-                    dict(env) if env else None,
-                ),
-                daemon=True,
-            )
-            self.proc.start()
+        capture = capturing(capture_output)
+        start = starter(env, capture, call)
+        self.conn, child = start.ctx.Pipe()
+        log_path = str(self.log.path) if capture else None
+        self.proc = start.start(_peer_main, (call, child, log_path, dict(env) if env else None))
         child.close()  # the peer holds the only other end now: its death reads as EOF here
         self._finished = False
 
