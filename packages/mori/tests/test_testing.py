@@ -138,7 +138,11 @@ def _launch_environment(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str 
     after the fork server started: the server's own environment must not leak through)."""
     monkeypatch.setenv("MORI_TESTING_UNSET", "set in the parent")
     monkeypatch.setenv("MORI_TESTING_PARENT", "set in the parent")
-    env: dict[str, str | None] = {"MORI_TESTING_SET": "set by env", "MORI_TESTING_UNSET": None, "MORI_LOG_LEVEL": "ERROR"}
+    env: dict[str, str | None] = {
+        "MORI_TESTING_SET": "set by env",
+        "MORI_TESTING_UNSET": None,
+        "MORI_LOG_LEVEL": "ERROR",
+    }
     expected = {name: os.environ.get(name) for name in ENV_PROBES}
     expected.update(env)
     return env, expected

@@ -38,7 +38,8 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from multiprocessing import forkserver
-from multiprocessing.context import BaseContext
+from multiprocessing.context import ForkServerContext, SpawnContext
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,12 @@ def fork_safe(name: str) -> bool:
 class Starter:
     """Starts the processes of one launch, all the same way."""
 
-    def __init__(self, ctx: BaseContext, env: Mapping[str, str | None] | None, environ: dict[str, str] | None) -> None:
+    def __init__(
+        self,
+        ctx: SpawnContext | ForkServerContext,
+        env: Mapping[str, str | None] | None,
+        environ: dict[str, str] | None,
+    ) -> None:
         self.ctx = ctx
         self.env = env
         self._environ = environ  # forked: the environment the boot sets first; spawned: None
@@ -81,8 +87,9 @@ class Starter:
     def method(self) -> str:
         return "forkserver" if self._environ is not None else "spawn"
 
-    def start(self, entry: Callable[..., None], args: tuple[Any, ...], name: str | None = None) -> Any:
+    def start(self, entry: Callable[..., None], args: tuple[Any, ...], name: str | None = None) -> BaseProcess:
         """Starts ``entry(*args)`` (a module-level function) as a daemon process, and returns it."""
+        proc: BaseProcess
         if self._environ is None:
             # The children inherit os.environ: they see env from their first instruction on.
             with patched_environ(self.env):
@@ -159,7 +166,7 @@ def _running_server_environ() -> dict[str, str] | None:
         return _server_environ
 
 
-def _start_server(ctx: BaseContext, limit: float) -> bool:
+def _start_server(ctx: ForkServerContext, limit: float) -> bool:
     """Starts the fork server and waits (at most ``limit`` seconds) until it has forked a first
     process: its imports then count against no launch's timeout. False when it did not come up."""
     done = threading.Event()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import faulthandler
 import logging
-import multiprocessing
 import os
 import pickle
 import queue as queue_module
