@@ -34,6 +34,7 @@ import logging
 import multiprocessing
 import os
 import runpy
+import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -60,9 +61,10 @@ SERVER_START_LIMIT_S = 120.0
 _BOOT_PATH = str(Path(_pe_boot.__file__).resolve())
 
 _server_lock = threading.Lock()
-_server_environ: dict[str, str] | None = None  # the environment the running server started with
+_server_environ: dict[str, str] | None = None  # the environment the fork server started with
 _server_pid: int | None = None
-_server_broken = False
+_server_probed = threading.Event()  # set once the server forked its first process, or failed to
+_server_failed = False
 
 
 def fork_safe(name: str) -> bool:
@@ -144,56 +146,57 @@ def _main_is_pytest() -> bool:
 
 
 def _running_server_environ() -> dict[str, str] | None:
-    """The environment the fork server started with, starting it first if needed (None: unusable)."""
-    global _server_environ, _server_pid, _server_broken
+    """The environment the fork server started with, once it is ready to fork (None: not usable
+    for this launch). The first call starts it and waits for its imports, within the test's time:
+    before the launch's own timeout starts."""
+    global _server_environ, _server_pid, _server_failed
     with _server_lock:
-        if _server_broken:
+        if _server_failed:
             return None
-        if _server_pid is not None:
-            with _ENV_LOCK:  # a server that died is started again now, with the plain os.environ
+        if _server_environ is None:
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["__main__", *(m for m in PRELOAD_CANDIDATES if m in sys.modules)])
+            with _ENV_LOCK:  # no launch is changing os.environ meanwhile: the server gets the plain one
+                _server_environ = dict(os.environ)
                 forkserver.ensure_running()
-            if _server_pid == _current_server_pid() and _server_environ is not None:
-                return _server_environ
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["__main__", *(m for m in PRELOAD_CANDIDATES if m in sys.modules)])
-        with _ENV_LOCK:  # no launch is changing os.environ meanwhile: the server gets the plain one
-            environ = dict(os.environ)
-            started = _start_server(ctx, bounded_timeout(SERVER_START_LIMIT_S))
-        if not started:
-            _server_broken = True
-            return None
-        _server_environ, _server_pid = environ, _current_server_pid()
+            _server_pid = _current_server_pid()
+            threading.Thread(target=_probe, args=(ctx,), name="mori-forkserver-probe", daemon=True).start()
+        elif _server_probed.is_set() and not _server_failed:
+            with _ENV_LOCK:  # a server that died starts again here, with the plain os.environ of now
+                forkserver.ensure_running()
+                if _current_server_pid() != _server_pid:
+                    _server_environ, _server_pid = dict(os.environ), _current_server_pid()
+            return _server_environ
+    limit = bounded_timeout(SERVER_START_LIMIT_S)
+    if _server_probed.wait(limit) and not _server_failed:
         return _server_environ
+    if _server_failed or limit >= SERVER_START_LIMIT_S:  # not just a test with little time left
+        with _server_lock:
+            _server_failed = True
+        logger.warning("the fork server of mori.testing did not come up: spawning PEs from now on")
+        pid = _current_server_pid()
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    return None
 
 
-def _start_server(ctx: ForkServerContext, limit: float) -> bool:
-    """Starts the fork server and waits (at most ``limit`` seconds) until it has forked a first
-    process: its imports then count against no launch's timeout. False when it did not come up."""
-    done = threading.Event()
-    ok: list[bool] = []
-
-    def probe() -> None:
-        try:
-            proc = ctx.Process(target=os.getpid, daemon=True)
-            proc.start()  # returns once the server, its imports done, has forked it
-            proc.join(limit)
-            ok.append(proc.exitcode == 0)
-        except Exception:
-            logger.debug("the fork server did not start", exc_info=True)
-        finally:
-            done.set()
-
-    # In a thread: Process.start() waits for the server without a timeout of its own.
-    threading.Thread(target=probe, name="mori-forkserver-start", daemon=True).start()
-    if done.wait(limit) and ok == [True]:
+def _probe(ctx: ForkServerContext) -> None:
+    """Has the server fork a first process: Process.start() returns once the server's imports are
+    done (it has no timeout of its own, hence this thread)."""
+    global _server_failed
+    try:
+        proc = ctx.Process(target=os.getpid, daemon=True)
+        proc.start()
+        proc.join(SERVER_START_LIMIT_S)
+        if proc.exitcode != 0:
+            raise RuntimeError(f"its first process exited with {proc.exitcode}")
         logger.debug("fork server %s up", _current_server_pid())
-        return True
-    logger.warning("the fork server of mori.testing did not start within %.0f s: spawning PEs from now on", limit)
-    pid = _current_server_pid()
-    if pid is not None:
-        with contextlib.suppress(OSError):
-            os.kill(pid, 9)  # the waiting probe reads EOF and ends
-    return False
+    except Exception:
+        logger.debug("the fork server did not start", exc_info=True)
+        _server_failed = True
+    finally:
+        _server_probed.set()
 
 
 def _current_server_pid() -> int | None:
