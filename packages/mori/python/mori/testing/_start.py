@@ -52,9 +52,11 @@ logger = logging.getLogger("mori.testing")
 #: Modules the fork server imports when the launching process has imported them: costly to import,
 #: and they read no variable a launch may change without falling back to spawn (none named MORI_*).
 PRELOAD_CANDIDATES = ("numpy", "torch")
-#: Variables besides MORI_* whose value may differ between the server and a forked PE (pytest sets
-#: PYTEST_CURRENT_TEST for every test; nothing reads it at import).
-FORK_SAFE_NAMES = frozenset({"PYTEST_CURRENT_TEST"})
+#: Variables besides MORI_* whose value may differ between the server and a forked PE: pytest sets
+#: PYTEST_CURRENT_TEST for every test (nothing reads it at import); CUDA_MODULE_LOADING is read when
+#: CUDA starts (the driver's cuInit, torch's lazy CUDA init), which happens in the PE, never in the
+#: server (mori-ep's inter-node tests set it).
+FORK_SAFE_NAMES = frozenset({"PYTEST_CURRENT_TEST", "CUDA_MODULE_LOADING"})
 #: The longest a launch waits for the fork server to come up (its first start imports torch).
 SERVER_START_LIMIT_S = 120.0
 
