@@ -89,3 +89,8 @@ def environment(rank: int, nranks: int, names: list[str]) -> dict[str, Any]:
 
 def environment_peer(conn: Connection, names: list[str]) -> None:
     conn.send(environment(0, 1, names))
+
+
+def modules_loaded(rank: int, nranks: int, names: list[str]) -> list[bool]:
+    """Which of ``names`` were imported before the PE's function ran (by the fork server, say)."""
+    return [name in sys.modules for name in names]

@@ -227,3 +227,32 @@ def test_the_plugin_ends_launches_before_the_test_deadline_and_shows_every_pe_ou
     assert re.search(r"rank 0 did not finish within [67]\.\d s \(timeout [67]\.\d s\); killed", text), text
     assert "output of PE 1 of run_processes(ring_sum, 2)" in text and "rank 1 of 2 up" in text
     assert "after the PEs" in text
+
+
+PRELOADING_CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+pytest_plugins = ["mori.testing.pytest_plugin"]
+
+def pytest_mori_preload(config):
+    return ["colorsys"]
+"""
+
+PRELOADING_TESTS = """
+import launcher_programs as programs
+import pytest
+from mori.testing import run_processes
+
+def test_preloaded():
+    assert run_processes(programs.modules_loaded, 2, ["colorsys", "wave"], timeout=60) == [[True, False]] * 2
+"""
+
+
+def test_a_conftest_names_modules_the_fork_server_imports_for_every_pe(pytester) -> None:
+    assert run_processes(programs.modules_loaded, 1, ["colorsys"], timeout=60) == [[False]]
+    pytester.makeconftest(PRELOADING_CONFTEST)
+    pytester.makepyfile(PRELOADING_TESTS)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.makeconftest(PRELOADING_CONFTEST.replace('"colorsys"', '"mori.shmem"'))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert "pytest_mori_preload named 'mori.shmem'" in result.stdout.str() + result.stderr.str()

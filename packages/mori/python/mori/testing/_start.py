@@ -5,9 +5,10 @@ A spawned Python process imports everything its function needs afresh: torch alo
 CPU on a loaded 2-core CI machine, which made most of the time of a short multi-PE test. Under the
 pytest plugin (and with pytest as ``__main__``), a launch instead forks its processes from
 :mod:`multiprocessing`'s fork server, started once per test session with ``__main__`` (pytest's
-script) and the modules of :data:`PRELOAD_CANDIDATES` that the test process has itself imported
-already: every PE is still a process of its own, started with those modules loaded (shared,
-copy-on-write). Outside pytest (benchmarks, examples) launches are spawned as before.
+script), the modules of :data:`PRELOAD_CANDIDATES` that the test process has itself imported
+already and those the conftests name (``pytest_mori_preload``): every PE is still a process of
+its own, started with those modules loaded (shared, copy-on-write). Outside pytest (benchmarks,
+examples) launches are spawned as before.
 
 What stays as it was with spawn:
 
@@ -37,7 +38,7 @@ import runpy
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
@@ -62,11 +63,23 @@ SERVER_START_LIMIT_S = 120.0
 
 _BOOT_PATH = str(Path(_pe_boot.__file__).resolve())
 
+_preload_asked: list[str] = []  # what the suite's conftests asked for (pytest_mori_preload)
+
 _server_lock = threading.Lock()
 _server_environ: dict[str, str] | None = None  # the environment the fork server started with
 _server_pid: int | None = None
 _server_probed = threading.Event()  # set once the server forked its first process, or failed to
 _server_failed = False
+
+
+def preload(modules: Iterable[str]) -> None:
+    """Has the fork server, when it starts, also import ``modules`` (the pytest plugin passes what
+    the conftests' ``pytest_mori_preload`` hooks name)."""
+    for name in modules:
+        if name == "mori" or name.startswith("mori."):
+            raise ValueError(f"pytest_mori_preload named {name!r}: mori's modules read the PE's settings when imported")
+        if name not in _preload_asked:
+            _preload_asked.append(name)
 
 
 def fork_safe(name: str) -> bool:
@@ -157,7 +170,8 @@ def _running_server_environ() -> dict[str, str] | None:
             return None
         if _server_environ is None:
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["__main__", *(m for m in PRELOAD_CANDIDATES if m in sys.modules)])
+            imported = [m for m in PRELOAD_CANDIDATES if m in sys.modules]
+            ctx.set_forkserver_preload(list(dict.fromkeys(["__main__", *imported, *_preload_asked])))
             with _ENV_LOCK:  # no launch is changing os.environ meanwhile: the server gets the plain one
                 _server_environ = dict(os.environ)
                 forkserver.ensure_running()
