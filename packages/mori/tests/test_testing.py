@@ -130,7 +130,14 @@ def test_a_peer_answers_over_its_pipe_and_a_dead_or_mute_one_is_an_error() -> No
         assert peer.proc.exitcode == 0
 
 
-ENV_PROBES = ["MORI_TESTING_SET", "MORI_TESTING_UNSET", "MORI_TESTING_PARENT", "MORI_LOG_LEVEL", "OMP_NUM_THREADS"]
+ENV_PROBES = [
+    "MORI_TESTING_SET",
+    "MORI_TESTING_UNSET",
+    "MORI_TESTING_PARENT",
+    "MORI_LOG_LEVEL",
+    "JAX_PLATFORMS",
+    "OMP_NUM_THREADS",
+]
 
 
 def _launch_environment(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str | None], dict[str, str | None]]:
@@ -142,6 +149,7 @@ def _launch_environment(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str 
         "MORI_TESTING_SET": "set by env",
         "MORI_TESTING_UNSET": None,
         "MORI_LOG_LEVEL": "ERROR",
+        "JAX_PLATFORMS": "cpu",  # read by jax alone, which the fork server never imports
     }
     expected = {name: os.environ.get(name) for name in ENV_PROBES}
     expected.update(env)

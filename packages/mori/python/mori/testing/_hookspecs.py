@@ -18,4 +18,5 @@ def pytest_mori_preload(config: pytest.Config) -> list[str] | None:
     """Modules the fork server that the PEs are forked from imports once per test run, beside numpy
     and torch where the test process has imported them (mori.testing._start): modules that many of
     the suite's PEs import (costly: torch takes 1-3 s per PE on a 2-core machine) and that read no
-    ``MORI_*`` variable when imported. Never a ``mori`` module: those read the PE's settings."""
+    ``MORI_*``, ``JAX_*`` or ``XLA_*`` variable when imported. Never a module of mori, jax or jaxlib:
+    those read the PE's settings."""

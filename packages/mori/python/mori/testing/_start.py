@@ -16,8 +16,9 @@ What stays as it was with spawn:
   PE's first code (:mod:`mori.testing._pe_boot`, run by path, so before any ``mori`` module is
   imported) makes its environment exactly the one a spawned PE would have started with. Modules
   the server imported read the server's environment, though: a launch whose environment differs
-  from it in any variable those modules might read (anything but ``MORI_*``, which only mori's own
-  modules read and the server never imports them, and :data:`FORK_SAFE_NAMES`) is spawned.
+  from it in any variable those modules might read is spawned: every variable but those of
+  :data:`FORK_SAFE_PREFIXES` (read only by mori's and jax's modules, which the server never
+  imports) and :data:`FORK_SAFE_NAMES`.
 - CUDA. The server only imports modules; neither numpy nor torch makes a CUDA context when
   imported, so a forked PE makes its own, as a spawned one does (the GPU suites check it).
 - Output. A forked PE writes to its own log; a launch whose children print where the launcher
@@ -51,9 +52,14 @@ from mori.testing._logs import _ENV_LOCK, bounded_timeout, patched_environ, unde
 logger = logging.getLogger("mori.testing")
 
 #: Modules the fork server imports when the launching process has imported them: costly to import,
-#: and they read no variable a launch may change without falling back to spawn (none named MORI_*).
+#: and they read no variable a launch may change without falling back to spawn (none of
+#: FORK_SAFE_PREFIXES, FORK_SAFE_NAMES).
 PRELOAD_CANDIDATES = ("numpy", "torch")
-#: Variables besides MORI_* whose value may differ between the server and a forked PE: pytest sets
+#: The packages whose modules the fork server never imports (:func:`preload` refuses them), and
+#: the prefixes of the variables only they read: these may differ between the server and a PE.
+UNPRELOADABLE = ("mori", "jax", "jaxlib")
+FORK_SAFE_PREFIXES = ("MORI_", "JAX_", "XLA_")
+#: Variables whose value may also differ between the server and a forked PE: pytest sets
 #: PYTEST_CURRENT_TEST for every test (nothing reads it at import); CUDA_MODULE_LOADING is read when
 #: CUDA starts (the driver's cuInit, torch's lazy CUDA init), which happens in the PE, never in the
 #: server (mori-ep's inter-node tests set it).
@@ -76,15 +82,18 @@ def preload(modules: Iterable[str]) -> None:
     """Has the fork server, when it starts, also import ``modules`` (the pytest plugin passes what
     the conftests' ``pytest_mori_preload`` hooks name)."""
     for name in modules:
-        if name == "mori" or name.startswith("mori."):
-            raise ValueError(f"pytest_mori_preload named {name!r}: mori's modules read the PE's settings when imported")
+        if name.split(".")[0] in UNPRELOADABLE:
+            raise ValueError(
+                f"pytest_mori_preload named {name!r}: {', '.join(UNPRELOADABLE)} read the PE's settings "
+                f"({', '.join(p + '*' for p in FORK_SAFE_PREFIXES)}) when imported; PEs import them themselves"
+            )
         if name not in _preload_asked:
             _preload_asked.append(name)
 
 
 def fork_safe(name: str) -> bool:
     """Whether no module the fork server imports reads the variable ``name``."""
-    return name.startswith("MORI_") or name in FORK_SAFE_NAMES
+    return name.startswith(FORK_SAFE_PREFIXES) or name in FORK_SAFE_NAMES
 
 
 class Starter:
