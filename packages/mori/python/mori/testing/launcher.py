@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """N PEs as N processes, for multi-PE tests, never a hang.
 
-:func:`run_processes` runs a module-level function in N spawned Python processes;
+:func:`run_processes` runs a module-level function in N Python processes (forked from a warm fork
+server under the pytest plugin, else spawned: :mod:`mori.testing._start`);
 :func:`run_commands` runs N executables (C++ ranks). Both give each process a log of its own (its
 stdout and stderr; for Python processes under the pytest plugin, or when asked), kill every
 process still running at the timeout (shortened to end before the running test's deadline under
@@ -11,7 +12,7 @@ after a short drain, never a hang.
 
 Example::
 
-    # tests/programs.py (module level, so the spawned processes can import it)
+    # tests/programs.py (module level, so the processes can import it)
     def exchange(rank, nranks, port):
         ...
         return value
@@ -170,7 +171,7 @@ def _child_main(
     dump_after_s: float | None,
     log_path: str | None,
 ) -> None:
-    """Entry point of a spawned PE: runs the function and reports its outcome on the results queue."""
+    """Entry point of a PE: runs the function and reports its outcome on the results queue."""
     if log_path is not None:
         redirect_output(log_path)
     # The parent already put env into the environment this process was started with; applying
@@ -255,7 +256,7 @@ def run_processes(
     label: str | None = None,
     capture_output: bool | None = None,
 ) -> list[Any]:
-    """Runs ``fn(rank, nranks, *args)`` in ``nranks`` spawned processes and collects the results.
+    """Runs ``fn(rank, nranks, *args)`` in ``nranks`` processes and collects the results.
 
     Args:
         fn: A module-level (picklable) function.

@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: MIT
 """One helper process driven over a pipe: a second engine, a pool node, a writer to kill.
 
-``fn(conn, *args, **kwargs)`` runs in a spawned process with ``conn`` its end of a pipe; the test
-reads what it sends (:meth:`PeerProcess.recv`) and asks it commands (:meth:`PeerProcess.ask`). A
-peer that dies, hangs or never answers gives a :class:`PeerError` naming the peer, what was
-awaited, its exit code and the end of its output; never a hang.
+``fn(conn, *args, **kwargs)`` runs in a process of its own (started as :mod:`mori.testing._start`
+says) with ``conn`` its end of a pipe; the test reads what it sends (:meth:`PeerProcess.recv`) and
+asks it commands (:meth:`PeerProcess.ask`). A peer that dies, hangs or never answers gives a
+:class:`PeerError` naming the peer, what was awaited, its exit code and the end of its output;
+never a hang.
 
 Example::
 
-    # tests/peer_programs.py (module level, so the spawned process can import it)
+    # tests/peer_programs.py (module level, so the process can import it)
     def serve(conn, size):
         conn.send(("ready", size))
         while (cmd := conn.recv())[0] != "exit":
@@ -64,7 +65,7 @@ def _peer_main(
 
 
 class PeerProcess:
-    """``fn(conn, *args, **kwargs)`` in a spawned (daemon) process, with ``conn`` its end of a pipe.
+    """``fn(conn, *args, **kwargs)`` in a (daemon) process of its own, with ``conn`` its end of a pipe.
 
     Args:
         fn: A module-level (picklable) function.
