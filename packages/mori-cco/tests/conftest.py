@@ -27,6 +27,10 @@ os.environ.setdefault("MORI_CCO_TIMEOUT", "60")
 os.environ.setdefault("MORI_CCO_PER_RANK_VMM", "256M")
 
 
+def pytest_mori_preload(config: object) -> list[str]:
+    return ["torch"]  # most ranks import it (cco_programs): the fork server imports it once for all
+
+
 def backend_env(backend: str, ranks_per_node: int = 0, **extra: str) -> dict[str, str]:
     """The children's environment: the backend, and with ranks_per_node > 0 one host standing for
     nodes of that many ranks (MORI_CCO_RANKS_PER_NODE); extra adds any other variable."""

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
 import time
 from multiprocessing.connection import Connection
+from typing import Any
+
+#: The environment when this module was imported: in a PE, before its function runs.
+ENVIRON_AT_IMPORT = dict(os.environ)
 
 
 def ring_sum(rank: int, nranks: int, port_base: int) -> int:
@@ -68,3 +73,24 @@ def echo_peer(conn: Connection, greeting: str, *, factor: int = 1) -> None:
         if cmd[0] == "mute":
             continue
         conn.send(cmd[1] * factor)
+
+
+def environment(rank: int, nranks: int, names: list[str]) -> dict[str, Any]:
+    """What this PE saw of ``names`` when it imported its modules and now; the level that
+    ``import mori`` set from MORI_LOG_LEVEL; and its parent (the launcher or the fork server)."""
+    return {
+        "at_import": {name: ENVIRON_AT_IMPORT.get(name) for name in names},
+        "now": {name: os.environ.get(name) for name in names},
+        "mori_level": logging.getLogger("mori").level,
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+    }
+
+
+def environment_peer(conn: Connection, names: list[str]) -> None:
+    conn.send(environment(0, 1, names))
+
+
+def modules_loaded(rank: int, nranks: int, names: list[str]) -> list[bool]:
+    """Which of ``names`` were imported before the PE's function ran (by the fork server, say)."""
+    return [name in sys.modules for name in names]

@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""mori.testing: real spawned processes (2, 4 and 8 PEs), real failures (an exception, a process
+"""mori.testing: real processes (2, 4 and 8 PEs; forked from the fork server under this plugin,
+spawned where the environment or the output asks for it), real failures (an exception, a process
 that dies, one that hangs), each reported with the rank and the end of its output, in bounded time;
-and the pytest plugin's deadline and per-PE report sections, run in a pytest of its own."""
+the environment a PE sees from its first import on; and the pytest plugin's deadline and per-PE
+report sections, run in a pytest of its own."""
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import sys
 import time
@@ -126,6 +130,69 @@ def test_a_peer_answers_over_its_pipe_and_a_dead_or_mute_one_is_an_error() -> No
         assert peer.proc.exitcode == 0
 
 
+ENV_PROBES = [
+    "MORI_TESTING_SET",
+    "MORI_TESTING_UNSET",
+    "MORI_TESTING_PARENT",
+    "MORI_LOG_LEVEL",
+    "JAX_PLATFORMS",
+    "OMP_NUM_THREADS",
+]
+
+
+def _launch_environment(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The env of a launch, and what its PEs must see: env over this process's environment (changed
+    after the fork server started: the server's own environment must not leak through)."""
+    monkeypatch.setenv("MORI_TESTING_UNSET", "set in the parent")
+    monkeypatch.setenv("MORI_TESTING_PARENT", "set in the parent")
+    env: dict[str, str | None] = {
+        "MORI_TESTING_SET": "set by env",
+        "MORI_TESTING_UNSET": None,
+        "MORI_LOG_LEVEL": "ERROR",
+        "JAX_PLATFORMS": "cpu",  # read by jax alone, which the fork server never imports
+    }
+    expected = {name: os.environ.get(name) for name in ENV_PROBES}
+    expected.update(env)
+    return env, expected
+
+
+def _assert_seen_from_import_on(report: dict, expected: dict[str, str | None]) -> None:
+    assert report["at_import"] == expected and report["now"] == expected
+    assert report["mori_level"] == logging.ERROR  # set by `import mori` from MORI_LOG_LEVEL
+
+
+def test_a_pe_sees_env_and_the_launchers_environment_from_its_first_import_on(monkeypatch) -> None:
+    run_processes(programs.ring_sum, 2, _port_base(2), timeout=120)  # the fork server runs already
+    env, expected = _launch_environment(monkeypatch)
+    forked = run_processes(programs.environment, 2, ENV_PROBES, env=env, timeout=120)
+    # OMP_NUM_THREADS may be read when the fork server imports numpy or torch: spawned, as before.
+    expected_spawned = {**expected, "OMP_NUM_THREADS": "3"}
+    spawned = run_processes(programs.environment, 2, ENV_PROBES, env={**env, "OMP_NUM_THREADS": "3"}, timeout=120)
+    for report in forked:
+        _assert_seen_from_import_on(report, expected)
+        assert report["ppid"] != os.getpid()  # forked by the fork server, not by this process
+    for report in spawned:
+        _assert_seen_from_import_on(report, expected_spawned)
+        assert report["ppid"] == os.getpid()
+    assert len({report["pid"] for report in forked + spawned}) == 4
+    assert os.environ.get("MORI_TESTING_SET") is None and os.environ["MORI_TESTING_UNSET"] == "set in the parent"
+
+
+def test_a_pe_printing_where_the_caller_prints_is_spawned(monkeypatch) -> None:
+    env, expected = _launch_environment(monkeypatch)
+    (report,) = run_processes(programs.environment, 1, ENV_PROBES, env=env, timeout=120, capture_output=False)
+    _assert_seen_from_import_on(report, expected)
+    assert report["ppid"] == os.getpid()
+
+
+def test_a_peer_sees_env_from_its_first_import_on(monkeypatch) -> None:
+    env, expected = _launch_environment(monkeypatch)
+    with PeerProcess(programs.environment_peer, ENV_PROBES, env=env) as peer:
+        report = peer.recv(60, what="its report")
+    _assert_seen_from_import_on(report, expected)
+    assert report["ppid"] != os.getpid()
+
+
 PLUGGED_CONFTEST = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
@@ -168,3 +235,32 @@ def test_the_plugin_ends_launches_before_the_test_deadline_and_shows_every_pe_ou
     assert re.search(r"rank 0 did not finish within [67]\.\d s \(timeout [67]\.\d s\); killed", text), text
     assert "output of PE 1 of run_processes(ring_sum, 2)" in text and "rank 1 of 2 up" in text
     assert "after the PEs" in text
+
+
+PRELOADING_CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+pytest_plugins = ["mori.testing.pytest_plugin"]
+
+def pytest_mori_preload(config):
+    return ["colorsys"]
+"""
+
+PRELOADING_TESTS = """
+import launcher_programs as programs
+import pytest
+from mori.testing import run_processes
+
+def test_preloaded():
+    assert run_processes(programs.modules_loaded, 2, ["colorsys", "wave"], timeout=60) == [[True, False]] * 2
+"""
+
+
+def test_a_conftest_names_modules_the_fork_server_imports_for_every_pe(pytester) -> None:
+    assert run_processes(programs.modules_loaded, 1, ["colorsys"], timeout=60) == [[False]]
+    pytester.makeconftest(PRELOADING_CONFTEST)
+    pytester.makepyfile(PRELOADING_TESTS)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.makeconftest(PRELOADING_CONFTEST.replace('"colorsys"', '"mori.shmem"'))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert "pytest_mori_preload named 'mori.shmem'" in result.stdout.str() + result.stderr.str()

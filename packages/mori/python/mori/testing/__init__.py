@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Test support shared by every mori package: processes for multi-PE tests, and a pytest plugin.
 
-:mod:`mori.testing.launcher` runs N PEs as N spawned processes (:func:`run_processes`), N
+:mod:`mori.testing.launcher` runs N PEs as N processes (:func:`run_processes`), N
 executables as N ranks (:func:`run_commands`), or one helper process driven over a pipe
 (:class:`PeerProcess`); each captures every process's output in a log of its own, kills every
 process at a deadline, and reports which one failed, hung or died, with its log.

@@ -130,6 +130,11 @@ def start_recording() -> None:
     take_recorded()
 
 
+def under_pytest_plugin() -> bool:
+    """Whether this process runs tests under mori's pytest plugin."""
+    return _recording
+
+
 def capturing(requested: bool | None) -> bool:
     """Whether a launch sends its children's output to logs: as requested, else under the pytest
     plugin (a failed test shows the logs) and not elsewhere (a benchmark's or an example's PEs

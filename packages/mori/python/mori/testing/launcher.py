@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """N PEs as N processes, for multi-PE tests, never a hang.
 
-:func:`run_processes` runs a module-level function in N spawned Python processes;
+:func:`run_processes` runs a module-level function in N Python processes (forked from a warm fork
+server under the pytest plugin, else spawned: :mod:`mori.testing._start`);
 :func:`run_commands` runs N executables (C++ ranks). Both give each process a log of its own (its
 stdout and stderr; for Python processes under the pytest plugin, or when asked), kill every
 process still running at the timeout (shortened to end before the running test's deadline under
@@ -11,7 +12,7 @@ after a short drain, never a hang.
 
 Example::
 
-    # tests/programs.py (module level, so the spawned processes can import it)
+    # tests/programs.py (module level, so the processes can import it)
     def exchange(rank, nranks, port):
         ...
         return value
@@ -25,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import faulthandler
 import logging
-import multiprocessing
 import os
 import pickle
 import queue as queue_module
@@ -46,11 +46,11 @@ from mori.testing._logs import (
     bounded_timeout,
     capturing,
     pack_call,
-    patched_environ,
     record,
     redirect_output,
     unpack_call,
 )
+from mori.testing._start import starter
 
 __all__ = ["CommandResult", "PeFailure", "RankError", "find_free_port", "run_commands", "run_processes"]
 
@@ -171,7 +171,7 @@ def _child_main(
     dump_after_s: float | None,
     log_path: str | None,
 ) -> None:
-    """Entry point of a spawned PE: runs the function and reports its outcome on the results queue."""
+    """Entry point of a PE: runs the function and reports its outcome on the results queue."""
     if log_path is not None:
         redirect_output(log_path)
     # The parent already put env into the environment this process was started with; applying
@@ -256,7 +256,7 @@ def run_processes(
     label: str | None = None,
     capture_output: bool | None = None,
 ) -> list[Any]:
-    """Runs ``fn(rank, nranks, *args)`` in ``nranks`` spawned processes and collects the results.
+    """Runs ``fn(rank, nranks, *args)`` in ``nranks`` processes and collects the results.
 
     Args:
         fn: A module-level (picklable) function.
@@ -286,37 +286,23 @@ def run_processes(
     check_launch(nranks, timeout)
     name = getattr(fn, "__qualname__", repr(fn))
     label = label or f"run_processes({name}, {nranks})"
+    call = pack_call((fn, tuple(args)))
+    capture = capturing(capture_output)
+    start = starter(env, capture, call)  # may first start the fork server: before the timeout runs
     timeout = bounded_timeout(timeout)
-    ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
+    results = start.ctx.Queue()
     procs: list[Any] = []
     log_dir = Path(tempfile.mkdtemp(prefix="mori-pes-"))
     logs = [ProcessLog(log_dir, f"PE {rank} of {label}") for rank in range(nranks)]
     collector = _Collector(nranks, timeout, return_exceptions, failure_grace)
     # Ask the children to dump their stacks a little before the parent gives up on them.
     dump_after_s = max(timeout - 2.0, timeout * 0.9)
-    call = pack_call((fn, tuple(args)))
-    capture = capturing(capture_output)
     try:
-        with patched_environ(env):
-            for rank in range(nranks):
-                proc = ctx.Process(
-                    target=_child_main,
-                    args=(
-                        call,
-                        rank,
-                        nranks,
-                        dict(env) if env else None,
-                        results,
-                        dump_after_s,
-                        str(logs[rank].path) if capture else None,
-                    ),
-                    name=f"mori-pe-{rank}",
-                    daemon=True,
-                )
-                proc.start()
-                procs.append(proc)
-        logger.debug("started %d PEs for %s", nranks, name)
+        for rank in range(nranks):
+            log_path = str(logs[rank].path) if capture else None
+            child_args = (call, rank, nranks, dict(env) if env else None, results, dump_after_s, log_path)
+            procs.append(start.start(_child_main, child_args, name=f"mori-pe-{rank}"))
+        logger.debug("started %d PEs for %s (%s)", nranks, name, start.method)
         while collector.running():
             try:
                 wait = min(_POLL_S, max(collector.deadline - time.monotonic(), 0.001))

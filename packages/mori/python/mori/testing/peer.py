@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: MIT
 """One helper process driven over a pipe: a second engine, a pool node, a writer to kill.
 
-``fn(conn, *args, **kwargs)`` runs in a spawned process with ``conn`` its end of a pipe; the test
-reads what it sends (:meth:`PeerProcess.recv`) and asks it commands (:meth:`PeerProcess.ask`). A
-peer that dies, hangs or never answers gives a :class:`PeerError` naming the peer, what was
-awaited, its exit code and the end of its output; never a hang.
+``fn(conn, *args, **kwargs)`` runs in a process of its own (started as :mod:`mori.testing._start`
+says) with ``conn`` its end of a pipe; the test reads what it sends (:meth:`PeerProcess.recv`) and
+asks it commands (:meth:`PeerProcess.ask`). A peer that dies, hangs or never answers gives a
+:class:`PeerError` naming the peer, what was awaited, its exit code and the end of its output;
+never a hang.
 
 Example::
 
-    # tests/peer_programs.py (module level, so the spawned process can import it)
+    # tests/peer_programs.py (module level, so the process can import it)
     def serve(conn, size):
         conn.send(("ready", size))
         while (cmd := conn.recv())[0] != "exit":
@@ -24,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import shutil
 import tempfile
 import time
@@ -38,11 +38,11 @@ from mori.testing._logs import (
     bounded_timeout,
     capturing,
     pack_call,
-    patched_environ,
     record,
     redirect_output,
     unpack_call,
 )
+from mori.testing._start import starter
 
 __all__ = ["PeerError", "PeerProcess"]
 
@@ -65,7 +65,7 @@ def _peer_main(
 
 
 class PeerProcess:
-    """``fn(conn, *args, **kwargs)`` in a spawned (daemon) process, with ``conn`` its end of a pipe.
+    """``fn(conn, *args, **kwargs)`` in a (daemon) process of its own, with ``conn`` its end of a pipe.
 
     Args:
         fn: A module-level (picklable) function.
@@ -90,23 +90,14 @@ class PeerProcess:
         **kwargs: Any,
     ) -> None:
         self.name = name or getattr(fn, "__name__", "peer")
-        ctx = multiprocessing.get_context("spawn")
         self._log_dir = Path(tempfile.mkdtemp(prefix="mori-peer-"))
         self.log = ProcessLog(self._log_dir, f"peer {self.name}")
-        self.conn, child = ctx.Pipe()
         call = pack_call((fn, tuple(args), kwargs))
-        with patched_environ(env):
-            self.proc = ctx.Process(
-                target=_peer_main,
-                args=(
-                    call,
-                    child,
-                    str(self.log.path) if capturing(capture_output) else None,
-                    dict(env) if env else None,
-                ),
-                daemon=True,
-            )
-            self.proc.start()
+        capture = capturing(capture_output)
+        start = starter(env, capture, call)
+        self.conn, child = start.ctx.Pipe()
+        log_path = str(self.log.path) if capture else None
+        self.proc = start.start(_peer_main, (call, child, log_path, dict(env) if env else None))
         child.close()  # the peer holds the only other end now: its death reads as EOF here
         self._finished = False
 

@@ -16,6 +16,9 @@ What it adds:
   pytest-timeout's limit, and the launchers of :mod:`mori.testing` end a few seconds before it,
   killing every PE and saying which one hung or died, with the end of its output;
 - on a failed test, every PE's and peer's output (one report section each);
+- PEs and peers forked from a fork server that imports costly modules once
+  (:mod:`mori.testing._start`); a conftest names more with ``pytest_mori_preload(config)``
+  (``return ["torch"]``);
 - the fixtures ``backend`` (cpu, and cuda where a GPU is visible), ``gpu_available``,
   ``free_port`` and ``wheelhouse``, and the hypothesis profile ``mori``.
 
@@ -33,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from mori.testing import _hookspecs, _logs
+from mori.testing import _hookspecs, _logs, _start
 from mori.testing.launcher import find_free_port
 
 #: A test's limit when its conftest names none and it has no timeout marker.
@@ -79,6 +82,11 @@ def _marker_timeout(item: pytest.Item) -> float | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for modules in config.hook.pytest_mori_preload(config=config):
+        try:
+            _start.preload(modules or [])
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     has_timeout_plugin = config.pluginmanager.hasplugin("timeout")
     for item in items:
         seconds = _marker_timeout(item)
