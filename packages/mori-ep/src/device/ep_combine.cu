@@ -28,6 +28,9 @@
 #ifndef MORI_EP_NET
 #define MORI_EP_NET 0
 #endif
+#ifndef MORI_EP_STAGE_STEPS
+#define MORI_EP_STAGE_STEPS 2
+#endif
 
 namespace mori::ep {
 
@@ -196,10 +199,12 @@ __device__ __forceinline__ float BlockScale(float amax) {
 // values kept in registers for the store. Walking the blocks one after another instead cost two
 // dependent loads per block (about 110 per 7168-wide row): the fp4_blockwise combine of 4096
 // tokens took 15 ms on the H100 against 1.2 ms for bf16, nearly all of it here.
-// kSteps warp steps are loaded before any is reduced, to keep that many loads in flight.
+// kSteps warp steps are loaded before any is reduced, to keep that many loads in flight
+// (MORI_EP_STAGE_STEPS, 2 unless MORI_JIT_EXTRA_FLAGS defines it: the A/B of
+// docs/benchmarks/ep.md, "The blockwise combine's staging", measures 4 against 2 on a GPU).
 __device__ __forceinline__ void StageBlocksInLanes(const char* src, char* dst, float* scales, int groups,
                                                    int block_groups, int lane) {
-  constexpr int kSteps = 2;
+  constexpr int kSteps = MORI_EP_STAGE_STEPS;
   const int block_shift = __ffs(block_groups) - 1;  // a power of two: no integer division per step
   for (int base = 0; base < groups; base += 32 * kSteps) {
     float f[kSteps][kGroup];
