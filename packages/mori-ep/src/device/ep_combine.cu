@@ -170,22 +170,22 @@ struct BlockDivisor {
   }
 };
 
-// Eight floats / scale on the wire: e4m3fn, clamped to +-448 first (saturation is the format's
-// contract here, src/cpu/convert.hpp does the same, not a property of one conversion
-// instruction), or e2m1 for fp4.
-__device__ __forceinline__ void StoreWire8(char* p, const float (&f)[kGroup], const BlockDivisor& divide) {
-  float q[kGroup];
-  divide.Divide8(f, q);
+// Eight quotients (values / their block's scale; the values themselves for the direct cast) on
+// the wire: e4m3fn, clamped to +-448 first (saturation is the format's contract here,
+// src/cpu/convert.hpp does the same, not a property of one conversion instruction), or e2m1 for
+// fp4.
+__device__ __forceinline__ void StoreWire8(char* p, const float (&q)[kGroup]) {
   if constexpr (kFp4Wire) {
     StGlobal(reinterpret_cast<unsigned*>(p), PackE2m1x8(q));
     return;
   }
+  float c[kGroup];
 #pragma unroll
-  for (int i = 0; i < kGroup; ++i) q[i] = fminf(fmaxf(q[i], -448.0f), 448.0f);
+  for (int i = 0; i < kGroup; ++i) c[i] = fminf(fmaxf(q[i], -448.0f), 448.0f);
   unsigned w[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    w[i] = FloatsToFp8x2(q[4 * i], q[4 * i + 1]) | (static_cast<unsigned>(FloatsToFp8x2(q[4 * i + 2], q[4 * i + 3])) << 16);
+    w[i] = FloatsToFp8x2(c[4 * i], c[4 * i + 1]) | (static_cast<unsigned>(FloatsToFp8x2(c[4 * i + 2], c[4 * i + 3])) << 16);
   }
   StGlobal(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
 }
@@ -232,7 +232,9 @@ __device__ __forceinline__ void StageBlocksInLanes(const char* src, char* dst, f
       if (g < groups) {
         const float scale = BlockScale(amax);
         if ((lane & (block_groups - 1)) == 0) scales[g >> block_shift] = scale;
-        StoreWire8(dst + g * kWireGroupBytes, f[s], BlockDivisor(scale));
+        float q[kGroup];
+        BlockDivisor(scale).Divide8(f[s], q);
+        StoreWire8(dst + g * kWireGroupBytes, q);
       }
     }
   }
@@ -251,7 +253,7 @@ __device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
     for (int g = lane; g < groups; g += 32) {
       float f[kGroup];
       LoadRow8(src + g * kGroup * kElemBytes, f);
-      StoreWire8(dst + g * kGroup, f, BlockDivisor(1.0f));
+      StoreWire8(dst + g * kGroup, f);
     }
   } else {
     // Blockwise: fp8 blocks whose magnitude fits fp8 travel unscaled (scale 1), larger ones are
@@ -280,7 +282,9 @@ __device__ void StageRow(const mori_ep_args_t& a, int row, int lane) {
       for (int g = b * block_groups + lane; g < (b + 1) * block_groups; g += 32) {
         float f[kGroup];
         LoadRow8(src + g * kGroup * kElemBytes, f);
-        StoreWire8(dst + g * kWireGroupBytes, f, divide);
+        float q[kGroup];
+        divide.Divide8(f, q);
+        StoreWire8(dst + g * kWireGroupBytes, q);
       }
     }
   }
