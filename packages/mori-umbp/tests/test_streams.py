@@ -3,7 +3,9 @@
 against a real master and real peers on loopback. The stream's opening and every frame are
 checked by the pool credential before anything is acted on; a master or peer out of stream room,
 or without the stream, is called unary; a master that stops answering gives an error after the
-call's timeout, never a hang."""
+call's timeout, never a hang. These are the calls a client makes where a server serves no wire
+(NOTE [wire] in mori.umbp.wire: an older version, full, or UMBP_WIRE=0), so this module turns the
+wire off; test_wire.py is its counterpart."""
 
 from __future__ import annotations
 
@@ -30,6 +32,11 @@ from mori.umbp.rpc import pb, peer_pb
 
 STREAM = "/umbp.UMBPMaster/HeartbeatStream"
 WRONG = b"w" * 32
+
+
+@pytest.fixture(autouse=True)
+def _no_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UMBP_WIRE", "0")  # inherited by the master and peer processes
 
 
 def _frames(*frames):
@@ -63,7 +70,7 @@ def test_heartbeats_and_the_data_path_go_over_streams_and_store_every_byte():
         # The owner's heartbeat stream and the writer's peer streams were opened and answered.
         hb = owner._master._hb_stream
         assert hb._made == 1 and hb._refused_until == 0.0
-        pools = writer._peers[owner.peer_address][2]
+        pools = {name: call._fallback for name, call in writer._peers[owner.peer_address][2].items()}
         assert pools["BatchResolveKeys"]._made >= 1 and pools["BatchResolveKeys"]._refused_until == 0.0
         used = pools["BatchPutInline"]._made + pools["BatchAllocateSlots"]._made
         assert used >= 1

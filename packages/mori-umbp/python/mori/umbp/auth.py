@@ -336,6 +336,9 @@ class ClientAuth:
         self._secret = secret
         self._key: tuple[bytes, Any] | None = None  # (secret, keyed(secret))
 
+    def secret(self) -> bytes | None:
+        return self._secret()
+
     def metadata(self, method: str, request: Any, metadata: Any) -> Any:
         """``metadata`` plus this request's credential."""
         return self.signed(method, request.SerializeToString(), metadata)

@@ -289,6 +289,13 @@ REGISTRY = Registry(
             "Staging buffer for values whose memory was not register_memory'd.",
         ),
         Setting("UMBP_RPC_TIMEOUT_MS", "int", "5000", "Deadline of every client RPC to the master or a peer."),
+        Setting(
+            "UMBP_WIRE",
+            "bool",
+            "1",
+            "The put and get paths' calls (and heartbeats) over one authenticated TCP connection each "
+            "instead of gRPC streams (mori-umbp only; 0: gRPC for every call).",
+        ),
         Setting("UMBP_TRANSFER_TIMEOUT_MS", "int", "10000", "Deadline of one mori-io transfer of a put or get."),
         Setting(
             "UMBP_COMMIT_SYNC_FLUSH",

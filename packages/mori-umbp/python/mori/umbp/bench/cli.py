@@ -119,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 log.warning("Mooncake Store not measured: %s", exc)
         rounds.append(entry)
     assert first is not None  # --rounds >= 1
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    out = report.summary(first, config)
+    out = report.summary(first, _config(args))
     for entry in rounds:
         entry["mori-umbp"].pop("config", None)
         entry.get(mooncake.NAME, {}).pop("config", None)
@@ -216,6 +215,13 @@ def _mooncake_trace(measured: list[dict[str, Any]]) -> dict[str, Any]:
     return {k: m[k] for k in keys}
 
 
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags, and the transport of the data path's calls (NOTE [wire] in mori.umbp.wire), which
+    an A/B of the two sets through the environment."""
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    return {**config, "UMBP_WIRE": settings.get_bool("UMBP_WIRE")}
+
+
 def _ints(text: str, name: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -246,7 +252,7 @@ def _main_ops(args: argparse.Namespace) -> int:
         args.rounds,
         not args.skip_mooncake,
     )
-    out["config"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    out["config"] = _config(args)
     write_json(args.out, out)
     for c in out["summary"]:
         sys.stdout.write(

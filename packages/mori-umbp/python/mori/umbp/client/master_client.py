@@ -14,9 +14,15 @@ from mori.umbp import rpc
 from mori.umbp.auth import ClientAuth, SecretSource
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
 from mori.umbp.errors import InvalidArgumentError, MasterUnavailableError
+from mori.umbp.master.service import WIRE_CALLS
 from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, Event
 from mori.umbp.stream import StreamPool
 from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_keys, check_node_id, check_tier
+from mori.umbp.wire import WireCall, WireChannel
+
+#: Wire connections (NOTE [wire] in mori.umbp.wire) a node keeps to its master: its heartbeat and
+#: three client threads' calls at once; a call past them is made over gRPC.
+MASTER_WIRE_CONNECTIONS = 4
 
 
 def _caps(capacities: dict[int, tuple[int, int]]) -> list[Any]:
@@ -40,16 +46,31 @@ class UMBPMasterClient:
         self.master_address = master_address
         self.node_id = node_id
         self.node_address = node_address
-        self._channel = rpc.channel(master_address, ClientAuth(node_id, SecretSource(pool_secret, master_address)))
+        client_auth = ClientAuth(node_id, SecretSource(pool_secret, master_address))
+        self._channel = rpc.channel(master_address, client_auth)
         self._stub = rpc.pb_grpc.UMBPMasterStub(self._channel)
         # NOTE [heartbeat stream]: one stream, else (refused, or busy) the unary Heartbeat.
-        self._hb_stream = StreamPool(
+        hb_stream = StreamPool(
             self._stub.HeartbeatStream,
             self._stub.Heartbeat,
             rpc.pb.SignedFrame,
             f"Heartbeat to master {master_address}",
             1,
         )
+        # NOTE [wire] in mori.umbp.wire: the put and get paths' calls over plain TCP where the
+        # master's registration answer names a port, else gRPC (heartbeats over their stream).
+        self._wire_port = 0
+        self._wire = WireChannel(master_address, lambda _timeout: self._wire_port, client_auth, MASTER_WIRE_CONNECTIONS)
+        self._wire_calls = {
+            name: WireCall(
+                self._wire,
+                name,
+                getattr(rpc.pb, f"{name}Response").FromString,
+                hb_stream if name == "Heartbeat" else getattr(self._stub, name),
+            )
+            for name in WIRE_CALLS
+        }
+        self._hb_stream = hb_stream
         self._registered = False
         self.registered_view: Any = None  # the PoolView of the last registration's answer
 
@@ -57,9 +78,8 @@ class UMBPMasterClient:
         return f"UMBPMasterClient(master_address={self.master_address!r}, node_id={self.node_id!r})"
 
     def _call(self, name: str, request: Any) -> Any:
-        return rpc.call(
-            f"{name} to master {self.master_address}", getattr(self._stub, name), request, MasterUnavailableError
-        )
+        fn = self._wire_calls.get(name) or getattr(self._stub, name)
+        return rpc.call(f"{name} to master {self.master_address}", fn, request, MasterUnavailableError)
 
     # -- registry (MORI's names) ------------------------------------------------------------------
     def register_self(
@@ -83,6 +103,9 @@ class UMBPMasterClient:
         res = self._call("RegisterClient", req)
         self._registered = True
         self.registered_view = res.pool_view  # NOTE [direct put]
+        if int(res.wire_port) != self._wire_port:  # a restarted master listens elsewhere
+            self._wire_port = int(res.wire_port)
+            self._wire.moved()
         return int(res.heartbeat_interval_ms)
 
     def unregister_self(self) -> None:
@@ -111,7 +134,7 @@ class UMBPMasterClient:
             bundles=[pb.KvEventBundle(seq=seq, events=[_event(*e) for e in evs]) for seq, evs in bundles],
             want_pool_view=want_pool_view,
         )
-        return rpc.call(f"Heartbeat to master {self.master_address}", self._hb_stream, req, MasterUnavailableError)
+        return self._call("Heartbeat", req)
 
     # -- routing ------------------------------------------------------------------------------
     def route_get(self, key: str, exclude_nodes: Sequence[str] = ()) -> Any:
@@ -177,5 +200,6 @@ class UMBPMasterClient:
         return [UMBPExternalKvHitCountEntry(e.hash, int(e.hit_count_total)) for e in res.entries]
 
     def close(self) -> None:
-        self._hb_stream.close()
+        for call in self._wire_calls.values():
+            call.close()
         self._channel.close()

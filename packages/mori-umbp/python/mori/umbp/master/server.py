@@ -17,14 +17,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mori.umbp import auth, rpc, settings
+from mori.umbp import auth, rpc, settings, wire
 from mori.umbp.errors import ConfigError
 from mori.umbp.master.core import Master, MasterTiming
 from mori.umbp.master.eviction import Evictor
 from mori.umbp.master.metrics import MasterMetrics
 from mori.umbp.master.policy import AFFINITIES, ALGOS
-from mori.umbp.master.service import MasterServicer
+from mori.umbp.master.service import MAX_MASTER_WIRES, WIRE_CALLS, MasterServicer
 from mori.umbp.master.store import InMemoryMetadataStore, MetadataStore
+from mori.umbp.wire import WireServer
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,10 @@ class MasterServer:
             store.close()
             raise
         server_auth.set_secret(secret)
+        handlers = {n: (getattr(rpc.pb, f"{n}Request").FromString, getattr(self._servicer, n)) for n in WIRE_CALLS}
+        listen = self.config.listen_address
+        self._wire: WireServer | None = wire.serve(secret, handlers, listen, "master", MAX_MASTER_WIRES)
+        self._servicer.wire_port = self._wire.port if self._wire is not None else 0
         self.evictor.set_auth(auth.ClientAuth(MASTER_CALLER, lambda: secret))
         self._stop = threading.Event()
         self._loops: list[threading.Thread] = []
@@ -201,6 +206,8 @@ class MasterServer:
             return
         self._stop.set()
         self._servicer.streams.stop()
+        if self._wire is not None:
+            self._wire.stop()
         self._server.stop(settings.get_float("UMBP_GRPC_SHUTDOWN_DEADLINE_SEC")).wait()
         for thread in self._loops:
             thread.join(5)

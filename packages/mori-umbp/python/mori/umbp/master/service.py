@@ -31,6 +31,11 @@ def _kind(event: Any) -> int:
 #: holds one of the server's 16 workers while open, so at most half of them; a node refused one
 #: heartbeats by unary calls.
 MAX_HEARTBEAT_STREAMS = 8
+#: The calls a master serves over NOTE [wire] (mori.umbp.wire): those of the put and get paths.
+WIRE_CALLS = ("Heartbeat", "RouteGet", "BatchRoutePut", "BatchRouteGet", "BatchLookup")
+#: Wire connections a master holds at once, a thread each (a node opens at most
+#: MASTER_WIRE_CONNECTIONS of mori.umbp.client.master_client); past them a caller uses gRPC.
+MAX_MASTER_WIRES = 256
 
 #: Accessed keys one heartbeat may report; the rest are ignored (an access is a hint).
 MAX_ACCESSED = 4096
@@ -43,6 +48,7 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         self.m = master
         self.max_batch = hit_query_max_batch
         self.streams = StreamSlots(max_streams, "use the unary Heartbeat")
+        self.wire_port = 0  # NOTE [wire] in mori.umbp.wire: set once the master's wire server listens
 
     def _hashes(self, req: Any, ctx: Any, limit: bool) -> list[str]:
         """The request's hashes, checked; a bad one aborts the RPC with INVALID_ARGUMENT."""
@@ -151,7 +157,9 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         )
         self.m.register(info)
         interval_ms = int(self.m.timing.heartbeat_interval_s * 1000)
-        return pb.RegisterClientResponse(heartbeat_interval_ms=interval_ms, ack_seq=0, pool_view=self._pool_view())
+        return pb.RegisterClientResponse(
+            heartbeat_interval_ms=interval_ms, ack_seq=0, pool_view=self._pool_view(), wire_port=self.wire_port
+        )
 
     def _pool_view(self) -> Any:
         """NOTE [direct put]: the alive nodes and the placement policy, for clients that place puts."""

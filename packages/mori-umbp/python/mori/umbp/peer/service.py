@@ -79,6 +79,9 @@ _LATE = "committed, but the master did not acknowledge it in time"
 #: Streams a peer serves at once (NOTE [heartbeat stream] in mori.umbp.stream): each holds one of
 #: the peer server's workers while open; the next is refused and its client calls unary.
 MAX_PEER_STREAMS = 16
+#: Connections a peer's NOTE [wire] server holds at once (a thread each; each client opens at most
+#: PEER_STREAMS of mori.umbp.client.pool_client); the next is closed and its client uses gRPC.
+MAX_PEER_WIRE_CONNECTIONS = 64
 
 
 class _FrameContext:
@@ -129,6 +132,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         self.instance = secrets.randbits(63) | 1  # this run, in commit answers (never 0: unset)
         self._packs: dict[int, tuple[Any, bytes]] = {}  # id(MemoryDesc) -> (it, its packed bytes)
         self.streams = StreamSlots(MAX_PEER_STREAMS, "the client calls unary")
+        self.wire_port = 0  # NOTE [wire] in mori.umbp.wire: set once this peer's wire server listens
 
     def _stream(self, bodies: Any, ctx: Any, parse: Callable[[bytes], Any], serve: Callable[[Any, Any], Any]) -> Any:
         """NOTE [heartbeat stream]: ``serve`` (a unary method) for each frame, in order; each frame
@@ -173,6 +177,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             engine_desc=self.engine_desc,
             dram_memory_descs=descs,
             dram_page_size=dram.page_size if dram is not None else 0,
+            wire_port=self.wire_port,
         )
 
     def AllocateSlot(self, req: Any, ctx: Any) -> Any:

@@ -1,0 +1,528 @@
+# SPDX-License-Identifier: MIT
+"""The data path's calls over one plain TCP connection each, beside gRPC.
+
+NOTE [wire]: a put of a short batch is four exchanges in four processes (the client's inline call
+to each owner, and each owner's heartbeat to the master that acknowledges the commit), and on
+grpcio each exchange costs more than the work it carries: a message on an open stream wakes three
+threads on each side (the request iterator, the channel's spin thread, the server's response
+pump) and grpc's core polls on threads of its own. Measured on the 2-core bench machine, a 16-key
+batch put cost 4.8 ms of CPU over the four processes, two thirds of it gRPC (``py-spy --gil``
+and ``/proc``), and the batch's wall time was that CPU spread over two cores. Here one blocking
+socket carries one request and its answer at a time: the caller writes a frame and reads the
+answer in its own thread, and the server reads, serves and writes in the connection's thread.
+
+Which calls: the peer's STREAMED_PEER_CALLS and the master's ``Heartbeat``, the calls of the put
+and get paths; every other call stays gRPC. Bodies are the gRPC calls' protobuf messages, served
+by the same handler methods (``handler(request, context)``), so semantics cannot drift. A server
+advertises its port (``GetPeerInfoResponse.wire_port``, ``RegisterClientResponse.wire_port``); a
+caller whose server advertises none (an older version), or whose connection the server refused
+(full), or that set UMBP_WIRE=0, makes the gRPC call instead.
+
+Security, as NOTE [pool authentication] asks of every listener:
+
+- *Membership before work.* The server speaks first: a 16-byte nonce. The caller answers with
+  its nonce, its node id and HMAC-SHA256(secret, "client", both nonces, node); the server checks
+  it in constant time before it reads a frame, then proves the secret back (the same MAC over
+  "server"), so no answer reaches a non-member and no block goes to an impostor. A refused caller
+  gets one byte saying so and the connection closes.
+- *Bounds on the unauthenticated.* The handshake must finish within HANDSHAKE_TIMEOUT_S, reads at
+  most its fixed size (a node id longer than MAX_NODE_ID_BYTES is refused), and at most MAX_HANDSHAKES
+  run at once; past that, or past the server's ``max_connections``, a connection is closed as
+  soon as it is accepted.
+- *Frames.* Each direction has its own key, HMAC(secret, direction, both nonces, node), and each
+  frame its sequence number, so a frame replayed, reordered or moved to another connection fails
+  its MAC; an announced length above MAX_FRAME_BYTES (gRPC's default receive cap, which the gRPC
+  path enforces) closes the connection before anything is allocated.
+- *Time.* A caller waits at most its deadline (a timeout closes the connection: its answer may
+  still come, and must not be read as the next call's), and a server closes a connection idle for
+  IDLE_TIMEOUT_S; callers retire theirs before half of that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+
+from mori.umbp import rpc, settings
+from mori.umbp.auth import ClientAuth, caller_node, check_secret
+
+log = logging.getLogger(__name__)
+
+_MAGIC = b"UMBPW1"
+_NONCE = 16
+_TAG = 32
+MAX_NODE_ID_BYTES = 1024  # UMBP_MAX_NODE_ID_BYTES allows at most 256; a node id longer than this is refused
+MAX_FRAME_BYTES = 4 << 20
+HANDSHAKE_TIMEOUT_S = 5.0
+MAX_HANDSHAKES = 16
+IDLE_TIMEOUT_S = 300.0
+#: After a refused or failed connection, a caller makes gRPC calls for this long.
+REFUSED_FOR_S = 30.0
+_OK, _REFUSED = b"\x01", b"\x00"
+# request: body length, sequence, method name length; answer: body length, sequence, status
+_REQ = struct.Struct("<IQB")
+_ANS = struct.Struct("<IQB")
+_NODE_LEN = struct.Struct("<H")
+
+
+class WireError(grpc.RpcError):
+    """A failed wire call, shaped as gRPC's errors are (``code()``, ``details()``), so callers map
+    it exactly as the gRPC call's failure (``mori.umbp.rpc.mapped``)."""
+
+    def __init__(self, code: Any, details: str) -> None:
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self) -> Any:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class WireRefused(Exception):
+    """No wire connection could be made (nothing was sent): the caller makes the gRPC call."""
+
+
+class _Aborted(Exception):
+    def __init__(self, code: Any, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _Context:
+    """A wire call's context as a gRPC handler sees it: ``abort`` ends the call with a status, and
+    the deadline is the caller's (UMBP_RPC_TIMEOUT_MS), as for a stream's frame."""
+
+    def abort(self, code: Any, details: str) -> None:
+        raise _Aborted(code, details)
+
+    def time_remaining(self) -> None:
+        return None
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def _mac(key: bytes, *parts: bytes) -> bytes:
+    h = hmac.new(key, digestmod=hashlib.sha256)
+    for p in parts:
+        h.update(p)
+    return h.digest()
+
+
+def _keys(secret: bytes, s_nonce: bytes, c_nonce: bytes, node: bytes) -> tuple[Any, Any]:
+    """(caller-to-server, server-to-caller) frame keys of one connection, each keyed once."""
+    c2s = _mac(secret, b"c2s", s_nonce, c_nonce, node)
+    s2c = _mac(secret, b"s2c", s_nonce, c_nonce, node)
+    return hmac.new(c2s, digestmod=hashlib.sha256), hmac.new(s2c, digestmod=hashlib.sha256)
+
+
+def _tag(key: Any, header: bytes, body: bytes) -> bytes:
+    h = key.copy()
+    h.update(header)
+    h.update(body)
+    return h.digest()  # type: ignore[no-any-return]
+
+
+def _read(sock: socket.socket, n: int, deadline: float) -> bytearray:
+    """``n`` bytes by ``deadline`` (``time.monotonic()``) as a whole: a peer sending a byte at a
+    time gets no new timeout per byte (TimeoutError once it is past)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        sock.settimeout(left)
+        k = sock.recv_into(view[got:])
+        if not k:
+            raise EOFError("the connection closed")
+        got += k
+    return buf
+
+
+def enabled() -> bool:
+    return settings.get_bool("UMBP_WIRE")
+
+
+# -- server ---------------------------------------------------------------------------------------
+Handler = tuple[Callable[[bytes], Any], Callable[[Any, Any], Any]]
+
+
+class WireServer:
+    """Serves ``handlers`` ({method name: (parse, handler)}) to pool members on ``host``, port
+    chosen by the kernel (``port``), a thread per connection, at most ``max_connections``."""
+
+    def __init__(
+        self, secret: bytes, handlers: dict[str, Handler], host: str, what: str, max_connections: int = 64
+    ) -> None:
+        self._secret = check_secret(secret)
+        self._handlers = handlers
+        self.what = what
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.create_server((host, 0), family=family)
+        self.port: int = self._listener.getsockname()[1]
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self._live: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name=f"umbp-wire-{what}", daemon=True)
+
+    def start(self) -> WireServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Closes the listener and every connection (a call in flight gets no answer)."""
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        with self._lock:
+            live = list(self._live)
+        for conn in live:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(5)
+
+    def _accept(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            if not self._slots.acquire(blocking=False):
+                conn.close()  # full: the caller makes gRPC calls instead
+                continue
+            if not self._handshakes.acquire(blocking=False):
+                self._slots.release()
+                conn.close()
+                continue
+            with self._lock:
+                self._live.add(conn)
+            threading.Thread(target=self._serve, args=(conn,), name=f"umbp-wire-conn-{self.what}", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        handshaking = True
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.settimeout(HANDSHAKE_TIMEOUT_S)
+            keys = self._handshake(conn, time.monotonic() + HANDSHAKE_TIMEOUT_S)
+            self._handshakes.release()
+            handshaking = False
+            if keys is None:
+                return
+            self._frames(conn, *keys)
+        except (OSError, EOFError):
+            pass  # the caller went away, timed out or broke the protocol: nothing to answer
+        except Exception:
+            log.exception("wire %s: a connection failed", self.what)
+        finally:
+            if handshaking:
+                self._handshakes.release()
+            with self._lock:
+                self._live.discard(conn)
+            conn.close()
+            self._slots.release()
+
+    def _handshake(self, conn: socket.socket, deadline: float) -> tuple[Any, Any] | None:
+        s_nonce = secrets.token_bytes(_NONCE)
+        conn.sendall(_MAGIC + s_nonce)
+        head = bytes(_read(conn, len(_MAGIC) + _NONCE + _NODE_LEN.size, deadline))
+        (n,) = _NODE_LEN.unpack(head[-_NODE_LEN.size :])
+        if head[: len(_MAGIC)] != _MAGIC or n > MAX_NODE_ID_BYTES:
+            return None
+        c_nonce = head[len(_MAGIC) : -_NODE_LEN.size]
+        rest = _read(conn, n + _TAG, deadline)
+        node, tag = bytes(rest[:n]), bytes(rest[n:])
+        if not hmac.compare_digest(tag, _mac(self._secret, b"client", s_nonce, c_nonce, node)):
+            conn.sendall(_REFUSED)
+            return None
+        try:
+            caller_node.set(node.decode())
+        except UnicodeDecodeError:
+            conn.sendall(_REFUSED)
+            return None
+        conn.sendall(_OK + _mac(self._secret, b"server", s_nonce, c_nonce, node))
+        return _keys(self._secret, s_nonce, c_nonce, node)
+
+    def _frames(self, conn: socket.socket, c2s: Any, s2c: Any) -> None:
+        ctx = _Context()
+        seq = 0
+        while not self._stopping.is_set():
+            deadline = time.monotonic() + IDLE_TIMEOUT_S  # for the next frame, whole
+            try:
+                header = bytes(_read(conn, _REQ.size, deadline))
+            except TimeoutError:
+                return  # idle past IDLE_TIMEOUT_S
+            size, got_seq, name_len = _REQ.unpack(header)
+            if size > MAX_FRAME_BYTES:
+                return
+            rest = _read(conn, name_len + size + _TAG, deadline)
+            view = memoryview(rest)
+            name, body, tag = bytes(view[:name_len]), bytes(view[name_len:-_TAG]), bytes(view[-_TAG:])
+            if got_seq != seq or not hmac.compare_digest(tag, _tag(c2s, header + name, body)):
+                return  # forged, replayed or reordered: the connection is not to be trusted
+            status, answer = self._call(name.decode(errors="replace"), body, ctx)
+            out = _ANS.pack(len(answer), seq, status)
+            conn.sendall(out + answer + _tag(s2c, out, answer))
+            seq += 1
+
+    def _call(self, name: str, body: bytes, ctx: _Context) -> tuple[int, bytes]:
+        entry = self._handlers.get(name)
+        if entry is None:
+            return grpc.StatusCode.UNIMPLEMENTED.value[0], f"{name!r} is not served over the wire".encode()
+        parse, handler = entry
+        try:
+            request = parse(body)
+        except Exception as exc:  # protobuf's DecodeError
+            return grpc.StatusCode.INVALID_ARGUMENT.value[0], f"{name}: undecodable request: {exc}".encode()
+        try:
+            return 0, handler(request, ctx).SerializeToString()
+        except _Aborted as exc:
+            return exc.code.value[0], str(exc.details).encode()
+        except Exception as exc:
+            log.exception("wire %s: %s failed", self.what, name)
+            return grpc.StatusCode.UNKNOWN.value[0], f"{name}: {type(exc).__name__}: {exc}".encode()
+
+
+def serve(
+    secret: bytes | None, handlers: dict[str, Handler], grpc_address: str, what: str, limit: int
+) -> WireServer | None:
+    """A started WireServer on the host of ``grpc_address`` (the server's gRPC listen address),
+    or None where UMBP_WIRE=0, no secret is known (its gRPC server refuses every call too) or it
+    cannot listen (then every call is gRPC, logged)."""
+    if not enabled() or secret is None:
+        return None
+    host = grpc_address.rsplit(":", 1)[0].strip("[]")
+    try:
+        return WireServer(secret, handlers, host, what, limit).start()
+    except OSError as exc:
+        log.warning("wire %s: cannot listen on %s (%s): its callers use gRPC only", what, host, exc)
+        return None
+
+
+# -- caller ---------------------------------------------------------------------------------------
+class _Connection:
+    def __init__(self, sock: socket.socket, c2s: Any, s2c: Any) -> None:
+        self.sock, self.c2s, self.s2c = sock, c2s, s2c
+        self.seq = 0
+        self.used_at = time.monotonic()
+
+    def call(self, name: bytes, body: bytes, deadline: float) -> tuple[int, bytes]:
+        header = _REQ.pack(len(body), self.seq, len(name))
+        self.sock.settimeout(max(0.001, deadline - time.monotonic()))
+        self.sock.sendall(header + name + body + _tag(self.c2s, header + name, body))
+        head = bytes(_read(self.sock, _ANS.size, deadline))
+        size, seq, status = _ANS.unpack(head)
+        if size > MAX_FRAME_BYTES or seq != self.seq:
+            raise EOFError("the server broke the protocol")
+        view = memoryview(_read(self.sock, size + _TAG, deadline))
+        answer, tag = bytes(view[:-_TAG]), bytes(view[-_TAG:])
+        if not hmac.compare_digest(tag, _tag(self.s2c, head, answer)):
+            raise EOFError("an answer failed its MAC")
+        self.seq += 1
+        self.used_at = time.monotonic()
+        return status, answer
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _connect(host: str, port: int, node_id: str, secret: bytes, timeout: float) -> _Connection:
+    """A connection past the handshake; WireRefused where none could be made (nothing sent), a
+    WireError(UNAUTHENTICATED) where the server or the caller does not prove the pool secret."""
+    deadline = time.monotonic() + timeout
+    node = node_id.encode()
+    if len(node) > MAX_NODE_ID_BYTES:
+        raise WireRefused(f"node id of {len(node)} bytes (the wire takes at most {MAX_NODE_ID_BYTES})")
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        raise WireRefused(f"connect: {exc}") from None
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        hello = bytes(_read(sock, len(_MAGIC) + _NONCE, deadline))
+        if hello[: len(_MAGIC)] != _MAGIC:
+            raise WireRefused("not a mori-umbp wire server")
+        s_nonce, c_nonce = hello[len(_MAGIC) :], secrets.token_bytes(_NONCE)
+        tag = _mac(secret, b"client", s_nonce, c_nonce, node)
+        sock.sendall(_MAGIC + c_nonce + _NODE_LEN.pack(len(node)) + node + tag)
+        answer = bytes(_read(sock, 1, deadline))
+        if answer != _OK:
+            raise WireError(grpc.StatusCode.UNAUTHENTICATED, "the server refused the pool credential")
+        proof = bytes(_read(sock, _TAG, deadline))
+        if not hmac.compare_digest(proof, _mac(secret, b"server", s_nonce, c_nonce, node)):
+            raise WireError(grpc.StatusCode.UNAUTHENTICATED, "the server does not prove the pool secret")
+    except (OSError, EOFError) as exc:  # closed at once: full, stopping, or not a wire server
+        sock.close()
+        raise WireRefused(f"handshake: {exc}") from None
+    except BaseException:
+        sock.close()
+        raise
+    return _Connection(sock, *_keys(secret, s_nonce, c_nonce, node))
+
+
+_channels: weakref.WeakSet[WireChannel] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for channel in list(_channels):
+        channel._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class WireChannel:
+    """Calls to one server over up to ``size`` connections (one call in flight each); a call past
+    them waits for none: it is made by gRPC (``fallback``) as are all calls while the server
+    advertises no port or refused a connection within REFUSED_FOR_S."""
+
+    def __init__(self, address: str, port: Callable[[float], int], auth: ClientAuth, size: int) -> None:
+        self.address = address
+        self._host = address.rsplit(":", 1)[0].strip("[]")
+        # -1: to be asked (at first, and after a refusal: a restarted server listens elsewhere)
+        self._port_fn, self._port = port, -1
+        self._auth = auth
+        self.size = size
+        self._lock = threading.Lock()
+        self._idle: list[_Connection] = []
+        self._made = 0
+        self._refused_until = 0.0
+        self._closed = False
+        _channels.add(self)
+
+    def moved(self) -> None:
+        """The server may listen elsewhere now (it registered this node again): the next call asks
+        for its port and tries the wire at once."""
+        with self._lock:
+            self._port, self._refused_until = -1, 0.0
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's connections and lock are not this process's to use."""
+        self._lock = threading.Lock()
+        self._idle, self._made = [], 0
+
+    def call(self, name: str, request: Any, parse: Callable[[bytes], Any], timeout: float) -> Any:
+        """``parse``d answer; WireRefused when this call is to go over gRPC; WireError on failure."""
+        deadline = time.monotonic() + timeout
+        conn = self._take(deadline)
+        try:
+            status, answer = conn.call(name.encode(), request.SerializeToString(), deadline)
+        except TimeoutError:
+            self._drop(conn)
+            with self._lock:
+                self._port = -1  # asked again for the next connection: the server may have restarted
+            raise WireError(grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer within {timeout:.1f}s") from None
+        except (OSError, EOFError) as exc:
+            self._drop(conn)
+            with self._lock:
+                self._port = -1  # asked again for the next connection: the server may have restarted
+            raise WireError(grpc.StatusCode.UNAVAILABLE, f"the connection failed: {exc}") from None
+        except BaseException:
+            self._drop(conn)
+            raise
+        self._give(conn)
+        if status:
+            raise WireError(_CODES.get(status, grpc.StatusCode.UNKNOWN), answer.decode(errors="replace"))
+        return parse(answer)
+
+    def _take(self, deadline: float) -> _Connection:
+        now = time.monotonic()
+        with self._lock:
+            if self._closed or now < self._refused_until or not enabled():
+                raise WireRefused("not now")
+            while self._idle:
+                conn = self._idle.pop()
+                if now - conn.used_at < IDLE_TIMEOUT_S / 2:
+                    return conn
+                self._made -= 1
+                conn.close()
+            if self._made >= self.size:
+                raise WireRefused("all connections busy")
+            self._made += 1
+        try:
+            return self._open(deadline)
+        except BaseException as exc:
+            with self._lock:
+                self._made -= 1
+                if isinstance(exc, WireRefused):
+                    self._refused_until, self._port = time.monotonic() + REFUSED_FOR_S, -1
+            if isinstance(exc, WireRefused):
+                log.info("no wire connection to %s (%s): gRPC calls for %.0fs", self.address, exc, REFUSED_FOR_S)
+            raise
+
+    def _open(self, deadline: float) -> _Connection:
+        if self._port < 0:
+            try:
+                self._port = int(self._port_fn(max(0.001, deadline - time.monotonic())))
+            except grpc.RpcError as exc:
+                raise WireRefused(f"asking for its wire port: {exc}") from None
+        if self._port == 0:
+            raise WireRefused("it advertises no wire port")
+        secret = self._auth.secret()
+        if secret is None:
+            raise WireRefused("no pool secret yet")
+        return _connect(self._host, self._port, self._auth.node_id, secret, max(0.001, deadline - time.monotonic()))
+
+    def _give(self, conn: _Connection) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+            self._made -= 1
+        conn.close()
+
+    def _drop(self, conn: _Connection) -> None:
+        with self._lock:
+            self._made -= 1
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._made -= len(idle)
+        for conn in idle:
+            conn.close()
+
+
+class WireCall:
+    """One method over ``channel``, called as a gRPC stub is (``call(request, timeout=...)``),
+    made by ``fallback`` (the gRPC call) whenever the wire is not to be used."""
+
+    def __init__(self, channel: WireChannel, name: str, parse: Callable[[bytes], Any], fallback: Any) -> None:
+        self._channel, self._name, self._parse, self._fallback = channel, name, parse, fallback
+
+    def __call__(self, request: Any, timeout: float | None = None) -> Any:
+        budget = rpc.timeout_s() if timeout is None else timeout
+        end = time.monotonic() + budget
+        try:
+            return self._channel.call(self._name, request, self._parse, budget)
+        except WireRefused:  # what a failed connection attempt took comes off the fallback's deadline
+            return self._fallback(request, timeout=max(0.001, end - time.monotonic()))
+
+    def close(self) -> None:
+        """Closes the channel (shared by the calls of one server: closing it twice is harmless)
+        and the fallback where it holds streams."""
+        if hasattr(self._fallback, "close"):
+            self._fallback.close()
+        self._channel.close()

@@ -1,0 +1,626 @@
+# SPDX-License-Identifier: MIT
+"""NOTE [wire] in mori.umbp.wire: the data path's peer calls and the master's Heartbeat over one
+authenticated plain-TCP connection each, gRPC being the fallback. Checked against real masters and
+peers on loopback, and raw sockets where a test plays a hostile or broken caller:
+
+- the calls really go over the wire (the channels' counters, the gRPC fallbacks untouched) and
+  every byte comes back; UMBP_WIRE=0 serves no wire and the same puts go over streams;
+- membership before work: a caller that does not prove the pool secret, stalls, floods the
+  handshake, or forges, replays or oversizes a frame is closed before any handler runs, and a
+  server that does not prove the secret is refused by the caller;
+- statuses travel as gRPC's do (UNIMPLEMENTED, INVALID_ARGUMENT, a handler's abort);
+- a full server sends its callers to the fallback for a while without touching the socket;
+- a frozen, dead or restarted master or peer gives an error within the deadline, never a hang.
+
+test_streams.py is the counterpart with the wire off.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+from conftest import (
+    PAGE,
+    MasterProcess,
+    count_peer_rpcs,
+    free_port,
+    master_config,
+    owner_and_writer,
+    running_cluster,
+    wait_for,
+)
+
+from mori.umbp import MasterServer, MasterUnavailableError, PeerUnavailableError, UMBPMasterClient, auth, rpc, wire
+from mori.umbp.peer import service as peer_service
+from mori.umbp.rpc import pb
+
+WRONG = b"w" * 32
+HOST = "127.0.0.1"
+HELLO = len(wire._MAGIC) + wire._NONCE
+
+
+@pytest.fixture(autouse=True)
+def _wire_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UMBP_WIRE", "1")  # whatever the caller's environment says; children inherit it
+
+
+def _secret(master) -> bytes:
+    secret = auth.member_secret(None, master.address)
+    assert secret is not None
+    return secret
+
+
+def _raw(port: int, timeout: float = 5.0) -> socket.socket:
+    return socket.create_connection((HOST, port), timeout=timeout)
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        got = sock.recv(n - len(out))
+        if not got:
+            break
+        out += got
+    return out
+
+
+def _closed_within(sock: socket.socket, bound: float) -> float:
+    """Seconds until the peer closes ``sock`` (EOF or reset); fails if it sends anything first or
+    does not close within ``bound``."""
+    start = time.monotonic()
+    sock.settimeout(bound)
+    try:
+        got = sock.recv(1)
+    except ConnectionResetError:
+        got = b""
+    assert got == b"", f"the server answered {got!r} instead of closing"
+    return time.monotonic() - start
+
+
+def _prove(sock: socket.socket, secret: bytes, node: bytes) -> bytes:
+    """Plays the caller's side of the handshake with ``secret``; returns the server's first byte."""
+    hello = _read_exactly(sock, HELLO)
+    assert hello[: len(wire._MAGIC)] == wire._MAGIC
+    s_nonce, c_nonce = hello[len(wire._MAGIC) :], secrets.token_bytes(wire._NONCE)
+    tag = wire._mac(secret, b"client", s_nonce, c_nonce, node)
+    sock.sendall(wire._MAGIC + c_nonce + wire._NODE_LEN.pack(len(node)) + node + tag)
+    return sock.recv(1)
+
+
+def _frame(conn, name: bytes, body: bytes, seq: int | None = None, tag: bytes | None = None) -> bytes:
+    """A request frame on ``conn`` (a wire._Connection), signed with its key unless ``tag`` is given."""
+    header = wire._REQ.pack(len(body), conn.seq if seq is None else seq, len(name))
+    return header + name + body + (tag if tag is not None else wire._tag(conn.c2s, header + name, body))
+
+
+def _counting(server: wire.WireServer, name: str) -> list:
+    """Records every request the server's handler ``name`` is given, from now on."""
+    parse, handler = server._handlers[name]
+    seen: list = []
+
+    def counted(req, ctx):
+        seen.append(req)
+        return handler(req, ctx)
+
+    server._handlers[name] = (parse, counted)
+    return seen
+
+
+def _freeze(pid: int) -> None:
+    """SIGSTOP, returning once the process is stopped (a call sent sooner could still be answered)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+    assert wait_for(stopped, timeout=5, every=0.01)
+
+
+def _ptrs(rows: np.ndarray) -> list[int]:
+    return [int(r.ctypes.data) for r in rows]
+
+
+# -- the data path goes over the wire -------------------------------------------------------------
+def test_batch_put_and_get_go_over_the_wire_and_store_every_byte():
+    with owner_and_writer("owner", 32 * PAGE, "writer") as (master, owner, writer):
+        data = np.random.default_rng(1).integers(0, 256, (8, PAGE), dtype=np.uint8)
+        keys = [f"w{i}" for i in range(8)]
+        assert all(writer.batch_put_from_ptr(keys, _ptrs(data), [PAGE] * 8))
+        out = np.zeros_like(data)
+        assert all(writer.batch_get_into_ptr(keys, _ptrs(out), [PAGE] * 8))
+        assert np.array_equal(out, data)
+        assert all(master.master.lookup(keys))
+        calls = writer._peers[owner.peer_address][2]
+        channel = calls["BatchResolveKeys"]._channel
+        assert all(call._channel is channel for call in calls.values())  # one connection set per peer
+        assert channel._made >= 1 and channel._refused_until == 0.0
+        for name, call in calls.items():
+            assert call._fallback._made == 0 and call._fallback._refused_until == 0.0, name
+        # The owner acknowledged its commits by heartbeats, over the wire and never the stream.
+        hb = owner._master
+        assert wait_for(lambda: hb._wire._made >= 1)
+        assert hb._wire._refused_until == 0.0 and hb._wire._port == master._wire.port
+        assert hb._hb_stream._made == 0 and hb._hb_stream._refused_until == 0.0
+
+
+def test_a_block_above_the_inline_limit_goes_by_slots_over_the_wire(monkeypatch):
+    size = 2 * PAGE
+    assert size > peer_service.INLINE_MAX_BYTES  # else this would test the inline path again
+    served = count_peer_rpcs(monkeypatch, ["BatchPutInline", "BatchAllocateSlots", "BatchCommitSlots"])
+    with owner_and_writer("owner", 32 * PAGE, "writer") as (master, owner, writer):
+        data = np.random.default_rng(2).integers(0, 256, size, dtype=np.uint8)
+        assert writer.put_from_ptr("big", data.ctypes.data, size)
+        back = np.zeros_like(data)
+        assert writer.get_into_ptr("big", back.ctypes.data, size)
+        assert np.array_equal(back, data)
+        assert master.master.lookup(["big"]) == [True]
+        assert served["BatchAllocateSlots"] >= 1 and served["BatchCommitSlots"] >= 1
+        assert served["BatchPutInline"] == 0
+        calls = writer._peers[owner.peer_address][2]
+        assert calls["BatchAllocateSlots"]._channel._made >= 1
+        for name, call in calls.items():
+            assert call._fallback._made == 0 and call._fallback._refused_until == 0.0, name
+
+
+def test_with_the_wire_off_nothing_listens_and_puts_go_over_streams(monkeypatch):
+    monkeypatch.setenv("UMBP_WIRE", "0")
+    with owner_and_writer("owner", 32 * PAGE, "writer") as (master, owner, writer):
+        assert master._wire is None and master._servicer.wire_port == 0
+        assert owner._peer_wire is None
+        assert owner._master._wire_port == 0  # the RegisterClient answer named no port
+        data = np.random.default_rng(3).integers(0, 256, (4, PAGE), dtype=np.uint8)
+        keys = [f"off{i}" for i in range(4)]
+        assert all(writer.batch_put_from_ptr(keys, _ptrs(data), [PAGE] * 4))
+        out = np.zeros_like(data)
+        assert all(writer.batch_get_into_ptr(keys, _ptrs(out), [PAGE] * 4))
+        assert np.array_equal(out, data)
+        calls = writer._peers[owner.peer_address][2]
+        assert calls["BatchResolveKeys"]._channel._made == 0
+        assert calls["BatchResolveKeys"]._fallback._made >= 1
+        assert calls["BatchPutInline"]._fallback._made >= 1
+        assert owner._master._wire._made == 0
+        assert wait_for(lambda: owner._master._hb_stream._made == 1)
+
+
+# -- the handshake --------------------------------------------------------------------------------
+def test_a_caller_proving_a_wrong_secret_is_refused_and_closed():
+    with MasterServer(master_config()) as master:
+        seen = _counting(master._wire, "Heartbeat")
+        with _raw(master._wire.port) as sock:
+            assert _prove(sock, WRONG, b"n1") == wire._REFUSED
+            _closed_within(sock, 2)
+        with _raw(master._wire.port) as sock:  # the right secret, but a node id that is not UTF-8
+            assert _prove(sock, _secret(master), b"\xff\xfe") == wire._REFUSED
+            _closed_within(sock, 2)
+        assert seen == [] and not master.master.alive_nodes()
+
+
+def test_wire_connect_with_a_wrong_secret_raises_unauthenticated():
+    with MasterServer(master_config()) as master:
+        with pytest.raises(wire.WireError) as err:
+            wire._connect(HOST, master._wire.port, "n1", WRONG, 5)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        conn = wire._connect(HOST, master._wire.port, "n1", _secret(master), 5)  # the member's works
+        conn.close()
+
+
+def test_a_caller_that_stalls_in_the_handshake_is_closed_after_the_timeout(monkeypatch):
+    monkeypatch.setattr(wire, "HANDSHAKE_TIMEOUT_S", 0.5)  # read when the connection is served
+    with MasterServer(master_config()) as master, _raw(master._wire.port) as sock:
+        assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC
+        took = _closed_within(sock, 3)
+        assert 0.3 <= took < 1.5
+
+
+def test_a_caller_that_drips_its_handshake_is_closed_after_the_timeout(monkeypatch):
+    monkeypatch.setattr(wire, "HANDSHAKE_TIMEOUT_S", 0.5)
+    with MasterServer(master_config()) as master, _raw(master._wire.port) as sock:
+        assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC
+        start, closed_after = time.monotonic(), None
+        # One byte every 0.2 s, for 2.4 s: 12 bytes, still short of the handshake's fixed head.
+        sock.settimeout(0.2)
+        for byte in wire._MAGIC + b"\0" * 6:
+            try:
+                sock.sendall(bytes([byte]))
+                if sock.recv(1) == b"":
+                    closed_after = time.monotonic() - start
+                    break
+            except TimeoutError:
+                continue  # still open: the server waits for more
+            except OSError:
+                closed_after = time.monotonic() - start
+                break
+        assert closed_after is not None and closed_after < 1.5, "the handshake outlived HANDSHAKE_TIMEOUT_S"
+
+
+def test_past_max_handshakes_a_connection_is_closed_at_once_until_the_idle_ones_time_out(monkeypatch):
+    monkeypatch.setattr(wire, "HANDSHAKE_TIMEOUT_S", 1.0)
+    secret = secrets.token_bytes(32)
+    server = wire.WireServer(secret, {}, HOST, "test", max_connections=wire.MAX_HANDSHAKES + 8).start()
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(wire.MAX_HANDSHAKES):
+            sock = _raw(server.port)
+            assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC  # its handshake started
+            idle.append(sock)
+        with _raw(server.port) as extra:
+            assert _closed_within(extra, 1) < 0.5  # no hello at all
+        with pytest.raises(wire.WireRefused):
+            wire._connect(HOST, server.port, "member", secret, 2)  # even a member, while they hold
+        for sock in idle:
+            _closed_within(sock, 3)
+        conn = wire._connect(HOST, server.port, "member", secret, 2)
+        conn.close()
+    finally:
+        for sock in idle:
+            sock.close()
+        server.stop()
+
+
+def test_an_announced_node_id_is_bounded_and_garbage_is_refused():
+    with MasterServer(master_config()) as master:
+        with _raw(master._wire.port) as sock:
+            assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC
+            # The longest id allowed, then garbage for the id and the MAC: read, then refused.
+            n = wire.MAX_NODE_ID_BYTES
+            garbage = os.urandom(n + wire._TAG)
+            sock.sendall(wire._MAGIC + secrets.token_bytes(wire._NONCE) + wire._NODE_LEN.pack(n) + garbage)
+            assert sock.recv(1) == wire._REFUSED
+            _closed_within(sock, 2)
+        with _raw(master._wire.port) as sock:
+            assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC
+            # A longer one is closed on its length alone: the server waits for none of its bytes.
+            too_long = wire._NODE_LEN.pack(wire.MAX_NODE_ID_BYTES + 1)
+            sock.sendall(wire._MAGIC + secrets.token_bytes(wire._NONCE) + too_long)
+            assert _closed_within(sock, 2) < 1
+        assert not master.master.alive_nodes()
+
+
+def test_the_server_reads_the_node_id_a_caller_proves_and_a_caller_refuses_a_longer_one():
+    secret = secrets.token_bytes(32)
+    seen: list[str] = []
+
+    def who(req, ctx):
+        seen.append(auth.caller_node.get())
+        return pb.HeartbeatResponse()
+
+    server = wire.WireServer(secret, {"Who": (pb.HeartbeatRequest.FromString, who)}, HOST, "test").start()
+    longest = "x" * wire.MAX_NODE_ID_BYTES
+    channel = wire.WireChannel(f"{HOST}:1", lambda _timeout: server.port, auth.ClientAuth(longest, lambda: secret), 1)
+    try:
+        channel.call("Who", pb.HeartbeatRequest(), pb.HeartbeatResponse.FromString, 2)
+        assert seen == [longest]
+        with pytest.raises(wire.WireRefused):  # never sent: the server would refuse it
+            wire._connect(HOST, server.port, longest + "x", secret, 2)
+    finally:
+        channel.close()
+        server.stop()
+
+
+def test_a_caller_detects_a_server_that_does_not_prove_the_secret():
+    with MasterServer(master_config(pool_secret=secrets.token_bytes(32))) as master:
+        with pytest.raises(wire.WireError) as err:
+            wire._connect(HOST, master._wire.port, "n1", WRONG, 5)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    # An impostor that accepts any caller: the caller refuses it on the server's proof.
+    listener = socket.create_server((HOST, 0))
+    try:
+        listener.settimeout(5)
+        port = listener.getsockname()[1]
+
+        def impostor():
+            conn, _ = listener.accept()
+            with conn:
+                conn.sendall(wire._MAGIC + secrets.token_bytes(wire._NONCE))
+                head = _read_exactly(conn, len(wire._MAGIC) + wire._NONCE + 1)
+                _read_exactly(conn, head[-1] + wire._TAG)
+                conn.sendall(wire._OK + os.urandom(wire._TAG))
+                conn.recv(1)
+
+        t = threading.Thread(target=impostor, daemon=True)
+        t.start()
+        with pytest.raises(wire.WireError, match="does not prove") as err:
+            wire._connect(HOST, port, "n1", WRONG, 5)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        t.join(5)
+    finally:
+        listener.close()
+
+
+# -- frames ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["wrong mac", "replayed", "wrong sequence", "another connection's"])
+def test_a_frame_that_does_not_verify_closes_the_connection_unanswered(case):
+    with MasterServer(master_config()) as master:
+        secret = _secret(master)
+        seen = _counting(master._wire, "Heartbeat")
+        conn = wire._connect(HOST, master._wire.port, "n1", secret, 5)
+        other = wire._connect(HOST, master._wire.port, "n1", secret, 5)
+        try:
+            body = pb.HeartbeatRequest(node_id="n1", is_full_sync=True).SerializeToString()
+            good = _frame(conn, b"Heartbeat", body)
+            if case == "replayed":
+                conn.sock.sendall(good)
+                head = _read_exactly(conn.sock, wire._ANS.size)
+                size, seq, status = wire._ANS.unpack(head)
+                assert (seq, status) == (0, 0)
+                _read_exactly(conn.sock, size + wire._TAG)
+                assert len(seen) == 1
+                bad = good
+            else:
+                bad = {
+                    "wrong mac": _frame(conn, b"Heartbeat", body, tag=os.urandom(wire._TAG)),
+                    "wrong sequence": _frame(conn, b"Heartbeat", body, seq=1),
+                    "another connection's": _frame(other, b"Heartbeat", body),
+                }[case]
+            before = len(seen)
+            conn.sock.sendall(bad)
+            _closed_within(conn.sock, 2)
+            assert len(seen) == before
+            assert not master.master.alive_nodes()
+        finally:
+            conn.close()
+            other.close()
+
+
+def test_a_frame_announcing_more_than_max_frame_bytes_closes_before_the_body():
+    with MasterServer(master_config()) as master:
+        seen = _counting(master._wire, "Heartbeat")
+        conn = wire._connect(HOST, master._wire.port, "n1", _secret(master), 5)
+        try:
+            # The header alone: a server that waited for the body would not close.
+            conn.sock.sendall(wire._REQ.pack(wire.MAX_FRAME_BYTES + 1, 0, len(b"Heartbeat")))
+            assert _closed_within(conn.sock, 2) < 1
+            assert seen == []
+        finally:
+            conn.close()
+
+
+class _Undecodable:
+    def SerializeToString(self) -> bytes:  # protobuf's name
+        return b"\xff\xff\xff\xff"
+
+
+def test_statuses_reach_the_caller_as_grpc_codes():
+    with MasterServer(master_config()) as master:
+        channel = wire.WireChannel(
+            master.address, lambda _timeout: master._wire.port, auth.ClientAuth("n1", lambda: _secret(master)), 1
+        )
+        parse = pb.HeartbeatResponse.FromString
+        try:
+            with pytest.raises(wire.WireError) as err:
+                channel.call("HeartbeatStream", pb.HeartbeatRequest(node_id="n1"), parse, 2)
+            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            with pytest.raises(wire.WireError) as err:
+                channel.call("Heartbeat", _Undecodable(), parse, 2)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            # The master's _own: a node heartbeats only as itself, the id it proved.
+            with pytest.raises(wire.WireError) as err:
+                channel.call("Heartbeat", pb.HeartbeatRequest(node_id="n2"), parse, 2)
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "not the caller's own" in err.value.details()
+            # An error status leaves the connection in step: the same one answers the next call.
+            answer = channel.call("Heartbeat", pb.HeartbeatRequest(node_id="n1"), parse, 2)
+            assert answer.status == pb.HeartbeatResponse.EXPIRED  # n1 never registered
+            assert channel._made == 1 and len(channel._idle) == 1 and channel._idle[0].seq == 4
+            # Mapped as the gRPC call's failure would be.
+            mapped = rpc.mapped("Heartbeat", err.value, MasterUnavailableError, 2)
+            assert isinstance(mapped, MasterUnavailableError) and "PERMISSION_DENIED" in str(mapped)
+        finally:
+            channel.close()
+
+
+# -- a full server, and the fallback ---------------------------------------------------------------
+def _echo_server(secret: bytes, max_connections: int) -> wire.WireServer:
+    def echo(req, ctx):
+        if req.node_id == "boom":
+            raise RuntimeError("a handler bug")
+        return pb.HeartbeatResponse(acked_seq=req.delta_seq_baseline)
+
+    return wire.WireServer(
+        secret, {"Echo": (pb.HeartbeatRequest.FromString, echo)}, HOST, "test", max_connections=max_connections
+    ).start()
+
+
+class _Fallback:
+    """A gRPC call stand-in that records what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def __call__(self, request, timeout=None):
+        self.calls.append((request, timeout))
+        return pb.HeartbeatResponse(acked_seq=0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_full_server_closes_at_once_and_its_callers_fall_back_for_a_while(monkeypatch):
+    monkeypatch.setattr(wire, "REFUSED_FOR_S", 0.5)
+    secret = secrets.token_bytes(32)
+    server = _echo_server(secret, max_connections=2)
+    held = [wire._connect(HOST, server.port, f"h{i}", secret, 2) for i in range(2)]
+    channel = wire.WireChannel(f"{HOST}:1", lambda _timeout: server.port, auth.ClientAuth("c", lambda: secret), 4)
+    fallback = _Fallback()
+    call = wire.WireCall(channel, "Echo", pb.HeartbeatResponse.FromString, fallback)
+    connects = []
+    real_connect = wire._connect
+    monkeypatch.setattr(wire, "_connect", lambda *a: connects.append(a) or real_connect(*a))
+    try:
+        with _raw(server.port) as third:
+            assert _closed_within(third, 1) < 0.5
+        assert call(pb.HeartbeatRequest(delta_seq_baseline=7), timeout=2).acked_seq != 7
+        assert len(fallback.calls) == 1 and 1.5 < fallback.calls[0][1] <= 2  # what the wire left of 2 s
+        assert channel._refused_until > time.monotonic() and channel._made == 0 and len(connects) == 1
+        # While refused, calls go to the fallback without a connection attempt.
+        call(pb.HeartbeatRequest(delta_seq_baseline=8), timeout=2)
+        assert len(fallback.calls) == 2 and len(connects) == 1
+        # Room again and the refusal over: back on the wire.
+        for conn in held:
+            conn.close()
+        time.sleep(0.6)
+        assert call(pb.HeartbeatRequest(delta_seq_baseline=9), timeout=2).acked_seq == 9
+        assert len(fallback.calls) == 2 and channel._made == 1 and len(connects) == 2
+        # A handler's exception is the caller's UNKNOWN, and the connection lives on.
+        with pytest.raises(wire.WireError) as err:
+            call(pb.HeartbeatRequest(node_id="boom"), timeout=2)
+        assert err.value.code() == grpc.StatusCode.UNKNOWN and "a handler bug" in err.value.details()
+        assert call(pb.HeartbeatRequest(delta_seq_baseline=10), timeout=2).acked_seq == 10
+        assert len(connects) == 2
+    finally:
+        for conn in held:
+            conn.close()
+        channel.close()
+        server.stop()
+
+
+def test_a_forked_child_opens_its_own_connection():
+    secret = secrets.token_bytes(32)
+    server = _echo_server(secret, max_connections=4)
+    channel = wire.WireChannel(f"{HOST}:1", lambda _timeout: server.port, auth.ClientAuth("c", lambda: secret), 2)
+    parse = pb.HeartbeatResponse.FromString
+    try:
+        assert channel.call("Echo", pb.HeartbeatRequest(delta_seq_baseline=1), parse, 2).acked_seq == 1
+        parents = channel._idle[0]
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report and leave at once, whatever happens
+            code = 1
+            try:
+                got = channel.call("Echo", pb.HeartbeatRequest(delta_seq_baseline=2), parse, 2).acked_seq
+                code = 0 if got == 2 and channel._idle and channel._idle[0] is not parents else 2
+            finally:
+                os.write(w, bytes([code]))
+                os._exit(0)
+        os.close(w)
+        assert os.read(r, 1) == b"\x00"
+        os.close(r)
+        os.waitpid(pid, 0)
+        # The parent's connection is still in step: the child never wrote on it.
+        assert channel.call("Echo", pb.HeartbeatRequest(delta_seq_baseline=3), parse, 2).acked_seq == 3
+        assert channel._idle == [parents] and parents.seq == 2
+    finally:
+        channel.close()
+        server.stop()
+
+
+# -- time: an error within the deadline, never a hang -------------------------------------------------
+def test_a_master_that_stops_answering_gives_an_error_after_the_timeout_then_recovers():
+    master = MasterProcess(free_port())
+    client = UMBPMasterClient(master.address, "n1")
+    try:
+        client.register_self({}, "127.0.0.1:1", b"")
+        assert client._wire_port > 0
+        assert client.heartbeat([], {}).status == pb.HeartbeatResponse.ALIVE  # the connection is open
+        assert client._wire._made == 1 and client._hb_stream._made == 0
+        _freeze(master.proc.pid)
+        try:
+            start = time.monotonic()
+            with pytest.raises(MasterUnavailableError, match="no answer within"):
+                client.heartbeat([], {})
+            took = time.monotonic() - start
+            assert rpc.timeout_s() <= took < rpc.timeout_s() + 1.5
+            assert client._wire._made == 0  # that connection is gone: its late answer is never read
+        finally:
+            os.kill(master.proc.pid, signal.SIGCONT)
+        assert client.heartbeat([], {}).status == pb.HeartbeatResponse.ALIVE
+        assert client._wire._made == 1 and client._wire._refused_until == 0.0 and client._hb_stream._made == 0
+    finally:
+        client.close()
+        master.kill()
+
+
+def test_a_master_frozen_before_the_first_connection_gives_an_error_within_the_deadline():
+    """The handshake's wait comes off the call's deadline: the gRPC fallback gets only what is left."""
+    master = MasterProcess(free_port())
+    client = UMBPMasterClient(master.address, "n1")
+    try:
+        client.register_self({}, "127.0.0.1:1", b"")
+        _freeze(master.proc.pid)
+        try:
+            start = time.monotonic()
+            with pytest.raises(MasterUnavailableError):
+                client.heartbeat([], {})
+            took = time.monotonic() - start
+            assert took < rpc.timeout_s() + 1.5, f"took {took:.1f}s, deadline {rpc.timeout_s():.1f}s"
+        finally:
+            os.kill(master.proc.pid, signal.SIGCONT)
+    finally:
+        client.close()
+        master.kill()
+
+
+def test_a_master_that_dies_gives_an_error_and_a_restarted_one_is_reached_over_the_wire():
+    port = free_port()
+    master = MasterProcess(port)
+    client = UMBPMasterClient(master.address, "n1")
+    try:
+        client.register_self({}, "127.0.0.1:1", b"")
+        assert client.heartbeat([], {}).status == pb.HeartbeatResponse.ALIVE
+        first_port = client._wire._port
+        assert first_port == client._wire_port > 0
+        master.kill()
+        start = time.monotonic()
+        with pytest.raises(MasterUnavailableError):
+            client.heartbeat([], {})
+        assert time.monotonic() - start < rpc.timeout_s() + 1.5
+        with pytest.raises(MasterUnavailableError):  # still down: its old port refuses the next connection
+            client.heartbeat([], {})
+        assert client._wire._refused_until > 0.0
+        master = MasterProcess(port)  # the same address, the same secret file; a new wire port
+
+        def registered() -> bool:  # gRPC's channel may still be backing off from the dead master
+            try:
+                client.register_self({}, "127.0.0.1:1", b"")
+            except MasterUnavailableError:
+                return False
+            return True
+
+        assert wait_for(registered, timeout=15, every=0.2)
+        # The registration's answer names the new port: the refusal period of the dead one ends at once.
+        assert client._wire_port not in (0, first_port) and client._wire._refused_until == 0.0
+        assert client.heartbeat([], {}).status == pb.HeartbeatResponse.ALIVE
+        assert client.heartbeat([], {}).status == pb.HeartbeatResponse.ALIVE
+        assert client._wire._made == 1 and client._wire._port == client._wire_port
+        assert len(client._wire._idle) == 1 and client._wire._idle[0].seq >= 1
+    finally:
+        client.close()
+        master.kill()
+
+
+def test_a_peer_that_stops_answering_fails_the_get_over_the_wire_within_the_deadlines():
+    """The writer's connection to the peer is open (a put and a get went over it); the peer then
+    stops (SIGSTOP): a get of its block ends, False or PeerUnavailableError, within the deadlines
+    of the call and its retry through the master, never hangs; nothing is reported read."""
+    with running_cluster("reader", {"node_id": "frozen", "capacity": 16 * PAGE}) as (_master, (peer,), client):
+        data = np.arange(PAGE, dtype=np.uint8)
+        assert client.put_from_ptr("cold", data.ctypes.data, PAGE)
+        back = np.zeros_like(data)
+        assert client.get_into_ptr("cold", back.ctypes.data, PAGE)
+        assert np.array_equal(back, data)
+        calls = client._peers[peer.address][2]
+        assert calls["BatchResolveKeys"]._channel._made >= 1
+        assert all(call._fallback._made == 0 for call in calls.values())  # it was the wire
+        _freeze(peer.pid)
+        try:
+            back[:] = 0
+            start = time.monotonic()
+            try:
+                got = client.get_into_ptr("cold", back.ctypes.data, PAGE)
+            except PeerUnavailableError:
+                got = False
+            took = time.monotonic() - start
+            assert not got
+            assert not back.any()
+            assert rpc.timeout_s() <= took < 2 * rpc.timeout_s() + 2
+        finally:
+            os.kill(peer.pid, signal.SIGCONT)
