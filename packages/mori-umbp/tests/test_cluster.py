@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import PAGE, MasterProcess, running_cluster, wait_for
 
-from mori.umbp import MasterUnavailableError, PeerUnavailableError
+from mori.umbp import InvalidKeyError, MasterUnavailableError, PeerUnavailableError
 from mori.umbp.rpc import peer_pb
 
 pytestmark = pytest.mark.timeout(90)
@@ -47,6 +47,8 @@ def test_put_get_across_three_peers(cluster):
         assert np.array_equal(d, o)
     assert client.batch_exists([*keys, "missing"]) == [True] * 24 + [False]
     assert client.batch_exists_consecutive([keys[0], keys[1], "missing", keys[2]]) == 2
+    with pytest.raises(InvalidKeyError, match=r"keys\[2\]"):
+        client.batch_exists_consecutive([keys[0], "missing", "bad key"])
     miss = np.zeros(size, np.uint8)
     assert client.get_into_ptr("missing", miss.ctypes.data, size) is False
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""NOTE [wire] in mori.umbp.wire: the data path's peer calls and the master's Heartbeat over one
-authenticated plain-TCP connection each, gRPC being the fallback. Checked against real masters and
+"""NOTE [wire] in mori.umbp.wire: the put and get paths' calls to peers and master (heartbeats
+included) over one authenticated plain-TCP connection each, gRPC being the fallback. Checked against real masters and
 peers on loopback, and raw sockets where a test plays a hostile or broken caller:
 
 - the calls really go over the wire (the channels' counters, the gRPC fallbacks untouched) and

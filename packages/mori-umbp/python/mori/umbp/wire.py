@@ -205,8 +205,12 @@ class WireServer:
         while not self._stopping.is_set():
             try:
                 conn, _ = self._listener.accept()
-            except OSError:
-                return
+            except OSError as exc:
+                if self._stopping.is_set():
+                    return
+                log.warning("wire %s: accept: %s", self.what, exc)  # out of descriptors, say: not fatal
+                time.sleep(0.1)
+                continue
             if not self._slots.acquire(blocking=False):
                 conn.close()  # full: the caller makes gRPC calls instead
                 continue
