@@ -58,6 +58,7 @@ import grpc  # type: ignore[import-untyped]
 
 from mori.umbp import rpc, settings
 from mori.umbp.auth import ClientAuth, caller_node, check_secret
+from mori.umbp.stream import StreamError
 
 log = logging.getLogger(__name__)
 
@@ -78,19 +79,9 @@ _ANS = struct.Struct("<IQB")
 _NODE_LEN = struct.Struct("<H")
 
 
-class WireError(grpc.RpcError):
+class WireError(StreamError):
     """A failed wire call, shaped as gRPC's errors are (``code()``, ``details()``), so callers map
     it exactly as the gRPC call's failure (``mori.umbp.rpc.mapped``)."""
-
-    def __init__(self, code: Any, details: str) -> None:
-        super().__init__(details)
-        self._code, self._details = code, details
-
-    def code(self) -> Any:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 class WireRefused(Exception):
