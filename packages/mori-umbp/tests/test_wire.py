@@ -12,7 +12,7 @@ peers on loopback, and raw sockets where a test plays a hostile or broken caller
 - a full server sends its callers to the fallback for a while without touching the socket;
 - a frozen, dead or restarted master or peer gives an error within the deadline, never a hang.
 
-test_streams.py is the counterpart with the wire off.
+test_streams.py is the counterpart with the wire off; the frozen master and peer run here over both.
 """
 
 from __future__ import annotations
@@ -514,14 +514,17 @@ def test_a_forked_child_opens_its_own_connection():
 
 
 # -- time: an error within the deadline, never a hang -------------------------------------------------
-def test_a_master_that_stops_answering_gives_an_error_after_the_timeout_then_recovers():
+@pytest.mark.parametrize("transport", ["wire", "streams"])
+def test_a_master_that_stops_answering_gives_an_error_after_the_timeout_then_recovers(monkeypatch, transport):
+    monkeypatch.setenv("UMBP_WIRE", "1" if transport == "wire" else "0")
+    on_wire = transport == "wire"
     master = MasterProcess(free_port())
     client = UMBPMasterClient(master.address, "n1")
     try:
         client.register_self({}, "127.0.0.1:1", b"")
-        assert client._wire_port > 0
+        assert (client._wire_port > 0) == on_wire
         assert client.heartbeat([], {}).status == pb.HeartbeatResponse.ALIVE  # the connection is open
-        assert client._wire._made == 1 and client._hb_stream._made == 0
+        assert (client._wire._made, client._hb_stream._made) == ((1, 0) if on_wire else (0, 1))
         _freeze(master.proc.pid)
         try:
             start = time.monotonic()
@@ -532,8 +535,10 @@ def test_a_master_that_stops_answering_gives_an_error_after_the_timeout_then_rec
             assert client._wire._made == 0  # that connection is gone: its late answer is never read
         finally:
             os.kill(master.proc.pid, signal.SIGCONT)
+        # Answered again, over a new connection (or stream).
         assert client.heartbeat([], {}).status == pb.HeartbeatResponse.ALIVE
-        assert client._wire._made == 1 and client._wire._refused_until == 0.0 and client._hb_stream._made == 0
+        assert (client._wire._made, client._hb_stream._made) == ((1, 0) if on_wire else (0, 1))
+        assert client._wire._refused_until == 0.0
     finally:
         client.close()
         master.kill()
