@@ -68,7 +68,10 @@ PEER_CHUNK = 32
 #: trip and a mori-io write for the slot path: measured on the 2-core bench machine, a batch of
 #: 16 blocks over two peers (8 each) took 2.9 ms inline against 3.7 ms by slots at 32 KiB blocks
 #: (256 KiB a peer), and 5.9 ms against 4.0 ms at 64 KiB (512 KiB a peer); the trace's long
-#: batches of 64 KiB blocks served 34 requests/s by slots against 28 inline.
+#: batches of 64 KiB blocks served 34 requests/s by slots against 28 inline. Measured again over
+#: NOTE [wire] (mori.umbp.wire), which copies less than gRPC: every 64 KiB share inline (32-key
+#: chunks) against this limit, 16-block batches 3.4-4.3 ms against 2.5-2.8 ms and the prepared
+#: trace 43-44 requests/s against 66-67, so the limit stays.
 INLINE_GROUP_MAX_BYTES = 256 << 10
 
 #: NOTE [heartbeat stream] in mori.umbp.stream: the peer calls of the data path go over streams,
