@@ -111,6 +111,41 @@ def test_batch_room_is_the_per_key_eviction_of_the_same_policy():
     assert len(batch.keys()) == 12
 
 
+def test_a_batch_pass_that_runs_out_of_victims_is_not_repeated_per_key(monkeypatch):
+    """Every stored block is under a read lease: the batch's pass finds nothing to evict
+    (make_room_for is False), so its allocations take the free pages past the watermark without
+    scanning the tier again per key, and scan only once no page is free."""
+    from mori.umbp.peer.allocator import PageAllocator
+    from mori.umbp.peer.store import PeerStore
+
+    class Pool:
+        tier, capacity, page_size, desc, buffer_index = 2, 20 * PAGE, PAGE, object(), 0
+
+        def __init__(self) -> None:
+            self.alloc = PageAllocator(self.capacity, PAGE)
+
+    store = PeerStore([Pool()], 60.0, 60.0, 64, "lru", 4, 0.9)
+    held = [f"b{i}" for i in range(18)]  # 0.9 x 20 pages
+    for key in held:
+        outcome, slot, _ = store.allocate(key, PAGE, 2)
+        assert outcome == "ALLOCATED" and store.commit(slot, key) == ""
+    store.publish(held)
+    for key in held:
+        assert store.resolve(key) is not None  # leased for 60 s: busy
+    scans = []
+    scan = PeerStore._make_room_pages
+    monkeypatch.setattr(PeerStore, "_make_room_pages", lambda self, *a: scans.append(a) or scan(self, *a))
+
+    assert store.make_room_for(2, [("n0", PAGE), ("n1", PAGE), ("n2", PAGE)]) is False
+    assert len(scans) == 1
+    assert [store.allocate(k, PAGE, 2, watermark=False)[0] for k in ("n0", "n1")] == ["ALLOCATED"] * 2
+    assert len(scans) == 1  # past the watermark, from free pages, no second look
+    assert store.allocate("n2", PAGE, 2, watermark=False)[0] == "NO_SPACE"  # none free: it looked
+    assert len(scans) == 2
+    assert sorted(store.keys()) == sorted(held)  # nothing leased was evicted
+    assert Pool.capacity - store.pools[2].alloc.available == 20 * PAGE
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_an_owner_dying_before_acknowledging_deferred_commits_leaves_no_key_reported_stored_missing(when):
     """The doomed owner, with the most room, takes the whole 80-key batch by slots: two rounds

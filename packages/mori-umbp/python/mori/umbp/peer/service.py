@@ -197,10 +197,10 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         out: list[Any] = []
         key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
         self.s.expire_slots()  # once per call: the claims below skip it (expire=False)
-        self._make_room([(r.key, int(r.size), int(r.tier)) for r in reqs], owner)
+        busy = self._make_room([(r.key, int(r.size), int(r.tier)) for r in reqs], owner)
         try:
             for req in reqs:
-                res = self._allocate(req, owner, max(0.0, deadline - time.monotonic()), key_limit)
+                res = self._allocate(req, owner, max(0.0, deadline - time.monotonic()), key_limit, busy)
                 if res is None:  # this node is at its pending cap: undo the batch's own slots
                     for done in out:
                         if done.outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED:
@@ -212,11 +212,13 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
                 self._waiters.release()
         return out
 
-    def _allocate(self, req: Any, owner: str, wait_s: float, key_limit: int) -> Any:
-        """The AllocateSlotResponse for ``req``; None when ``owner`` is at its pending cap."""
+    def _allocate(self, req: Any, owner: str, wait_s: float, key_limit: int, busy: set[int]) -> Any:
+        """The AllocateSlotResponse for ``req``; None when ``owner`` is at its pending cap.
+        ``busy``: the tiers where the call's eviction pass ran out of victims."""
         out = peer_pb.AllocateSlotResponse
+        tier = int(req.tier)
         outcome, slot_id, pages, why = self._claim(
-            req.key, int(req.size), int(req.tier), int(req.depth), owner, wait_s, key_limit, expire=False
+            req.key, int(req.size), tier, int(req.depth), owner, wait_s, key_limit, False, tier not in busy
         )
         if outcome == "LIMIT":
             return None
@@ -242,6 +244,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         wait_s: float,
         key_limit: int | None = None,
         expire: bool = True,
+        watermark: bool = True,
     ) -> _Claim:
         """(outcome, slot id, pages, why): outcome is ALLOCATED, EXISTS, PENDING, LIMIT (``owner``
         is at its pending cap), NO_SPACE or FAILED (a request this peer must never store)."""
@@ -258,7 +261,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         if pool is None or pool.desc is None:
             have = ", ".join(tier_name(t) for t in self.s.capacities() if t in PAGE_TIERS) or "none"
             return "NO_SPACE", 0, [], f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
-        outcome, slot_id, pages = self.s.allocate(key, size, tier, depth, owner, wait_s, expire)
+        outcome, slot_id, pages = self.s.allocate(key, size, tier, depth, owner, wait_s, expire, watermark)
         if outcome == "PENDING":
             why = f"key {key!r} is held by another writer, still uncommitted after {wait_s:.2f}s"
             return "PENDING", 0, [], why
@@ -282,13 +285,13 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         slots: list[tuple[int, int]] = []  # (entry, slot id) allocated and filled by this call
         key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
         self.s.expire_slots()  # once per call: the claims below skip it (expire=False)
-        self._make_room([(e.key, len(d), int(e.tier)) for e, d in zip(entries, datas, strict=True)], owner)
+        busy = self._make_room([(e.key, len(d), int(e.tier)) for e, d in zip(entries, datas, strict=True)], owner)
         try:
             for i, (e, data) in enumerate(zip(entries, datas, strict=True)):
                 tier = int(e.tier)
                 wait_s = max(0.0, deadline - time.monotonic())
                 outcome, slot_id, pages, why = self._claim(
-                    e.key, len(data), tier, int(e.depth), owner, wait_s, key_limit, expire=False
+                    e.key, len(data), tier, int(e.depth), owner, wait_s, key_limit, False, tier not in busy
                 )
                 if outcome == "LIMIT":  # undo this call's own slots, as BatchAllocateSlots does
                     for _, done in slots:
@@ -314,15 +317,16 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         caps = [rpc.pb.TierCapacity(tier=t, total=tot, available=av) for t, (tot, av) in self.s.capacities().items()]
         return peer_pb.BatchPutInlineResponse(entries=answers, tier_capacities=caps)
 
-    def _make_room(self, entries: list[tuple[str, int, int]], owner: str) -> None:
+    def _make_room(self, entries: list[tuple[str, int, int]], owner: str) -> set[int]:
         """NOTE [batch eviction] in mori.umbp.peer.store: room for a batch's (key, size, tier)
-        entries, made once per tier before the claims (which make their own if it ran out)."""
+        entries, made once per tier before the claims (which make their own if another writer
+        took it meanwhile). Returns the tiers where the pass ran out of victims: their claims do
+        not scan again."""
         tiers: dict[int, list[tuple[str, int]]] = {}
         for key, size, tier in entries:
             if size > 0 and tier in self.s.pools:
                 tiers.setdefault(tier, []).append((key, size))
-        for tier, wanted in tiers.items():
-            self.s.make_room_for(tier, wanted, owner)
+        return {tier for tier, wanted in tiers.items() if not self.s.make_room_for(tier, wanted, owner)}
 
     def _limit_message(self, owner: str) -> str:
         cap = self.s.max_pending_per_node

@@ -161,13 +161,24 @@ class PeerStore(SsdSide):
 
     # -- put ------------------------------------------------------------------------------------
     def allocate(
-        self, key: str, size: int, tier: int, depth: int = -1, owner: str = "", wait_s: float = 0.0, expire: bool = True
+        self,
+        key: str,
+        size: int,
+        tier: int,
+        depth: int = -1,
+        owner: str = "",
+        wait_s: float = 0.0,
+        expire: bool = True,
+        watermark: bool = True,
     ) -> tuple[str, int, list[int]]:
         """("ALLOCATED", slot id, pages); ("EXISTS", 0, []) only once the key is committed here and
         the master acknowledged it; ("PENDING", 0, []) when another writer still held it after
         ``wait_s``; ("LIMIT", 0, []) when ``owner`` holds max_pending_per_node slots already;
         ("NO_SPACE", 0, []) or ("NO_TIER", 0, []). See NOTE [one key, many writers]. ``expire``
-        False: the caller expired the pending slots just before (once for many keys)."""
+        False: the caller expired the pending slots just before (once for many keys). ``watermark``
+        False: the caller's batch pass (``make_room_for``) found nothing more to evict a moment
+        ago, so this takes free pages past the watermark without looking again, and evicts only
+        when no page is free (NOTE [batch eviction])."""
         pool = self.pool(tier)
         if pool is None:
             return "NO_TIER", 0, []
@@ -185,7 +196,8 @@ class PeerStore(SsdSide):
                 if not holders and key not in self._blocks:
                     if self._pending_of.get(owner, 0) >= self.max_pending_per_node:
                         return "LIMIT", 0, []
-                    pages = None if not made_room and self._over_watermark(pool, size) else pool.alloc.alloc(size)
+                    over = watermark and not made_room and self._over_watermark(pool, size)
+                    pages = None if over else pool.alloc.alloc(size)
                     if pages is not None:
                         slot_id = next(self._ids)
                         self._add_slot(
@@ -236,21 +248,28 @@ class PeerStore(SsdSide):
         pool = self.pools[tier]
         return self._make_room_pages(tier, pool.alloc.pages_for(size) * pool.page_size)
 
-    def make_room_for(self, tier: int, entries: Sequence[tuple[str, int]], owner: str = "") -> None:
+    def make_room_for(self, tier: int, entries: Sequence[tuple[str, int]], owner: str = "") -> bool:
         """NOTE [batch eviction]: room for a batch's ``(key, size)`` entries of ``tier`` made once,
         before its allocations, instead of one eviction pass per key. Counts only keys neither
         stored nor held here (those allocate nothing), and no more of them than ``owner`` may
         still hold pending (the rest are refused LIMIT); an allocation that still finds no room
-        (another writer took it meanwhile) makes its own, as before."""
+        (another writer took it meanwhile) makes its own, as before. False when the pass ran out
+        of victims short of that room (the rest of the tier is busy: read leases, commits not
+        acknowledged, pending slots): the batch's allocations then take free pages past the
+        watermark without scanning again per key (which found nothing either and, on a full pool
+        under reads, was most of a peer's eviction work), and scan only when no page is free."""
         pool = self.pool(tier)
         if pool is None or not entries:
-            return
+            return True
         with self._lock:
             fresh = {key: size for key, size in entries if key not in self._blocks and key not in self._slot_of_key}
             allowed = max(0, self.max_pending_per_node - self._pending_of.get(owner, 0))
         need = sum(pool.alloc.pages_for(size) for size in list(fresh.values())[:allowed]) * pool.page_size
-        if need and need <= pool.capacity * self.high_watermark:
-            self._make_room_pages(tier, need)
+        if not need or need > pool.capacity * self.high_watermark:
+            return True
+        self._make_room_pages(tier, need)
+        with self._lock:
+            return pool.capacity - pool.alloc.available + need <= pool.capacity * self.high_watermark
 
     def _make_room_pages(self, tier: int, need: int) -> bool:
         """Evicts until ``need`` bytes are free with ``tier`` at its high watermark after taking them.
