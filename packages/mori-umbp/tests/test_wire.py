@@ -129,15 +129,21 @@ def _ptrs(rows: np.ndarray) -> list[int]:
     return [int(r.ctypes.data) for r in rows]
 
 
+def _put_and_read_back(writer, data: np.ndarray, prefix: str) -> list[str]:
+    """One batch put of ``data``'s rows and one batch get, every byte compared; returns the keys."""
+    keys = [f"{prefix}{i}" for i in range(len(data))]
+    sizes = [data.shape[1]] * len(data)
+    assert all(writer.batch_put_from_ptr(keys, _ptrs(data), sizes))
+    out = np.zeros_like(data)
+    assert all(writer.batch_get_into_ptr(keys, _ptrs(out), sizes))
+    assert np.array_equal(out, data)
+    return keys
+
+
 # -- the data path goes over the wire -------------------------------------------------------------
 def test_batch_put_and_get_go_over_the_wire_and_store_every_byte():
     with owner_and_writer("owner", 32 * PAGE, "writer") as (master, owner, writer):
-        data = np.random.default_rng(1).integers(0, 256, (8, PAGE), dtype=np.uint8)
-        keys = [f"w{i}" for i in range(8)]
-        assert all(writer.batch_put_from_ptr(keys, _ptrs(data), [PAGE] * 8))
-        out = np.zeros_like(data)
-        assert all(writer.batch_get_into_ptr(keys, _ptrs(out), [PAGE] * 8))
-        assert np.array_equal(out, data)
+        keys = _put_and_read_back(writer, np.random.default_rng(1).integers(0, 256, (8, PAGE), dtype=np.uint8), "w")
         assert all(master.master.lookup(keys))
         calls = writer._peers[owner.peer_address][2]
         channel = calls["BatchResolveKeys"]._channel
@@ -177,12 +183,7 @@ def test_with_the_wire_off_nothing_listens_and_puts_go_over_streams(monkeypatch)
         assert master._wire is None and master._servicer.wire_port == 0
         assert owner._peer_wire is None
         assert owner._master._wire_port == 0  # the RegisterClient answer named no port
-        data = np.random.default_rng(3).integers(0, 256, (4, PAGE), dtype=np.uint8)
-        keys = [f"off{i}" for i in range(4)]
-        assert all(writer.batch_put_from_ptr(keys, _ptrs(data), [PAGE] * 4))
-        out = np.zeros_like(data)
-        assert all(writer.batch_get_into_ptr(keys, _ptrs(out), [PAGE] * 4))
-        assert np.array_equal(out, data)
+        _put_and_read_back(writer, np.random.default_rng(3).integers(0, 256, (4, PAGE), dtype=np.uint8), "off")
         calls = writer._peers[owner.peer_address][2]
         assert calls["BatchResolveKeys"]._channel._made == 0
         assert calls["BatchResolveKeys"]._fallback._made >= 1

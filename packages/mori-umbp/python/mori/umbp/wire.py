@@ -57,7 +57,7 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 
 from mori.umbp import rpc, settings
-from mori.umbp.auth import ClientAuth, caller_node, check_secret
+from mori.umbp.auth import ClientAuth, caller_node, check_secret, keyed
 from mori.umbp.stream import StreamError
 
 log = logging.getLogger(__name__)
@@ -117,9 +117,7 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
 
 def _keys(secret: bytes, s_nonce: bytes, c_nonce: bytes, node: bytes) -> tuple[Any, Any]:
     """(caller-to-server, server-to-caller) frame keys of one connection, each keyed once."""
-    c2s = _mac(secret, b"c2s", s_nonce, c_nonce, node)
-    s2c = _mac(secret, b"s2c", s_nonce, c_nonce, node)
-    return hmac.new(c2s, digestmod=hashlib.sha256), hmac.new(s2c, digestmod=hashlib.sha256)
+    return keyed(_mac(secret, b"c2s", s_nonce, c_nonce, node)), keyed(_mac(secret, b"s2c", s_nonce, c_nonce, node))
 
 
 def _tag(key: Any, header: bytes, body: bytes) -> bytes:
@@ -144,6 +142,16 @@ def _read(sock: socket.socket, n: int, deadline: float) -> bytearray:
             raise EOFError("the connection closed")
         got += k
     return buf
+
+
+def _host(address: str) -> str:
+    """The host of ``host:port`` (brackets of an IPv6 literal dropped)."""
+    return address.rsplit(":", 1)[0].strip("[]")
+
+
+def _left(deadline: float) -> float:
+    """Seconds to ``deadline`` (``time.monotonic()``), at least a millisecond: a socket timeout."""
+    return max(0.001, deadline - time.monotonic())
 
 
 def enabled() -> bool:
@@ -305,7 +313,7 @@ def serve(
     cannot listen (then every call is gRPC, logged)."""
     if not enabled() or secret is None:
         return None
-    host = grpc_address.rsplit(":", 1)[0].strip("[]")
+    host = _host(grpc_address)
     try:
         return WireServer(secret, handlers, host, what, limit).start()
     except OSError as exc:
@@ -322,7 +330,7 @@ class _Connection:
 
     def call(self, name: bytes, body: bytes, deadline: float) -> tuple[int, bytes]:
         header = _REQ.pack(len(body), self.seq, len(name))
-        self.sock.settimeout(max(0.001, deadline - time.monotonic()))
+        self.sock.settimeout(_left(deadline))
         self.sock.sendall(header + name + body + _tag(self.c2s, header + name, body))
         head = bytes(_read(self.sock, _ANS.size, deadline))
         size, seq, status = _ANS.unpack(head)
@@ -393,7 +401,7 @@ class WireChannel:
 
     def __init__(self, address: str, port: Callable[[float], int], auth: ClientAuth, size: int) -> None:
         self.address = address
-        self._host = address.rsplit(":", 1)[0].strip("[]")
+        self._host = _host(address)
         # -1: to be asked (at first, and after a refusal: a restarted server listens elsewhere)
         self._port_fn, self._port = port, -1
         self._auth = auth
@@ -422,15 +430,10 @@ class WireChannel:
         conn = self._take(deadline)
         try:
             status, answer = conn.call(name.encode(), request.SerializeToString(), deadline)
-        except TimeoutError:
-            self._drop(conn)
-            with self._lock:
-                self._port = -1  # asked again for the next connection: the server may have restarted
-            raise WireError(grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer within {timeout:.1f}s") from None
-        except (OSError, EOFError) as exc:
-            self._drop(conn)
-            with self._lock:
-                self._port = -1  # asked again for the next connection: the server may have restarted
+        except (OSError, EOFError) as exc:  # TimeoutError is an OSError
+            self._drop(conn, lost=True)
+            if isinstance(exc, TimeoutError):
+                raise WireError(grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer within {timeout:.1f}s") from None
             raise WireError(grpc.StatusCode.UNAVAILABLE, f"the connection failed: {exc}") from None
         except BaseException:
             self._drop(conn)
@@ -468,7 +471,7 @@ class WireChannel:
     def _open(self, deadline: float) -> _Connection:
         if self._port < 0:
             try:
-                self._port = int(self._port_fn(max(0.001, deadline - time.monotonic())))
+                self._port = int(self._port_fn(_left(deadline)))
             except grpc.RpcError as exc:
                 raise WireRefused(f"asking for its wire port: {exc}") from None
         if self._port == 0:
@@ -476,7 +479,7 @@ class WireChannel:
         secret = self._auth.secret()
         if secret is None:
             raise WireRefused("no pool secret yet")
-        return _connect(self._host, self._port, self._auth.node_id, secret, max(0.001, deadline - time.monotonic()))
+        return _connect(self._host, self._port, self._auth.node_id, secret, _left(deadline))
 
     def _give(self, conn: _Connection) -> None:
         with self._lock:
@@ -486,9 +489,13 @@ class WireChannel:
             self._made -= 1
         conn.close()
 
-    def _drop(self, conn: _Connection) -> None:
+    def _drop(self, conn: _Connection, lost: bool = False) -> None:
+        """``lost``: it failed mid-call; the next connection asks for the port again (the server
+        may have restarted elsewhere)."""
         with self._lock:
             self._made -= 1
+            if lost:
+                self._port = -1
         conn.close()
 
     def close(self) -> None:
@@ -513,7 +520,7 @@ class WireCall:
         try:
             return self._channel.call(self._name, request, self._parse, budget)
         except WireRefused:  # what a failed connection attempt took comes off the fallback's deadline
-            return self._fallback(request, timeout=max(0.001, end - time.monotonic()))
+            return self._fallback(request, timeout=_left(end))
 
     def close(self) -> None:
         """Closes the channel (shared by the calls of one server: closing it twice is harmless)

@@ -218,7 +218,15 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         out = peer_pb.AllocateSlotResponse
         tier = int(req.tier)
         outcome, slot_id, pages, why = self._claim(
-            req.key, int(req.size), tier, int(req.depth), owner, wait_s, key_limit, False, tier not in busy
+            req.key,
+            int(req.size),
+            tier,
+            int(req.depth),
+            owner,
+            wait_s,
+            key_limit,
+            expire=False,
+            watermark=tier not in busy,
         )
         if outcome == "LIMIT":
             return None
@@ -291,7 +299,15 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
                 tier = int(e.tier)
                 wait_s = max(0.0, deadline - time.monotonic())
                 outcome, slot_id, pages, why = self._claim(
-                    e.key, len(data), tier, int(e.depth), owner, wait_s, key_limit, False, tier not in busy
+                    e.key,
+                    len(data),
+                    tier,
+                    int(e.depth),
+                    owner,
+                    wait_s,
+                    key_limit,
+                    expire=False,
+                    watermark=tier not in busy,
                 )
                 if outcome == "LIMIT":  # undo this call's own slots, as BatchAllocateSlots does
                     for _, done in slots:

@@ -196,7 +196,11 @@ class PeerStore(SsdSide):
                 if not holders and key not in self._blocks:
                     if self._pending_of.get(owner, 0) >= self.max_pending_per_node:
                         return "LIMIT", 0, []
-                    over = watermark and not made_room and self._over_watermark(pool, size)
+                    over = (
+                        watermark
+                        and not made_room
+                        and self._over_watermark(pool, pool.alloc.pages_for(size) * pool.page_size)
+                    )
                     pages = None if over else pool.alloc.alloc(size)
                     if pages is not None:
                         slot_id = next(self._ids)
@@ -238,8 +242,8 @@ class PeerStore(SsdSide):
             del self._pending_of[slot.owner]
         return slot
 
-    def _over_watermark(self, pool: PagePool, size: int) -> bool:
-        need = pool.alloc.pages_for(size) * pool.page_size
+    def _over_watermark(self, pool: PagePool, need: int) -> bool:
+        """Whether taking ``need`` more bytes puts ``pool`` past its high watermark."""
         return pool.capacity - pool.alloc.available + need > pool.capacity * self.high_watermark
 
     def make_room(self, tier: int, size: int) -> bool:
@@ -269,7 +273,7 @@ class PeerStore(SsdSide):
             return True
         self._make_room_pages(tier, need)
         with self._lock:
-            return pool.capacity - pool.alloc.available + need <= pool.capacity * self.high_watermark
+            return not self._over_watermark(pool, need)
 
     def _make_room_pages(self, tier: int, need: int) -> bool:
         """Evicts until ``need`` bytes are free with ``tier`` at its high watermark after taking them.
