@@ -4,12 +4,14 @@ eviction: the pool has room for every block), and every block read back is intac
 
 from __future__ import annotations
 
+import ctypes
 import json
 import struct
 
 import pytest
 
-from mori.umbp.bench import cli, trace
+from mori.umbp import UMBPClient, UMBPConfig, UMBPDramConfig
+from mori.umbp.bench import cli, ops, trace
 from mori.umbp.errors import InvalidArgumentError
 
 
@@ -108,3 +110,44 @@ def test_the_hbm_profile_without_a_gpu_says_why(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"mori-umbp-bench --profile hbm: hbm.capacity_bytes={256 << 20} needs a CUDA GPU: {why}" in err
     assert not (tmp_path / "b.json").exists()
+
+
+class _Spoiling:
+    """A real local-mode client whose gets of ``spoil`` come back with one byte changed and whose
+    gets of ``drop`` report a miss: what the ops case's checks must count."""
+
+    def __init__(self, client, spoil: str, drop: str) -> None:
+        self.client, self.spoil, self.drop = client, spoil, drop
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def batch_get_into_ptr(self, keys, ptrs, sizes):
+        ok = self.client.batch_get_into_ptr(keys, ptrs, sizes)
+        for i, key in enumerate(keys):
+            if key == self.spoil:
+                cell = ctypes.c_uint8.from_address(ptrs[i] + 5)
+                cell.value ^= 0xFF
+            if key == self.drop:
+                ok[i] = False
+        return ok
+
+
+def test_ops_case_checks_every_block_after_timing():
+    """Gets land in places of their own, checked after the timed phase: a changed byte counts as
+    corrupt, a reported miss as failed, and every other block read back intact."""
+    block, batch, keys = 4096, 4, 16
+    cfg = UMBPConfig(dram=UMBPDramConfig(64 * block, block, 0.9, 0.7))
+    with UMBPClient(cfg) as real:
+        tag = "t"
+        name = lambda t, i: f"{tag}-{block}-batch-2-{t}-{i}"  # noqa: E731 - run_case's naming
+        client = _Spoiling(real, spoil=name(1, 5), drop=name(0, 2))
+        put, get = ops.run_case(client, _NoPool(), tag, block, "batch", 2, keys, batch)
+    assert put.keys == get.keys == keys and put.failed == 0
+    assert get.failed == 1 and get.corrupt == 1
+    assert len(get.call_s) == keys // batch and get.wall_s > 0
+
+
+class _NoPool:
+    def cpu_s(self) -> float:  # the local mode has no processes of its own
+        return 0.0

@@ -257,7 +257,8 @@ def _main_ops(args: argparse.Namespace) -> int:
     for c in out["summary"]:
         sys.stdout.write(
             f"{c['store']:>14} {c['block_bytes']:>8} {c['api']:>6} t={c['threads']} {c['op']}: "
-            f"{c['ops_per_s']:9.0f} ops/s {c['GB_per_s']:6.3f} GB/s p50={c['p50_ms']:.3f} ms p99={c['p99_ms']:.3f} ms "
+            f"{c['ops_per_s']:9.0f} ops/s {c['GB_per_s']:6.3f} GB/s ({c['ceiling_share']:.0%} of the ceiling) "
+            f"p50={c['p50_ms']:.3f} ms p99={c['p99_ms']:.3f} ms "
             f"cpu={c['cpu_client_us_per_key']:.0f}+{c['cpu_pool_us_per_key']:.0f} us/key "
             f"failed={c['failed']} corrupt={c['corrupt']} (median of {c['rounds']} round(s))\n"
         )
@@ -267,7 +268,7 @@ def _main_ops(args: argparse.Namespace) -> int:
     for c in out["ceiling"]:
         w, r = c["write"], c["read"]
         sys.stdout.write(
-            f"ceiling {c['block_bytes']:>8} x{c['blocks_per_call']}: write p50={w['p50_ms']:.3f} ms "
+            f"ceiling {c['block_bytes']:>8} x{c['blocks_per_call']} round {c['round']}: write p50={w['p50_ms']:.3f} ms "
             f"{w['GB_per_s']:.3f} GB/s, read p50={r['p50_ms']:.3f} ms {r['GB_per_s']:.3f} GB/s\n"
         )
     for f in out["floor"]:

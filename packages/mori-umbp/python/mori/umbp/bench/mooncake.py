@@ -67,6 +67,7 @@ class MooncakeStorePool:
         high_watermark = settings.get_float("UMBP_DRAM_HIGH_WM")
         lease_ms = settings.get_int("UMBP_DRAM_READ_LEASE_MS")
         self.logs = Path(tempfile.mkdtemp(prefix="mori-umbp-bench-mooncake-"))
+        self._keep_logs = False  # an error named them: they stay for the reader
         ours, theirs = socket.socketpair()
         side = [sys.executable, "-m", "mori.umbp.bench.mooncake_side", "--fd", str(theirs.fileno())]
         argv = ["unshare", "--user", "--map-root-user", "--net", *side, "--peers", str(peers),
@@ -102,6 +103,7 @@ class MooncakeStorePool:
             lines = (self.logs / "side.log").read_text(errors="replace").strip().splitlines()
             errors = [ln for ln in lines if not ln.startswith(("I", "W"))][-3:]
             if errors:
+                self._keep_logs = True
                 return " (" + " | ".join(errors) + f"; logs in {self.logs})"
         return ""
 
@@ -128,6 +130,8 @@ class MooncakeStorePool:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+        if not self._keep_logs:
+            shutil.rmtree(self.logs, ignore_errors=True)
 
     def _call_stop(self) -> None:
         self.conn.send(("stop", {}))
