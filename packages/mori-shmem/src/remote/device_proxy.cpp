@@ -18,7 +18,8 @@ void store_release(unsigned long long* word, uint64_t value) { __atomic_store_n(
 
 // Spin while requests keep coming, then yield, then nap: an idle proxy costs little CPU, a busy
 // one answers within a microsecond or two.
-void idle_back_off(uint64_t idle_rounds) { back_off(idle_rounds, 4000, 20000); }
+constexpr uint64_t kNapAfterRounds = 20000;
+void idle_back_off(uint64_t idle_rounds) { back_off(idle_rounds, 4000, kNapAfterRounds); }
 
 }  // namespace
 
@@ -39,22 +40,31 @@ DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, G
 DeviceProxy::~DeviceProxy() {
   stopping_.store(true);
   if (thread_.joinable()) thread_.join();
+  if (next_.load() > 0) log::emit(log::Level::Debug, "PE ", rank_, " device proxy: ", times_.summary());
 }
 
 void DeviceProxy::run() {
   context_.bind();
   uint64_t head = 0;
   uint64_t idle = 0;
+  uint64_t last_done_ns = 0;  // 0: no request yet, or the last one was long ago (the proxy napped)
+  constexpr size_t kWait = 9;
   while (!stopping_.load(std::memory_order_relaxed)) {
     const uint64_t ticket = next_.load(std::memory_order_relaxed);
     mori_shmem_proxy_entry_t& entry = ring_->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
     if (load_acquire(&entry.state) == ticket + 1) {
+      const uint64_t start_ns = monotonic_ns();
+      if (last_done_ns != 0) times_.add(kWait, start_ns - last_done_ns);
+      const unsigned op = entry.op < kWait ? entry.op : 0;
       execute(entry, ticket);
+      last_done_ns = monotonic_ns();
+      times_.add(op, last_done_ns - start_ns);
       next_.store(ticket + 1, std::memory_order_release);
       store_release(&ring_->done, ticket + 1);
       idle = 0;
     } else {
       idle_back_off(++idle);
+      if (idle == kNapAfterRounds) last_done_ns = 0;  // kernels stopped posting: not a wait
     }
     // Slots free again once carried out (or, for an answer, once the kernel has read it).
     const uint64_t before = head;

@@ -11,6 +11,7 @@
 #include "mori_shmem/proxy_ring.h"
 #include "remote/conduit.hpp"
 #include "remote/gpu_remote_io.hpp"
+#include "remote/time_account.hpp"
 
 namespace mori::shmem::remote {
 
@@ -43,6 +44,10 @@ class DeviceProxy {
   PinnedBuffer ring_buffer_;
   mori_shmem_proxy_ring_t* ring_;
   std::atomic<uint64_t> next_{0};  // the next ticket to carry out
+  // Per request op (proxy_ring.h's codes, 0 unused), and the waits between requests: the time
+  // from one request's completion to the next one's arrival, while kernels were posting.
+  TimeAccount<10> times_{{"-", "put", "get", "put_signal", "signal", "amo", "amo_fetch", "put_imm", "quiet",
+                          "wait for the next request"}};
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/host_rma.hpp"
+#include "core/log.hpp"
 
 namespace mori::shmem::remote {
 
@@ -106,6 +107,8 @@ GpuRemoteIo::GpuRemoteIo(const cuda::DeviceContext& context, uint8_t* heap_base,
 }
 
 GpuRemoteIo::~GpuRemoteIo() {
+  const std::string times = times_.summary();
+  if (!times.empty()) log::emit(log::Level::Debug, "remote transport staging: ", times);
   if (module_ != nullptr) {
     context_.bind();
     cuda::driver().cuModuleUnload(module_);
@@ -116,8 +119,12 @@ void GpuRemoteIo::receive(Socket& socket, uint64_t offset, uint64_t length, cons
   std::lock_guard<std::mutex> lock(inbound_mutex_);
   for (uint64_t done = 0; done < length;) {
     const size_t chunk = std::min<uint64_t>(inbound_.size(), length - done);
+    const uint64_t t0 = monotonic_ns();
     socket.recv_all(inbound_.host(), chunk, deadline, "a put's payload");
+    const uint64_t t1 = monotonic_ns();
     context_.copy(heap_ + offset + done, inbound_.host(), chunk);
+    times_.add(kInWire, t1 - t0);
+    times_.add(kInCopy, monotonic_ns() - t1);
     done += chunk;
   }
 }
@@ -168,8 +175,12 @@ void GpuRemoteIo::put(Conduit& conduit, int pe, uint64_t offset, const void* loc
   std::lock_guard<std::mutex> lock(outbound_mutex_);
   for (size_t done = 0; done < nbytes;) {
     const size_t chunk = std::min(outbound_.size(), nbytes - done);
+    const uint64_t t0 = monotonic_ns();
     context_.copy(outbound_.host(), static_cast<const uint8_t*>(local) + done, chunk);
+    const uint64_t t1 = monotonic_ns();
     conduit.put(pe, offset + done, outbound_.host(), chunk);  // returns once the bytes are sent
+    times_.add(kOutCopy, t1 - t0);
+    times_.add(kOutWire, monotonic_ns() - t1);
     done += chunk;
   }
 }

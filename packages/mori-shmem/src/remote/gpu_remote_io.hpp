@@ -13,6 +13,7 @@
 #include "cuda/context.hpp"
 #include "remote/conduit.hpp"
 #include "remote/heap_access.hpp"
+#include "remote/time_account.hpp"
 
 namespace mori::shmem::remote {
 
@@ -62,6 +63,10 @@ class GpuRemoteIo final : public HeapAccess {
   std::mutex outbound_mutex_;
   PinnedBuffer outbound_;
   PinnedBuffer answer_;  // where the atomic kernel writes the old value
+  // Staging copies and socket time of each direction, logged at finalize (time_account.hpp).
+  enum Phase : size_t { kOutCopy, kOutWire, kInWire, kInCopy };
+  TimeAccount<4> times_{{"outbound copy from the GPU", "outbound conduit put", "inbound socket receive",
+                         "inbound copy to the GPU"}};
   cuda::CUmodule module_ = nullptr;
   cuda::CUfunction amo32_ = nullptr;
   cuda::CUfunction amo64_ = nullptr;
