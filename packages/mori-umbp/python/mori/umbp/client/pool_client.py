@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mori.io import BackendType, IOEngine, TcpBackendConfig, UnsupportedError, XgmiBackendConfig
-from mori.umbp import auth, devmem, rpc, settings, wire
+from mori.umbp import auth, columns, devmem, rpc, settings, wire
 from mori.umbp.client.base import UMBPClient
 from mori.umbp.client.config import UMBPConfig, UMBPDeploymentMode
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvMatch
@@ -113,9 +113,13 @@ def _weakly(method: Callable[..., Any], dropped: Callable[[], Any]) -> Callable[
     return call
 
 
-def _wire_port(stub: Any, timeout: float) -> int:
-    """The port a peer serves NOTE [wire] on (0: none, an older version)."""
-    return int(stub.GetPeerInfo(rpc.peer_pb.GetPeerInfoRequest(), timeout=timeout).wire_port)
+def _wire_port(stub: Any, reads_columns: dict[str, bool], address: str, timeout: float) -> int:
+    """The port the peer at ``address`` serves NOTE [wire] on (0: none, an older version); what it
+    says of NOTE [columns] goes into ``reads_columns`` (not the client: its channels must not keep
+    it alive, NOTE [dropped client])."""
+    info = stub.GetPeerInfo(rpc.peer_pb.GetPeerInfoRequest(), timeout=timeout)
+    reads_columns[address] = bool(info.columns)
+    return int(info.wire_port)
 
 
 def _nothing() -> None:
@@ -319,6 +323,7 @@ class DistributedClient(UMBPClient):
         self._owners = OwnerCache()  # NOTE [owner cache]
         self._view = PoolView(self.node_id, rpc.pb.ROUTED)  # NOTE [direct put]
         self._no_inline: set[str] = set()  # peer addresses that answered BatchPutInline UNIMPLEMENTED
+        self._reads_columns: dict[str, bool] = {}  # NOTE [columns]: per peer address, from GetPeerInfo
         try:
             interval_ms = self._register_node()
         except Exception:
@@ -419,7 +424,8 @@ class DistributedClient(UMBPClient):
                 ch = rpc.channel(address, self._auth)
                 stub = rpc.peer_grpc.UMBPPeerStub(ch)
                 # NOTE [wire] in mori.umbp.wire: over plain TCP where the peer serves it, else streams.
-                channel = WireChannel(address, partial(_wire_port, stub), self._auth, PEER_STREAMS)
+                port = partial(_wire_port, stub, self._reads_columns, address)
+                channel = WireChannel(address, port, self._auth, PEER_STREAMS)
                 pools = {
                     name: WireCall(
                         channel,
@@ -437,6 +443,12 @@ class DistributedClient(UMBPClient):
                 }
                 self._peers[address] = (ch, stub, pools)
             return self._peers[address][1]
+
+    def _columns(self, address: str) -> bool:
+        """Whether the peer at ``address`` reads batch messages in columns (NOTE [columns] in
+        mori.umbp.columns), as its GetPeerInfo said when the wire connected (``_wire_port``):
+        until then, and with UMBP_WIRE=0, the form every version reads."""
+        return self._reads_columns.get(address, False)
 
     def _peer_call(self, address: str, name: str) -> Any:
         """The peer's ``name`` call (one of STREAMED_PEER_CALLS), over a stream where it can."""
@@ -681,21 +693,14 @@ class DistributedClient(UMBPClient):
         rounds = chunk_rounds(groups)
         last = {node: r for r, round_ in enumerate(rounds) for node in round_}
         deferred = _Deferred()  # NOTE [deferred acknowledgement]
+        in_columns: dict[str, bool] = {}  # NOTE [columns] in mori.umbp.columns
         for r, round_ in enumerate(rounds):
             allocs = {}
             for node, idx in round_.items():
                 route = batch.routes[idx[0]]
-                req = ppb.BatchAllocateSlotsRequest(
-                    entries=[
-                        ppb.AllocateSlotRequest(
-                            size=batch.sizes[i],
-                            tier=int(batch.routes[i].tier),
-                            key=batch.keys[i],
-                            depth=batch.depths[i],
-                        )
-                        for i in idx
-                    ]
-                )
+                in_columns[node] = self._columns(route.peer_address)
+                claims = [(batch.keys[i], batch.sizes[i], int(batch.routes[i].tier), batch.depths[i]) for i in idx]
+                req = columns.allocate_request(claims, in_columns[node])
                 allocs[node] = rpc.start(
                     f"BatchAllocateSlots on peer {node!r} at {route.peer_address}",
                     self._peer_call(route.peer_address, "BatchAllocateSlots"),
@@ -714,29 +719,33 @@ class DistributedClient(UMBPClient):
                     route = batch.routes[idx[0]]
                     who = f"peer {node!r} at {route.peer_address}"
                     try:
-                        res = pending.result()
+                        try:
+                            answers = columns.allocations_of(pending.result(), len(idx))
+                        except ValueError as exc:  # a peer of another version since it was asked
+                            self._reads_columns.pop(route.peer_address, None)
+                            raise PeerUnavailableError(f"BatchAllocateSlots on {who}: {exc}") from None
                     except PeerUnavailableError as exc:
                         batch.retry.extend((i, node, exc) for i in idx)
                         batch.retry.extend((i, node, exc) for i in deferred.drop(node))  # unacknowledged
                         continue
-                    slots: list[tuple[int, Any]] = []
-                    for i, e in zip(idx, res.entries, strict=True):
-                        if e.outcome == res_t.SUCCESS_ALLOCATED:
-                            slots.append((i, e))
-                        elif e.outcome == res_t.SUCCESS_ALREADY_EXISTS:
+                    slots: list[tuple[int, columns.Allocation]] = []
+                    for i, a in zip(idx, answers, strict=True):
+                        if a.outcome == res_t.SUCCESS_ALLOCATED:
+                            slots.append((i, a))
+                        elif a.outcome == res_t.SUCCESS_ALREADY_EXISTS:
                             batch.out[i] = True
                         else:
-                            batch.not_taken(i, node, who, "AllocateSlot", res_t, e)
+                            batch.not_taken(i, node, who, "AllocateSlot", res_t, a)
                     if not slots:
                         continue
                     items = [
                         (
                             batch.ptrs[i],
                             batch.sizes[i],
-                            RemotePages(route.engine_desc, e.descs[0], [p.page_index for p in e.pages], e.page_size),
+                            RemotePages(route.engine_desc, a.desc, a.pages, a.page_size),
                             batch.devs[i],
                         )
-                        for i, e in slots
+                        for i, a in slots
                     ]
                     moving[node] = (slots, route, self._mover.start_many(False, items, who))
                     started.append(moving[node][2])
@@ -747,15 +756,13 @@ class DistributedClient(UMBPClient):
                 try:
                     transfer.wait()
                 except PeerUnavailableError as exc:
-                    self._abort_all(stub, [int(e.slot_id) for _, e in slots])
+                    self._abort_all(stub, [a.slot_id for _, a in slots])
                     batch.retry.extend((i, node, exc) for i, _ in slots)
                     continue
                 final = r == last[node]
-                req = ppb.BatchCommitSlotsRequest(
-                    entries=[
-                        ppb.BatchCommitSlotEntry(slot_id=e.slot_id, key=batch.keys[i], if_absent=batch.direct)
-                        for i, e in slots
-                    ],
+                req = columns.commit_request(
+                    [(a.slot_id, batch.keys[i], batch.direct) for i, a in slots],
+                    in_columns[node],
                     defer_ack=not final,
                     acknowledge_keys=[batch.keys[i] for i in deferred.waiting(node)] if final else [],
                 )

@@ -24,6 +24,7 @@ def pick_replica(locations: Sequence[Location], rng: random.Random) -> Location 
 
 #: Put order of tiers: a put lands in HBM while any eligible node has room there, else DRAM.
 PUT_ORDER = (UMBPTierType.HBM, UMBPTierType.DRAM)
+_PUT_TIERS = tuple(int(t) for t in PUT_ORDER)
 ALGOS = ("most_available", "random")
 AFFINITIES = ("none", "same", "local")
 
@@ -40,19 +41,27 @@ def _pick_in_tiers(
     """MORI's SelectByAlgo: the first tier of PUT_ORDER where some node fits ``size``; there the
     preferred node if it fits, else by ``algo`` (most free bytes, ties to the smaller node id; or
     random weighted by free bytes)."""
-    for tier in PUT_ORDER:
-        nodes = _eligible(free, int(tier), size)
+    for tier in _PUT_TIERS:
+        if algo != "random" and prefer is None:  # the common case, once per key: no list, no sort
+            best: tuple[int, str] | None = None
+            for (node, t), avail in free.items():
+                if t == tier and avail >= size and (best is None or (avail, best[1]) > (best[0], node)):
+                    best = (avail, node)  # the most free bytes, a tie to the smaller node id
+            if best is not None:
+                return best[1], tier
+            continue
+        nodes = _eligible(free, tier, size)
         if not nodes:
             continue
         if prefer is not None and any(n == prefer for n, _ in nodes):
-            return prefer, int(tier)
+            return prefer, tier
         if algo == "random":
-            return rng.choices([n for n, _ in nodes], [a for _, a in nodes])[0], int(tier)
-        best = nodes[0]
+            return rng.choices([n for n, _ in nodes], [a for _, a in nodes])[0], tier
+        best_node = nodes[0]
         for cand in nodes[1:]:
-            if cand[1] > best[1]:  # strict: a tie keeps the earlier (smaller) node id
-                best = cand
-        return best[0], int(tier)
+            if cand[1] > best_node[1]:  # strict: a tie keeps the earlier (smaller) node id
+                best_node = cand
+        return best_node[0], tier
     return None
 
 

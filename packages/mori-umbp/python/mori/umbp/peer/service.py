@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
-from mori.umbp import rpc, settings
+from mori.umbp import columns, rpc, settings
 from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidKeyError
 from mori.umbp.peer.pools import STAGING_BUFFER, PagePool
@@ -48,6 +48,7 @@ _ALLOCATE_OUTCOME = {
     "NO_SPACE": peer_pb.AllocateSlotResponse.FAILED_NO_SPACE,
     "FAILED": peer_pb.AllocateSlotResponse.FAILED,
 }
+_ALLOCATED = peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
 _INLINE_OUTCOME = {
     "EXISTS": peer_pb.PutInlineResult.ALREADY_EXISTS,
     "PENDING": peer_pb.PutInlineResult.FAILED_PENDING,
@@ -178,69 +179,67 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             dram_memory_descs=descs,
             dram_page_size=dram.page_size if dram is not None else 0,
             wire_port=self.wire_port,
+            columns=True,  # NOTE [columns] in mori.umbp.columns
         )
 
     def AllocateSlot(self, req: Any, ctx: Any) -> Any:
-        (res,) = self._allocate_all([req], ctx)
+        claim = (req.key, int(req.size), int(req.tier), int(req.depth))
+        (res,) = columns.allocate_response(self._allocate_all([claim], ctx), False, self._pending_ttl_ms()).entries
         return res
 
     def BatchAllocateSlots(self, req: Any, ctx: Any) -> Any:
-        if len(req.entries) > MAX_BATCH:
-            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"entries={len(req.entries)} exceeds the limit {MAX_BATCH}")
-        return peer_pb.BatchAllocateSlotsResponse(entries=self._allocate_all(list(req.entries), ctx))
+        try:  # NOTE [columns] in mori.umbp.columns: either form, answered in the same
+            claims, in_columns = columns.claims_of(req)
+        except ValueError as exc:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"BatchAllocateSlots: {exc}")
+        if len(claims) > MAX_BATCH:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"entries={len(claims)} exceeds the limit {MAX_BATCH}")
+        return columns.allocate_response(self._allocate_all(claims, ctx), in_columns, self._pending_ttl_ms())
 
-    def _allocate_all(self, reqs: list[Any], ctx: Any) -> list[Any]:
-        """One answer per request; the writers' wait on held keys shares one budget (the call's)."""
+    def _pending_ttl_ms(self) -> int:
+        return int(self.s.pending_ttl_s * 1000)
+
+    def _allocate_all(self, claims: list[columns.Claim], ctx: Any) -> list[columns.Allocation]:
+        """One answer per (key, size, tier, depth); the writers' wait on held keys shares one
+        budget (the call's)."""
         owner = caller_node.get()
         may_wait = self._waiters.acquire(blocking=False)
         deadline = time.monotonic() + (_wait_budget(ctx) if may_wait else 0.0)
-        out: list[Any] = []
+        out: list[columns.Allocation] = []
         key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
         self.s.expire_slots()  # once per call: the claims below skip it (expire=False)
-        busy = self._make_room([(r.key, int(r.size), int(r.tier)) for r in reqs], owner)
+        busy = self._make_room([(key, size, tier) for key, size, tier, _ in claims], owner)
         try:
-            for req in reqs:
-                res = self._allocate(req, owner, max(0.0, deadline - time.monotonic()), key_limit, busy)
+            for claim in claims:
+                res = self._allocate(claim, owner, max(0.0, deadline - time.monotonic()), key_limit, busy)
                 if res is None:  # this node is at its pending cap: undo the batch's own slots
                     for done in out:
-                        if done.outcome == peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED:
-                            self.s.abort(int(done.slot_id))
-                    ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._limit_message(owner))
-                out.append(res)
+                        if done.outcome == _ALLOCATED:
+                            self.s.abort(done.slot_id)
+                    ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._limit_message(owner))  # raises
+                else:
+                    out.append(res)
         finally:
             if may_wait:
                 self._waiters.release()
         return out
 
-    def _allocate(self, req: Any, owner: str, wait_s: float, key_limit: int, busy: set[int]) -> Any:
-        """The AllocateSlotResponse for ``req``; None when ``owner`` is at its pending cap.
-        ``busy``: the tiers where the call's eviction pass ran out of victims."""
-        out = peer_pb.AllocateSlotResponse
-        tier = int(req.tier)
+    def _allocate(
+        self, claim: columns.Claim, owner: str, wait_s: float, key_limit: int, busy: set[int]
+    ) -> columns.Allocation | None:
+        """The answer to ``claim``; None when ``owner`` is at its pending cap. ``busy``: the tiers
+        where the call's eviction pass ran out of victims."""
+        key, size, tier, depth = claim
         outcome, slot_id, pages, why = self._claim(
-            req.key,
-            int(req.size),
-            tier,
-            int(req.depth),
-            owner,
-            wait_s,
-            key_limit,
-            expire=False,
-            watermark=tier not in busy,
+            key, size, tier, depth, owner, wait_s, key_limit, expire=False, watermark=tier not in busy
         )
         if outcome == "LIMIT":
             return None
         if outcome != "ALLOCATED":
-            return out(outcome=_ALLOCATE_OUTCOME[outcome], message=why)
-        pool = self.s.pools[int(req.tier)]
-        return out(
-            outcome=out.SUCCESS_ALLOCATED,
-            slot_id=slot_id,
-            pages=self._pages(pool, pages),
-            page_size=pool.page_size,
-            descs=self._descs(pool),
-            pending_ttl_ms=int(self.s.pending_ttl_s * 1000),
-        )
+            return columns.Allocation(_ALLOCATE_OUTCOME[outcome], 0, [], 0, b"", why)
+        pool = self.s.pools[tier]
+        desc = self._packed(pool.desc) if pool.desc is not None else b""
+        return columns.Allocation(_ALLOCATED, slot_id, pages, pool.page_size, desc, "", pool.buffer_index)
 
     def _claim(
         self,
@@ -356,11 +355,14 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         return peer_pb.CommitSlotResponse(success=ok, message=why)
 
     def BatchCommitSlots(self, req: Any, ctx: Any) -> Any:
-        if len(req.entries) > MAX_BATCH or len(req.acknowledge_keys) > MAX_BATCH:
-            n = max(len(req.entries), len(req.acknowledge_keys))
-            what = "entries" if len(req.entries) > MAX_BATCH else "acknowledge_keys"
+        try:  # NOTE [columns] in mori.umbp.columns
+            entries = columns.commits_of(req)
+        except ValueError as exc:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"BatchCommitSlots: {exc}")
+        if len(entries) > MAX_BATCH or len(req.acknowledge_keys) > MAX_BATCH:
+            n = max(len(entries), len(req.acknowledge_keys))
+            what = "entries" if len(entries) > MAX_BATCH else "acknowledge_keys"
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{what}={n} exceeds the limit {MAX_BATCH}")
-        entries = [(int(e.slot_id), e.key, e.if_absent) for e in req.entries]
         defer = bool(req.defer_ack) and self.on_defer is not None
         acknowledged = False
         if defer:

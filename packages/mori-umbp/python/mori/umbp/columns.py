@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: MIT
+"""NOTE [columns]: the slot path's batch messages as one array per field.
+
+A put of a long chain sends each owner BatchAllocateSlots and BatchCommitSlots of up to
+PEER_CHUNK keys. As repeated submessages (one AllocateSlotRequest, AllocateSlotResponse or
+BatchCommitSlotEntry per key) they cost about 10 us a key to build and parse in Python, on the
+client and the peer, about a tenth of a key's whole cost on a full pool (docs/benchmarks/umbp.md,
+the sixth round); repeated scalars are built and read by protobuf's C code in one step.
+
+Both forms stay: a peer reads either and answers in the form it was asked in, and says in
+``GetPeerInfoResponse.columns`` that it reads columns; a client sends columns only to such a peer
+(an earlier version would see an empty request). Both sides work on the plain tuples below, so
+the two forms cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from mori.umbp.rpc import peer_pb
+
+
+class Allocation(NamedTuple):
+    """One AllocateSlotResponse, whichever form carried it."""
+
+    outcome: int
+    slot_id: int
+    pages: list[int]
+    page_size: int
+    desc: bytes  # the packed mori-io MemoryDesc of the pages' buffer (b"": none)
+    message: str
+    buffer: int = 0  # the pages' PageRef.buffer_index (entries only: columns name the buffer by desc)
+
+
+#: (key, size, tier, depth): one AllocateSlotRequest.
+Claim = tuple[str, int, int, int]
+#: (slot id, key, if_absent): one BatchCommitSlotEntry.
+Commit = tuple[int, str, bool]
+
+
+def allocate_request(claims: Sequence[Claim], columns: bool) -> Any:
+    if not columns:
+        return peer_pb.BatchAllocateSlotsRequest(
+            entries=[peer_pb.AllocateSlotRequest(key=k, size=s, tier=t, depth=d) for k, s, t, d in claims]
+        )
+    keys, sizes, tiers, depths = zip(*claims, strict=True) if claims else ((), (), (), ())
+    return peer_pb.BatchAllocateSlotsRequest(
+        columns=peer_pb.AllocateColumns(keys=keys, sizes=sizes, tiers=tiers, depths=depths)
+    )
+
+
+def claims_of(req: Any) -> tuple[list[Claim], bool]:
+    """The request's claims, and whether it came in columns (the answer's form); ValueError when
+    its columns differ in length."""
+    if req.HasField("columns"):
+        c = req.columns
+        if not len(c.keys) == len(c.sizes) == len(c.tiers) == len(c.depths):
+            raise ValueError(f"columns of unequal lengths ({len(c.keys)} keys, {len(c.sizes)} sizes, "
+                             f"{len(c.tiers)} tiers, {len(c.depths)} depths)")  # fmt: skip
+        return list(zip(c.keys, c.sizes, c.tiers, c.depths, strict=True)), True
+    return [(e.key, int(e.size), int(e.tier), int(e.depth)) for e in req.entries], False
+
+
+def allocate_response(answers: Sequence[Allocation], columns: bool, pending_ttl_ms: int) -> Any:
+    if not columns:
+        out = peer_pb.AllocateSlotResponse
+        return peer_pb.BatchAllocateSlotsResponse(
+            entries=[
+                out(outcome=a.outcome, message=a.message)
+                if a.outcome != out.SUCCESS_ALLOCATED
+                else out(
+                    outcome=a.outcome,
+                    slot_id=a.slot_id,
+                    pages=[peer_pb.PageRef(buffer_index=a.buffer, page_index=p) for p in a.pages],
+                    page_size=a.page_size,
+                    descs=[a.desc] if a.desc else [],
+                    pending_ttl_ms=pending_ttl_ms,
+                )
+                for a in answers
+            ]
+        )
+    descs: dict[bytes, int] = {}
+    desc_indexes = [descs.setdefault(a.desc, len(descs)) for a in answers]
+    return peer_pb.BatchAllocateSlotsResponse(
+        columns=peer_pb.AllocatedColumns(
+            outcomes=[a.outcome for a in answers],
+            slot_ids=[a.slot_id for a in answers],
+            page_counts=[len(a.pages) for a in answers],
+            page_indexes=[p for a in answers for p in a.pages],
+            page_sizes=[a.page_size for a in answers],
+            desc_indexes=desc_indexes,
+            descs=list(descs),
+            messages=[a.message for a in answers],
+            pending_ttl_ms=pending_ttl_ms,
+        )
+    )
+
+
+def allocations_of(res: Any, wanted: int) -> list[Allocation]:
+    """The response's answers; ValueError unless it holds exactly ``wanted`` of them (a peer that
+    could not read the request's form answers with none)."""
+    if res.HasField("columns"):
+        c = res.columns
+        n = len(c.outcomes)
+        lengths = {len(c.slot_ids), len(c.page_counts), len(c.page_sizes), len(c.desc_indexes), len(c.messages)}
+        if n != wanted or lengths != {n} or sum(c.page_counts) != len(c.page_indexes):
+            raise ValueError(f"answered {n} of {wanted} allocations in columns of unequal lengths")
+        pages, descs, out, at = list(c.page_indexes), list(c.descs), [], 0
+        for outcome, slot_id, count, page_size, d, why in zip(
+            c.outcomes, c.slot_ids, c.page_counts, c.page_sizes, c.desc_indexes, c.messages, strict=True
+        ):
+            if d >= len(descs):
+                raise ValueError(f"desc_indexes names descriptor {d} of {len(descs)}")
+            out.append(Allocation(outcome, slot_id, pages[at : at + count], page_size, descs[d], why))
+            at += count
+        return out
+    if len(res.entries) != wanted:
+        raise ValueError(f"answered {len(res.entries)} of {wanted} allocations")
+    return [
+        Allocation(
+            e.outcome,
+            e.slot_id,
+            [p.page_index for p in e.pages],
+            e.page_size,
+            e.descs[0] if e.descs else b"",
+            e.message,
+            e.pages[0].buffer_index if e.pages else 0,
+        )
+        for e in res.entries
+    ]
+
+
+def commit_request(commits: Sequence[Commit], columns: bool, **fields: Any) -> Any:
+    """``fields``: the request's other fields (defer_ack, acknowledge_keys)."""
+    if not columns:
+        entries = [peer_pb.BatchCommitSlotEntry(slot_id=s, key=k, if_absent=a) for s, k, a in commits]
+        return peer_pb.BatchCommitSlotsRequest(entries=entries, **fields)
+    slot_ids, keys, if_absent = zip(*commits, strict=True) if commits else ((), (), ())
+    cols = peer_pb.CommitColumns(slot_ids=slot_ids, keys=keys, if_absent=if_absent)
+    return peer_pb.BatchCommitSlotsRequest(columns=cols, **fields)
+
+
+def commits_of(req: Any) -> list[Commit]:
+    """The request's commits; ValueError when its columns differ in length."""
+    if req.HasField("columns"):
+        c = req.columns
+        if not len(c.slot_ids) == len(c.keys) == len(c.if_absent):
+            raise ValueError(f"columns of unequal lengths ({len(c.slot_ids)} slot ids, {len(c.keys)} keys, "
+                             f"{len(c.if_absent)} if_absent flags)")  # fmt: skip
+        return list(zip(c.slot_ids, c.keys, c.if_absent, strict=True))
+    return [(int(e.slot_id), e.key, e.if_absent) for e in req.entries]
