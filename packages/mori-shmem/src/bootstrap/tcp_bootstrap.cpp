@@ -29,6 +29,8 @@ constexpr uint32_t kMaxLabel = 256;
 // How long one connection may take to answer the challenge (NOTE [handshake gate]); a real rank
 // answers within a round trip, so this only bounds what a silent client can hold.
 constexpr double kHelloTimeoutS = 5;
+// How much longer than MORI_BOOTSTRAP_TIMEOUT a joined rank waits for the root's verdict.
+constexpr double kVerdictMarginS = 1;
 
 enum Kind : uint32_t { kAllgather = 1, kBroadcast = 2, kBarrier = 3 };
 
@@ -229,7 +231,11 @@ class TcpBootstrap final : public Bootstrap {
     Sha256Digest mac = hello_mac(secret_, nonce, rank_, nranks_);
     std::memcpy(hello.mac, mac.data(), mac.size());
     root_.send_all(&hello, sizeof(hello), deadline, "the hello");
-    recv_reply(root_, deadline, "the welcome of the rendezvous");
+    // The root gives its verdict at its own deadline, MORI_BOOTSTRAP_TIMEOUT after it began to
+    // listen, which was before this connection; a rank that started earlier than the root must
+    // not give up first, or it reports a bare timeout instead of the verdict that names the
+    // missing ranks. So the wait runs the whole timeout again from here, plus a margin.
+    recv_reply(root_, Deadline::after(timeout_s_ + kVerdictMarginS), "the welcome of the rendezvous");
   }
 
   void abort_all(mori_shmem_status_t status, const std::string& reason) {
