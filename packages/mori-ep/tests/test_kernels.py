@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mori.ep.kernels import combine_spec, dispatch_spec, jit_kernels, net_spec
+from mori.shmem import jit
 
 
 def _compiler_or_skip() -> None:
@@ -25,20 +26,24 @@ def test_registered_variants_compile(tmp_path, monkeypatch) -> None:  # type: ig
     monkeypatch.setenv("MORI_JIT_CACHE_DIR", str(tmp_path))
     specs = jit_kernels()
     assert {spec.name for spec in specs} >= {"ep_dispatch_w8_k8", "ep_combine_w8_k8_bfloat16_q0"}
-    for spec in specs:
-        assert spec.compile(arch="sm_90").stat().st_size > 0, spec.name
+    for spec, cubin in zip(specs, jit.compile_specs(specs, arch="sm_90"), strict=True):
+        assert cubin.stat().st_size > 0, spec.name
 
 
 @pytest.mark.parametrize("topk", [1, 3, 9])
 def test_odd_topk_and_world_sizes_compile(tmp_path, monkeypatch, topk: int) -> None:  # type: ignore[no-untyped-def]
     _compiler_or_skip()
     monkeypatch.setenv("MORI_JIT_CACHE_DIR", str(tmp_path))
+    specs = []
     for world_size in (1, 3, 16):
-        dispatch_spec(world_size, topk, False).compile(arch="sm_90")
-        combine_spec(world_size, topk, "float16", 0).compile(arch="sm_90")
-        dispatch_spec(world_size, topk, True, net=True).compile(arch="sm_90")
-        combine_spec(world_size, topk, "bfloat16", 2 if topk == 3 else 0, net=True).compile(arch="sm_90")
-        net_spec(world_size, topk).compile(arch="sm_90")
+        specs += [
+            dispatch_spec(world_size, topk, False),
+            combine_spec(world_size, topk, "float16", 0),
+            dispatch_spec(world_size, topk, True, net=True),
+            combine_spec(world_size, topk, "bfloat16", 2 if topk == 3 else 0, net=True),
+            net_spec(world_size, topk),
+        ]
+    assert all(cubin.stat().st_size > 0 for cubin in jit.compile_specs(specs, arch="sm_90"))
 
 
 def test_warmup_jit_kernels_builds_one_kernel_type(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -107,6 +107,5 @@ def warmup_jit_kernels(kernel_type: int = 0, *, arch: str | None = None) -> list
         return not name.startswith("ep_dispatch") or name.removesuffix("_net").endswith("_ll") == low_latency
 
     chosen = [spec for spec in jit_kernels() if wanted(spec.name)]
-    for spec in chosen:
-        spec.compile(arch=arch)
+    jit.compile_specs(chosen, arch=arch)  # at once, in threads
     return [spec.name for spec in chosen]

@@ -27,7 +27,7 @@ from mori.shmem.jit.errors import (
     JitSymbolNotFoundError,
 )
 from mori.shmem.jit.module import Function, Module
-from mori.shmem.jit.registry import KernelSpec
+from mori.shmem.jit.registry import KernelSpec, compile_specs
 from mori.shmem.jit.source import include_dir, source_dir
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "cache_root",
     "clear",
     "compile",
+    "compile_specs",
     "ensure_context",
     "include_dir",
     "is_available",

@@ -118,16 +118,29 @@ def precompile(
     jobs: int | None = None,
     only: str | None = None,
 ) -> list[PrecompileResult]:
-    """Builds ``kernels`` (those whose name matches the glob ``only``) in ``jobs`` threads.
-
-    Threads suffice: the work happens in nvcc processes or inside NVRTC, outside the GIL.
-    """
+    """Builds ``kernels`` (those whose name matches the glob ``only``) in ``jobs`` threads; a
+    failure is reported in its result, not raised."""
     target, _origin = resolve_arch(arch)
     chosen = find_compiler(compiler)
     selected = [kernel for kernel in kernels if only is None or fnmatch.fnmatchcase(kernel.spec.name, only)]
-    workers = max(1, jobs or min(8, os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mori-jit") as pool:
+    with _compile_pool(jobs) as pool:
         return list(pool.map(lambda kernel: _precompile_one(kernel, target, chosen), selected))
+
+
+def compile_specs(
+    specs: Sequence[KernelSpec], *, arch: str | None = None, compiler: str | None = None, jobs: int | None = None
+) -> list[Path]:
+    """Every spec's cubin (``KernelSpec.compile``), built at once in ``jobs`` threads like
+    ``precompile``'s; the first failure raises its own typed error. A launcher's warm-up then
+    takes about the time of its slowest kernels, not of all of them in turn."""
+    with _compile_pool(jobs) as pool:
+        return list(pool.map(lambda spec: spec.compile(arch=arch, compiler=compiler), specs))
+
+
+def _compile_pool(jobs: int | None) -> ThreadPoolExecutor:
+    """Threads suffice: the work happens in nvcc processes or inside NVRTC, outside the GIL, and
+    the cache locks each kernel (two threads that want one compile it once)."""
+    return ThreadPoolExecutor(max_workers=max(1, jobs or min(8, os.cpu_count() or 1)), thread_name_prefix="mori-jit")
 
 
 def shmem_kernels() -> list[KernelSpec]:
