@@ -10,9 +10,7 @@ each compiler found (CI has nvcc and the NVRTC wheel).
 from __future__ import annotations
 
 import itertools
-import os
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given, settings
@@ -43,18 +41,15 @@ def test_device_sources_compile(compiler_name, tmp_path, monkeypatch):
     sources = [(device_programs.KERNELS, {}), (device_programs.KERNELS, {"MORI_SHMEM_DISABLE_DEVICE_PROXY": 1})]
     sources += [(jit.source_dir() / "shmem_kernels.cu", {})]
     sources += [(jit.source_dir() / "bench_kernels.cu", {"MORI_BENCH_SCOPE": s}) for s in (0, 1, 2)]
-
-    # Twelve compiles of several seconds each: at once, on every core (each is a compiler process
-    # or an NVRTC call outside the GIL), which halves this test's share of CI on two cores.
-    def build(job):
-        (source, defines), arch = job
-        return jit.compile(source, defines=defines, include_dirs=[jit.include_dir()], arch=arch, compiler=compiler_name)
-
-    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-        cubins = list(pool.map(build, itertools.product(sources, ("sm_90", "sm_80"))))
-    assert len(cubins) == 2 * len(sources)
-    for cubin in cubins:
-        assert cubin.read_bytes()[:4] == b"\x7fELF"
+    specs = [
+        jit.KernelSpec(f"compile-test-{i}", source, defines, [jit.include_dir()])
+        for i, (source, defines) in enumerate(sources)
+    ]
+    for arch in ("sm_90", "sm_80"):  # each arch's compiles at once (compile_specs), on every core
+        cubins = jit.compile_specs(specs, arch=arch, compiler=compiler_name)
+        assert len(cubins) == len(specs)
+        for cubin in cubins:
+            assert cubin.read_bytes()[:4] == b"\x7fELF"
 
 
 @pytest.fixture
