@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """NOTE [columns] in mori.umbp.columns: a peer serves BatchAllocateSlots and BatchCommitSlots as
 one array per field exactly as it serves them as one submessage per key, answers in the form it
-was asked in, refuses columns of unequal lengths; a client sends columns only to a peer whose
-GetPeerInfo says it reads them, so a peer of an earlier version still stores every block."""
+was asked in, and refuses columns of unequal lengths and batches over MAX_BATCH; a heartbeat's
+events read alike in both forms. A client sends columns only to a peer whose GetPeerInfo says it
+reads them, a node heartbeats them only to a master whose registration answer says so, and with
+an earlier version on the other side every block is still stored and indexed."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ import pytest
 from conftest import PAGE, assert_reads_back, make_client, master_config
 
 from mori.umbp import MasterServer, columns
+from mori.umbp.master.service import MasterServicer
 from mori.umbp.peer.allocator import PageAllocator
-from mori.umbp.peer.service import PeerServicer
+from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, REMOVE
+from mori.umbp.peer.service import MAX_BATCH, PeerServicer
 from mori.umbp.peer.store import PeerStore
-from mori.umbp.rpc import peer_pb
+from mori.umbp.rpc import pb, peer_pb
 
 DRAM = 2
 ALLOCATED = peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
@@ -103,6 +107,20 @@ def test_columns_of_unequal_lengths_are_refused(call):
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
+@pytest.mark.parametrize("in_columns", [False, True], ids=["entries", "columns"])
+def test_a_batch_over_the_limit_is_refused_before_it_is_read(in_columns):
+    _, peer = _peer(8)
+    n = MAX_BATCH + 1
+    calls = [
+        (peer.BatchAllocateSlots, columns.allocate_request([(f"k{i}", PAGE, DRAM, 0) for i in range(n)], in_columns)),
+        (peer.BatchCommitSlots, columns.commit_request([(i, f"k{i}", False) for i in range(n)], in_columns)),
+    ]
+    for serve, req in calls:
+        with pytest.raises(_Aborted, match=f"entries={n} exceeds the limit {MAX_BATCH}") as err:
+            serve(req, _Ctx())
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
 def test_an_answer_of_the_wrong_shape_is_refused():
     one = columns.Allocation(ALLOCATED, 7, [3, 4], PAGE, b"d", "")
     for form in (False, True):
@@ -160,3 +178,58 @@ def test_a_client_sends_columns_only_to_a_peer_that_reads_them(monkeypatch, read
         assert_reads_back(writer, keys, blocks)
     assert forms[:2] == [("allocate", False), ("commit", False)]
     assert set(forms[2:]) == {("allocate", reads_columns), ("commit", reads_columns)}
+
+
+EVENTS = [(ADD, "a", DRAM, PAGE), (REMOVE, "b", DRAM, PAGE), (ADD_IF_ABSENT, "c", 1, 3 * PAGE), (ADD, "d", 1, 1)]
+
+
+@pytest.mark.parametrize("in_columns", [False, True], ids=["events", "columns"])
+def test_event_bundles_read_alike_in_both_forms(in_columns):
+    sent = columns.event_bundle(7, EVENTS, in_columns)
+    got = pb.KvEventBundle.FromString(sent.SerializeToString())
+    assert got.HasField("columns") == in_columns and got.seq == 7
+    assert columns.events_of(got) == EVENTS
+    assert columns.events_of(columns.event_bundle(8, [], in_columns)) == []
+
+
+def test_event_columns_of_unequal_lengths_or_unknown_kinds_are_refused():
+    bundle = columns.event_bundle(1, EVENTS, True)
+    bundle.columns.sizes.append(5)
+    with pytest.raises(ValueError, match="unequal lengths"):
+        columns.events_of(bundle)
+    bundle = columns.event_bundle(1, EVENTS, True)
+    bundle.columns.kinds[1] = 3
+    with pytest.raises(ValueError, match="event kinds must be"):
+        columns.events_of(bundle)
+
+
+@pytest.mark.parametrize("reads_columns", [True, False], ids=["current-master", "earlier-master"])
+def test_a_node_heartbeats_columns_only_to_a_master_that_reads_them(monkeypatch, reads_columns):
+    """A master says in its registration answer whether it reads event columns; a node heartbeats
+    them only then (an earlier master would see empty bundles), and either way the master's
+    index holds every block the node stored."""
+    forms = []
+    register, heartbeat = MasterServicer.RegisterClient, MasterServicer.Heartbeat
+
+    def registered(self, req, ctx):
+        res = register(self, req, ctx)
+        res.event_columns = reads_columns
+        return res
+
+    def heard(self, req, ctx):
+        forms.extend(b.HasField("columns") for b in req.bundles if b.events or b.HasField("columns"))
+        return heartbeat(self, req, ctx)
+
+    monkeypatch.setattr(MasterServicer, "RegisterClient", registered)
+    monkeypatch.setattr(MasterServicer, "Heartbeat", heard)  # before the master registers its handlers
+    with (
+        MasterServer(master_config()) as master,
+        make_client(master.address, "owner", 64 * PAGE),
+        make_client(master.address, "writer") as writer,
+    ):
+        blocks = [np.random.default_rng(10 + i).integers(0, 256, PAGE, dtype=np.uint8) for i in range(4)]
+        keys = [f"e{i}" for i in range(4)]
+        assert writer.batch_put_from_ptr(keys, [int(b.ctypes.data) for b in blocks], [PAGE] * 4) == [True] * 4
+        assert writer.batch_exists(keys) == [True] * 4  # the master's index, from the owner's events
+        assert_reads_back(writer, keys, blocks)
+    assert forms and set(forms) == {reads_columns}

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""NOTE [columns]: the slot path's batch messages as one array per field.
+"""NOTE [columns]: the slot path's batch messages, and heartbeats' events, as one array per field.
 
 A put of a long chain sends each owner BatchAllocateSlots and BatchCommitSlots of up to
 PEER_CHUNK keys. As repeated submessages (one AllocateSlotRequest, AllocateSlotResponse or
@@ -9,8 +9,10 @@ the sixth round); repeated scalars are built and read by protobuf's C code in on
 
 Both forms stay: a peer reads either and answers in the form it was asked in, and says in
 ``GetPeerInfoResponse.columns`` that it reads columns; a client sends columns only to such a peer
-(an earlier version would see an empty request). Both sides work on the plain tuples below, so
-the two forms cannot drift apart.
+(an earlier version would see an empty request). The events of a heartbeat (an ADD and a REMOVE
+per block on a full pool) go the same way: a master says it reads them in
+``RegisterClientResponse.event_columns``, and a node heartbeats columns only to such a master.
+Both sides work on the plain tuples below, so the two forms cannot drift apart.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from mori.umbp.rpc import peer_pb
+from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, REMOVE, Event
+from mori.umbp.rpc import pb, peer_pb
 
 
 class Allocation(NamedTuple):
@@ -50,9 +53,17 @@ def allocate_request(claims: Sequence[Claim], columns: bool) -> Any:
     )
 
 
-def claims_of(req: Any) -> tuple[list[Claim], bool]:
+def _count(req: Any, first_column: Any, limit: int) -> None:
+    """ValueError when the request holds more than ``limit`` entries (checked before any is read)."""
+    n = len(first_column) if req.HasField("columns") else len(req.entries)
+    if n > limit:
+        raise ValueError(f"entries={n} exceeds the limit {limit}")
+
+
+def claims_of(req: Any, limit: int) -> tuple[list[Claim], bool]:
     """The request's claims, and whether it came in columns (the answer's form); ValueError when
-    its columns differ in length."""
+    it holds more than ``limit`` or its columns differ in length."""
+    _count(req, req.columns.keys, limit)
     if req.HasField("columns"):
         c = req.columns
         if not len(c.keys) == len(c.sizes) == len(c.tiers) == len(c.depths):
@@ -141,8 +152,10 @@ def commit_request(commits: Sequence[Commit], columns: bool, **fields: Any) -> A
     return peer_pb.BatchCommitSlotsRequest(columns=cols, **fields)
 
 
-def commits_of(req: Any) -> list[Commit]:
-    """The request's commits; ValueError when its columns differ in length."""
+def commits_of(req: Any, limit: int) -> list[Commit]:
+    """The request's commits; ValueError when it holds more than ``limit`` or its columns differ
+    in length."""
+    _count(req, req.columns.slot_ids, limit)
     if req.HasField("columns"):
         c = req.columns
         if not len(c.slot_ids) == len(c.keys) == len(c.if_absent):
@@ -150,3 +163,35 @@ def commits_of(req: Any) -> list[Commit]:
                              f"{len(c.if_absent)} if_absent flags)")  # fmt: skip
         return list(zip(c.slot_ids, c.keys, c.if_absent, strict=True))
     return [(int(e.slot_id), e.key, e.if_absent) for e in req.entries]
+
+
+def event_bundle(seq: int, events: Sequence[Event], columns: bool) -> Any:
+    if not columns:
+        return pb.KvEventBundle(seq=seq, events=[_event(*e) for e in events])
+    kinds, keys, tiers, sizes = zip(*events, strict=True) if events else ((), (), (), ())
+    return pb.KvEventBundle(seq=seq, columns=pb.EventColumns(kinds=kinds, keys=keys, tiers=tiers, sizes=sizes))
+
+
+def _event(kind: int, key: str, tier: int, size: int) -> Any:
+    if kind == ADD_IF_ABSENT:  # NOTE [direct put] in mori.umbp.master.core
+        return pb.KvEvent(kind=ADD, key=key, tier=tier, size=size, if_absent=True)
+    return pb.KvEvent(kind=kind, key=key, tier=tier, size=size)
+
+
+def events_of(bundle: Any) -> list[Event]:
+    """The bundle's events, kinds as mori.umbp.peer.events numbers them (an ADD with if_absent is
+    ADD_IF_ABSENT); ValueError when its columns differ in length or name an unknown kind."""
+    if not bundle.HasField("columns"):
+        return [(_kind(e), e.key, int(e.tier), int(e.size)) for e in bundle.events]
+    c = bundle.columns
+    if not len(c.kinds) == len(c.keys) == len(c.tiers) == len(c.sizes):
+        raise ValueError(f"event columns of unequal lengths ({len(c.kinds)} kinds, {len(c.keys)} keys, "
+                         f"{len(c.tiers)} tiers, {len(c.sizes)} sizes)")  # fmt: skip
+    if any(k > ADD_IF_ABSENT for k in c.kinds):
+        raise ValueError(f"event kinds must be {ADD} (ADD), {REMOVE} (REMOVE) or {ADD_IF_ABSENT} (ADD if absent)")
+    return list(zip(c.kinds, c.keys, c.tiers, c.sizes, strict=True))
+
+
+def _kind(event: Any) -> int:
+    kind = int(event.kind)
+    return ADD_IF_ABSENT if kind == ADD and event.if_absent else kind

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mori.umbp import rpc
+from mori.umbp import columns, rpc
 from mori.umbp.auth import ClientAuth, SecretSource
 from mori.umbp.client.external_kv import UMBPExternalKvHitCountEntry, UMBPExternalKvNodeMatch
 from mori.umbp.errors import InvalidArgumentError, MasterUnavailableError
 from mori.umbp.master.service import WIRE_CALLS
-from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, Event
+from mori.umbp.peer.events import Event
 from mori.umbp.stream import StreamPool
 from mori.umbp.types import PEER_TIERS, UMBPTierType, check_key, check_keys, check_node_id, check_tier
 from mori.umbp.wire import WireCall, WireChannel
@@ -27,12 +27,6 @@ MASTER_WIRE_CONNECTIONS = 4
 
 def _caps(capacities: dict[int, tuple[int, int]]) -> list[Any]:
     return [rpc.pb.TierCapacity(tier=int(t), total=tot, available=av) for t, (tot, av) in capacities.items()]
-
-
-def _event(kind: int, key: str, tier: int, size: int) -> Any:
-    if kind == ADD_IF_ABSENT:  # NOTE [direct put] in mori.umbp.master.core
-        return rpc.pb.KvEvent(kind=ADD, key=key, tier=tier, size=size, if_absent=True)
-    return rpc.pb.KvEvent(kind=kind, key=key, tier=tier, size=size)
 
 
 class UMBPMasterClient:
@@ -60,6 +54,7 @@ class UMBPMasterClient:
         # NOTE [wire] in mori.umbp.wire: the put and get paths' calls over plain TCP where the
         # master's registration answer names a port, else gRPC (heartbeats over their stream).
         self._wire_port = 0
+        self._event_columns = False  # until a registration says the master reads them
         self._wire = WireChannel(master_address, lambda _timeout: self._wire_port, client_auth, MASTER_WIRE_CONNECTIONS)
         self._wire_calls = {
             name: WireCall(
@@ -103,6 +98,7 @@ class UMBPMasterClient:
         res = self._call("RegisterClient", req)
         self._registered = True
         self.registered_view = res.pool_view  # NOTE [direct put]
+        self._event_columns = bool(res.event_columns)  # NOTE [columns] in mori.umbp.columns
         if int(res.wire_port) != self._wire_port:  # a restarted master listens elsewhere
             self._wire_port = int(res.wire_port)
             self._wire.moved()
@@ -131,7 +127,7 @@ class UMBPMasterClient:
             delta_seq_baseline=baseline,
             tier_capacities=_caps(capacities),
             accessed_keys=list(accessed),
-            bundles=[pb.KvEventBundle(seq=seq, events=[_event(*e) for e in evs]) for seq, evs in bundles],
+            bundles=[columns.event_bundle(seq, evs, self._event_columns) for seq, evs in bundles],
             want_pool_view=want_pool_view,
         )
         return self._call("Heartbeat", req)

@@ -8,9 +8,10 @@ from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 
+from mori.umbp import columns
 from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidArgumentError
-from mori.umbp.master.core import ADD, ADD_IF_ABSENT, Master
+from mori.umbp.master.core import Master
 from mori.umbp.master.store import NodeInfo
 from mori.umbp.rpc import pb, pb_grpc
 from mori.umbp.stream import StreamSlots
@@ -19,12 +20,6 @@ from mori.umbp.types import PEER_TIERS, check_keys, check_node_id, check_tier
 
 def _caps(items: Any) -> dict[int, tuple[int, int]]:
     return {int(c.tier): (int(c.total), int(c.available)) for c in items}
-
-
-def _kind(event: Any) -> int:
-    """The master's event kind: an ADD sent with if_absent is ADD_IF_ABSENT (NOTE [direct put])."""
-    kind = int(event.kind)
-    return ADD_IF_ABSENT if kind == ADD and event.if_absent else kind
 
 
 #: Heartbeat streams a master serves at once (NOTE [heartbeat stream] in mori.umbp.stream): each
@@ -158,7 +153,11 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
         self.m.register(info)
         interval_ms = int(self.m.timing.heartbeat_interval_s * 1000)
         return pb.RegisterClientResponse(
-            heartbeat_interval_ms=interval_ms, ack_seq=0, pool_view=self._pool_view(), wire_port=self.wire_port
+            heartbeat_interval_ms=interval_ms,
+            ack_seq=0,
+            pool_view=self._pool_view(),
+            wire_port=self.wire_port,
+            event_columns=True,  # NOTE [columns] in mori.umbp.columns
         )
 
     def _pool_view(self) -> Any:
@@ -185,7 +184,10 @@ class MasterServicer(pb_grpc.UMBPMasterServicer):
     def Heartbeat(self, req: Any, ctx: Any) -> Any:
         self._count("Heartbeat")
         self._own(req.node_id, ctx)
-        bundles = [(int(b.seq), [(_kind(e), e.key, int(e.tier), int(e.size)) for e in b.events]) for b in req.bundles]
+        try:  # NOTE [columns] in mori.umbp.columns: either form
+            bundles = [(int(b.seq), columns.events_of(b)) for b in req.bundles]
+        except ValueError as exc:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Heartbeat: {exc}")
         res = self.m.heartbeat(
             req.node_id, bundles, req.is_full_sync, int(req.delta_seq_baseline), _caps(req.tier_capacities)
         )

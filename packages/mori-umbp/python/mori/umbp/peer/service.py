@@ -189,11 +189,9 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
 
     def BatchAllocateSlots(self, req: Any, ctx: Any) -> Any:
         try:  # NOTE [columns] in mori.umbp.columns: either form, answered in the same
-            claims, in_columns = columns.claims_of(req)
+            claims, in_columns = columns.claims_of(req, MAX_BATCH)
         except ValueError as exc:
-            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"BatchAllocateSlots: {exc}")
-        if len(claims) > MAX_BATCH:
-            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"entries={len(claims)} exceeds the limit {MAX_BATCH}")
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return columns.allocate_response(self._allocate_all(claims, ctx), in_columns, self._pending_ttl_ms())
 
     def _pending_ttl_ms(self) -> int:
@@ -355,14 +353,13 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         return peer_pb.CommitSlotResponse(success=ok, message=why)
 
     def BatchCommitSlots(self, req: Any, ctx: Any) -> Any:
+        if len(req.acknowledge_keys) > MAX_BATCH:
+            n = len(req.acknowledge_keys)
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"acknowledge_keys={n} exceeds the limit {MAX_BATCH}")
         try:  # NOTE [columns] in mori.umbp.columns
-            entries = columns.commits_of(req)
+            entries = columns.commits_of(req, MAX_BATCH)
         except ValueError as exc:
-            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"BatchCommitSlots: {exc}")
-        if len(entries) > MAX_BATCH or len(req.acknowledge_keys) > MAX_BATCH:
-            n = max(len(entries), len(req.acknowledge_keys))
-            what = "entries" if len(entries) > MAX_BATCH else "acknowledge_keys"
-            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{what}={n} exceeds the limit {MAX_BATCH}")
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         defer = bool(req.defer_ack) and self.on_defer is not None
         acknowledged = False
         if defer:
