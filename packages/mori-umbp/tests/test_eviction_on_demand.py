@@ -5,6 +5,7 @@ busy; the master's timed pass is off (interval 3600 s) so only the put path evic
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -62,7 +63,7 @@ def test_a_pool_at_its_high_watermark_evicts_lru_on_demand_and_no_put_fails(monk
             assert np.array_equal(back, stream[key])
 
 
-def test_busy_blocks_are_skipped_and_only_an_all_busy_pool_refuses(monkeypatch):
+def test_busy_blocks_are_skipped_and_only_an_all_busy_pool_refuses(monkeypatch, caplog):
     monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "20000")  # leases outlive the test
     monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
     with owner_and_writer("owner", 4 * PAGE, "writer", eviction_check_interval_s=3600) as (_master, owner, w):
@@ -74,8 +75,10 @@ def test_busy_blocks_are_skipped_and_only_an_all_busy_pool_refuses(monkeypatch):
         assert w.put_from_ptr("b4", data[4].ctypes.data, PAGE)
         assert sorted(owner.store.keys()) == ["b0", "b1", "b3", "b4"]  # b2, the only idle one, went
         assert owner.store.resolve("b4") is not None
-        # Every block is leased now: the put is refused (not stored, not reported stored).
-        assert w.put_from_ptr("b5", data[5].ctypes.data, PAGE) is False
+        # Every block is leased now: the put is refused (not stored, not reported stored), and says why.
+        with caplog.at_level(logging.WARNING, logger="mori.umbp.client.pool_client"):
+            assert w.put_from_ptr("b5", data[5].ctypes.data, PAGE) is False
+        assert "put 'b5': no peer had room (tried owner); not stored" in caplog.text
         assert not w.exists("b5")
         assert sorted(owner.store.keys()) == ["b0", "b1", "b3", "b4"]
 

@@ -870,6 +870,9 @@ class DistributedClient(UMBPClient):
             exclude.append(route.node_id)
         if failure is not None:
             raise PeerUnavailableError(f"put {key!r}: no live peer took it (last error: {failure})")
+        # Every peer tried was full of blocks it may not evict (read leases, pending or
+        # unacknowledged writes): said here, as the other reasons a put is not stored are.
+        log.warning("put %r: no peer had room (tried %s); not stored", key, ", ".join(exclude) or "none")
         return False
 
     def _put_to(self, key: str, ptr: int, size: int, route: Any, depth: int, dev: int) -> bool:
