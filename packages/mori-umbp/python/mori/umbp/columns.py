@@ -60,16 +60,21 @@ def _count(req: Any, first_column: Any, limit: int) -> None:
         raise ValueError(f"entries={n} exceeds the limit {limit}")
 
 
+def _rows(**columns: Sequence[Any]) -> list[Any]:
+    """The columns zipped into one tuple per entry; ValueError when they differ in length."""
+    lengths = {name: len(column) for name, column in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError("columns of unequal lengths (" + ", ".join(f"{n} {name}" for name, n in lengths.items()) + ")")
+    return list(zip(*columns.values(), strict=True))
+
+
 def claims_of(req: Any, limit: int) -> tuple[list[Claim], bool]:
     """The request's claims, and whether it came in columns (the answer's form); ValueError when
     it holds more than ``limit`` or its columns differ in length."""
     _count(req, req.columns.keys, limit)
     if req.HasField("columns"):
         c = req.columns
-        if not len(c.keys) == len(c.sizes) == len(c.tiers) == len(c.depths):
-            raise ValueError(f"columns of unequal lengths ({len(c.keys)} keys, {len(c.sizes)} sizes, "
-                             f"{len(c.tiers)} tiers, {len(c.depths)} depths)")  # fmt: skip
-        return list(zip(c.keys, c.sizes, c.tiers, c.depths, strict=True)), True
+        return _rows(keys=c.keys, sizes=c.sizes, tiers=c.tiers, depths=c.depths), True
     return [(e.key, int(e.size), int(e.tier), int(e.depth)) for e in req.entries], False
 
 
@@ -158,10 +163,7 @@ def commits_of(req: Any, limit: int) -> list[Commit]:
     _count(req, req.columns.slot_ids, limit)
     if req.HasField("columns"):
         c = req.columns
-        if not len(c.slot_ids) == len(c.keys) == len(c.if_absent):
-            raise ValueError(f"columns of unequal lengths ({len(c.slot_ids)} slot ids, {len(c.keys)} keys, "
-                             f"{len(c.if_absent)} if_absent flags)")  # fmt: skip
-        return list(zip(c.slot_ids, c.keys, c.if_absent, strict=True))
+        return _rows(slot_ids=c.slot_ids, keys=c.keys, if_absent=c.if_absent)
     return [(int(e.slot_id), e.key, e.if_absent) for e in req.entries]
 
 
@@ -184,12 +186,9 @@ def events_of(bundle: Any) -> list[Event]:
     if not bundle.HasField("columns"):
         return [(_kind(e), e.key, int(e.tier), int(e.size)) for e in bundle.events]
     c = bundle.columns
-    if not len(c.kinds) == len(c.keys) == len(c.tiers) == len(c.sizes):
-        raise ValueError(f"event columns of unequal lengths ({len(c.kinds)} kinds, {len(c.keys)} keys, "
-                         f"{len(c.tiers)} tiers, {len(c.sizes)} sizes)")  # fmt: skip
     if any(k > ADD_IF_ABSENT for k in c.kinds):
         raise ValueError(f"event kinds must be {ADD} (ADD), {REMOVE} (REMOVE) or {ADD_IF_ABSENT} (ADD if absent)")
-    return list(zip(c.kinds, c.keys, c.tiers, c.sizes, strict=True))
+    return _rows(kinds=c.kinds, keys=c.keys, tiers=c.tiers, sizes=c.sizes)
 
 
 def _kind(event: Any) -> int:
