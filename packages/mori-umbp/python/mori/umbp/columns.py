@@ -47,7 +47,7 @@ def allocate_request(claims: Sequence[Claim], columns: bool) -> Any:
         return peer_pb.BatchAllocateSlotsRequest(
             entries=[peer_pb.AllocateSlotRequest(key=k, size=s, tier=t, depth=d) for k, s, t, d in claims]
         )
-    keys, sizes, tiers, depths = zip(*claims, strict=True) if claims else ((), (), (), ())
+    keys, sizes, tiers, depths = _transpose(claims, 4)
     return peer_pb.BatchAllocateSlotsRequest(
         columns=peer_pb.AllocateColumns(keys=keys, sizes=sizes, tiers=tiers, depths=depths)
     )
@@ -58,6 +58,11 @@ def _count(req: Any, first_column: Any, limit: int) -> None:
     n = len(first_column) if req.HasField("columns") else len(req.entries)
     if n > limit:
         raise ValueError(f"entries={n} exceeds the limit {limit}")
+
+
+def _transpose(rows: Sequence[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
+    """``rows`` of ``width`` fields as ``width`` columns (empty ones for no rows); ``_rows`` undoes it."""
+    return list(zip(*rows, strict=True)) if rows else [()] * width
 
 
 def _rows(**columns: Sequence[Any]) -> list[Any]:
@@ -118,14 +123,21 @@ def allocations_of(res: Any, wanted: int) -> list[Allocation]:
     could not read the request's form answers with none)."""
     if res.HasField("columns"):
         c = res.columns
-        n = len(c.outcomes)
-        lengths = {len(c.slot_ids), len(c.page_counts), len(c.page_sizes), len(c.desc_indexes), len(c.messages)}
-        if n != wanted or lengths != {n} or sum(c.page_counts) != len(c.page_indexes):
-            raise ValueError(f"answered {n} of {wanted} allocations in columns of unequal lengths")
+        rows = _rows(
+            outcomes=c.outcomes,
+            slot_ids=c.slot_ids,
+            page_counts=c.page_counts,
+            page_sizes=c.page_sizes,
+            desc_indexes=c.desc_indexes,
+            messages=c.messages,
+        )
+        if len(rows) != wanted:
+            raise ValueError(f"answered {len(rows)} of {wanted} allocations")
+        if sum(c.page_counts) != len(c.page_indexes):
+            counted, given = sum(c.page_counts), len(c.page_indexes)
+            raise ValueError(f"page columns of unequal lengths ({counted} counted, {given} page_indexes)")
         pages, descs, out, at = list(c.page_indexes), list(c.descs), [], 0
-        for outcome, slot_id, count, page_size, d, why in zip(
-            c.outcomes, c.slot_ids, c.page_counts, c.page_sizes, c.desc_indexes, c.messages, strict=True
-        ):
+        for outcome, slot_id, count, page_size, d, why in rows:
             if d >= len(descs):
                 raise ValueError(f"desc_indexes names descriptor {d} of {len(descs)}")
             out.append(Allocation(outcome, slot_id, pages[at : at + count], page_size, descs[d], why))
@@ -152,7 +164,7 @@ def commit_request(commits: Sequence[Commit], columns: bool, **fields: Any) -> A
     if not columns:
         entries = [peer_pb.BatchCommitSlotEntry(slot_id=s, key=k, if_absent=a) for s, k, a in commits]
         return peer_pb.BatchCommitSlotsRequest(entries=entries, **fields)
-    slot_ids, keys, if_absent = zip(*commits, strict=True) if commits else ((), (), ())
+    slot_ids, keys, if_absent = _transpose(commits, 3)
     cols = peer_pb.CommitColumns(slot_ids=slot_ids, keys=keys, if_absent=if_absent)
     return peer_pb.BatchCommitSlotsRequest(columns=cols, **fields)
 
@@ -170,7 +182,7 @@ def commits_of(req: Any, limit: int) -> list[Commit]:
 def event_bundle(seq: int, events: Sequence[Event], columns: bool) -> Any:
     if not columns:
         return pb.KvEventBundle(seq=seq, events=[_event(*e) for e in events])
-    kinds, keys, tiers, sizes = zip(*events, strict=True) if events else ((), (), (), ())
+    kinds, keys, tiers, sizes = _transpose(events, 4)
     return pb.KvEventBundle(seq=seq, columns=pb.EventColumns(kinds=kinds, keys=keys, tiers=tiers, sizes=sizes))
 
 
