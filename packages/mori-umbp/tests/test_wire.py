@@ -484,6 +484,54 @@ def test_a_full_server_closes_at_once_and_its_callers_fall_back_for_a_while(monk
         server.stop()
 
 
+def test_overlapped_calls_are_written_at_once_and_answered_in_the_callers_thread(monkeypatch):
+    """NOTE [overlapped calls] in mori.umbp.rpc: two servers that answer only once both requests
+    arrived are served with no thread handed a call; an error status is the caller's typed error;
+    a call whose answer is never read gives up its connection."""
+    secret = secrets.token_bytes(32)
+    both_in = threading.Barrier(2, timeout=5)
+
+    def meet(req, ctx):
+        both_in.wait()  # neither answers before the other's request is in
+        return pb.HeartbeatResponse(acked_seq=req.delta_seq_baseline)
+
+    servers = [
+        wire.WireServer(secret, {"Meet": (pb.HeartbeatRequest.FromString, meet)}, HOST, "test", 2).start()
+        for _ in range(2)
+    ]
+    echo = _echo_server(secret, max_connections=2)
+    ports = [s.port for s in servers]
+    channels = [
+        wire.WireChannel(f"{HOST}:1", lambda _timeout, port=port: port, auth.ClientAuth("c", lambda: secret), 1)
+        for port in [*ports, echo.port]
+    ]
+    parse = pb.HeartbeatResponse.FromString
+    meets = [wire.WireCall(ch, "Meet", parse, _Fallback()) for ch in channels[:2]]
+    echo_call = wire.WireCall(channels[2], "Echo", parse, _Fallback())
+    monkeypatch.setattr(rpc, "_pool", lambda: pytest.fail("a call that can be split went to a thread"))
+    try:
+        pending = [
+            rpc.start(f"Meet {i}", call, pb.HeartbeatRequest(delta_seq_baseline=5 + i), MasterUnavailableError, 5)
+            for i, call in enumerate(meets)
+        ]
+        assert [p.result().acked_seq for p in pending] == [5, 6]
+        boom = rpc.start("Echo", echo_call, pb.HeartbeatRequest(node_id="boom"), MasterUnavailableError, 5)
+        with pytest.raises(MasterUnavailableError, match=r"UNKNOWN.*a handler bug"):
+            boom.result()
+        assert channels[2]._made == 1 and len(channels[2]._idle) == 1  # an error status keeps it in step
+        unread = echo_call.send(pb.HeartbeatRequest(delta_seq_baseline=7), 5)
+        assert unread is not None and channels[2]._made == 1 and not channels[2]._idle
+        conn = unread._conn
+        del unread
+        assert channels[2]._made == 0 and conn.sock.fileno() == -1  # closed: its answer may still come
+        assert echo_call(pb.HeartbeatRequest(delta_seq_baseline=8), timeout=5).acked_seq == 8
+    finally:
+        for ch in channels:
+            ch.close()
+        for server in [*servers, echo]:
+            server.stop()
+
+
 def test_a_forked_child_opens_its_own_connection():
     secret = secrets.token_bytes(32)
     server = _echo_server(secret, max_connections=4)

@@ -55,12 +55,15 @@ def call(what: str, fn: Callable[..., T], request: Any, error: type[UMBPError], 
         raise mapped(what, exc, error, deadline) from None
 
 
-#: NOTE [overlapped calls]: calls to several peers overlap as blocking calls on these threads.
-#: grpcio's own ``future()`` starts a thread per call on a channel with no call in flight (its
-#: "channel spin" thread, gone again once the call ends), which cost more than the RPC itself
-#: here (~0.7 ms a batch of two owners); a blocking call on a kept thread costs a queue handoff.
-#: A round's last call is not handed off at all: started with ``overlap`` False, it runs in the
-#: caller's thread when its ``result()`` is taken, which the caller does first.
+#: NOTE [overlapped calls]: calls to several peers overlap. A wire call (mori.umbp.wire) that
+#: can be split is: ``start`` writes its request in the caller's thread and ``result()`` reads
+#: the answer, so the peers serve the round's calls at once and no thread is woken for them.
+#: Other calls overlap as blocking calls on these threads. grpcio's own ``future()`` starts a
+#: thread per call on a channel with no call in flight (its "channel spin" thread, gone again
+#: once the call ends), which cost more than the RPC itself here (~0.7 ms a batch of two
+#: owners); a blocking call on a kept thread costs a queue handoff. A round's last call is not
+#: handed off at all: started with ``overlap`` False, it runs in the caller's thread when its
+#: ``result()`` is taken, which the caller does first.
 _OVERLAP_WORKERS = 16
 _overlap_pool: ThreadPoolExecutor | None = None
 _overlap_lock = threading.Lock()
@@ -88,11 +91,30 @@ class Pending:
     def __init__(self, what: str, fn: Any, request: Any, error: type[UMBPError], deadline: float, now: bool) -> None:
         self.what, self._error, self._deadline = what, error, deadline
         self._fn, self._request = fn, request
-        self._future: Future[Any] | None = (
-            _pool().submit(call, what, fn, request, error, deadline) if now else None
-        )  # NOTE [overlapped calls]
+        self._future: Future[Any] | None = None
+        self._sent: Any = None
+        self._failure: UMBPError | None = None
+        if now:  # NOTE [overlapped calls]
+            self._sent = self._send() if hasattr(fn, "send") else None
+            if self._sent is None and self._failure is None:
+                self._future = _pool().submit(call, what, fn, request, error, deadline)
+
+    def _send(self) -> Any:
+        """The split call's request written (None: it is not to be split, or it failed)."""
+        try:
+            return self._fn.send(self._request, self._deadline)
+        except grpc.RpcError as exc:
+            self._failure = mapped(self.what, exc, self._error, self._deadline)
+            return None
 
     def result(self) -> Any:
+        if self._failure is not None:
+            raise self._failure
+        if self._sent is not None:
+            try:
+                return self._sent.answer()
+            except grpc.RpcError as exc:
+                raise mapped(self.what, exc, self._error, self._deadline) from None
         if self._future is None:  # a lone call: blocking, in the caller's thread
             return call(self.what, self._fn, self._request, self._error, self._deadline)
         return self._future.result()

@@ -329,9 +329,16 @@ class _Connection:
         self.used_at = time.monotonic()
 
     def call(self, name: bytes, body: bytes, deadline: float) -> tuple[int, bytes]:
+        self.send(name, body, deadline)
+        return self.receive(deadline)
+
+    def send(self, name: bytes, body: bytes, deadline: float) -> None:
         header = _REQ.pack(len(body), self.seq, len(name))
         self.sock.settimeout(_left(deadline))
         self.sock.sendall(header + name + body + _tag(self.c2s, header + name, body))
+
+    def receive(self, deadline: float) -> tuple[int, bytes]:
+        """The answer to the request ``send`` wrote last."""
         head = bytes(_read(self.sock, _ANS.size, deadline))
         size, seq, status = _ANS.unpack(head)
         if size > MAX_FRAME_BYTES or seq != self.seq:
@@ -426,22 +433,16 @@ class WireChannel:
 
     def call(self, name: str, request: Any, parse: Callable[[bytes], Any], timeout: float) -> Any:
         """``parse``d answer; WireRefused when this call is to go over gRPC; WireError on failure."""
+        return self.send(name, request, parse, timeout).answer()
+
+    def send(self, name: str, request: Any, parse: Callable[[bytes], Any], timeout: float) -> SentCall:
+        """The request written, its answer to be read by ``answer()`` (NOTE [overlapped calls] in
+        mori.umbp.rpc); WireRefused when this call is to go over gRPC; WireError on failure."""
         deadline = time.monotonic() + timeout
         conn = self._take(deadline)
-        try:
-            status, answer = conn.call(name.encode(), request.SerializeToString(), deadline)
-        except (OSError, EOFError) as exc:  # TimeoutError is an OSError
-            self._drop(conn, lost=True)
-            if isinstance(exc, TimeoutError):
-                raise WireError(grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer within {timeout:.1f}s") from None
-            raise WireError(grpc.StatusCode.UNAVAILABLE, f"the connection failed: {exc}") from None
-        except BaseException:
-            self._drop(conn)
-            raise
-        self._give(conn)
-        if status:
-            raise WireError(_CODES.get(status, grpc.StatusCode.UNKNOWN), answer.decode(errors="replace"))
-        return parse(answer)
+        sent = SentCall(self, conn, parse, deadline, timeout)
+        sent.step(lambda: conn.send(name.encode(), request.SerializeToString(), deadline))
+        return sent
 
     def _take(self, deadline: float) -> _Connection:
         now = time.monotonic()
@@ -507,6 +508,49 @@ class WireChannel:
             conn.close()
 
 
+class SentCall:
+    """A wire call whose request is written: ``answer()`` reads and parses its answer. The
+    connection is the call's until then; one never read (its caller failed first) is closed
+    when the call is dropped, since its answer may still come."""
+
+    def __init__(
+        self, channel: WireChannel, conn: _Connection, parse: Callable[[bytes], Any], deadline: float, timeout: float
+    ) -> None:
+        self._channel, self._conn, self._parse = channel, conn, parse
+        self._deadline, self._timeout = deadline, timeout
+        self._open = True
+
+    def step(self, io: Callable[[], Any]) -> Any:
+        """``io()`` on the call's connection; a failure gives the connection up and becomes a
+        WireError (a timeout: DEADLINE_EXCEEDED)."""
+        try:
+            return io()
+        except (OSError, EOFError) as exc:  # TimeoutError is an OSError
+            self._release(lost=True)
+            if isinstance(exc, TimeoutError):
+                raise WireError(grpc.StatusCode.DEADLINE_EXCEEDED, f"no answer within {self._timeout:.1f}s") from None
+            raise WireError(grpc.StatusCode.UNAVAILABLE, f"the connection failed: {exc}") from None
+        except BaseException:
+            self._release()
+            raise
+
+    def answer(self) -> Any:
+        status, answer = self.step(lambda: self._conn.receive(self._deadline))
+        self._open = False
+        self._channel._give(self._conn)
+        if status:
+            raise WireError(_CODES.get(status, grpc.StatusCode.UNKNOWN), answer.decode(errors="replace"))
+        return self._parse(answer)
+
+    def _release(self, lost: bool = False) -> None:
+        if self._open:
+            self._open = False
+            self._channel._drop(self._conn, lost)
+
+    def __del__(self) -> None:
+        self._release()
+
+
 class WireCall:
     """One method over ``channel``, called as a gRPC stub is (``call(request, timeout=...)``),
     made by ``fallback`` (the gRPC call) whenever the wire is not to be used."""
@@ -521,6 +565,14 @@ class WireCall:
             return self._channel.call(self._name, request, self._parse, budget)
         except WireRefused:  # what a failed connection attempt took comes off the fallback's deadline
             return self._fallback(request, timeout=_left(end))
+
+    def send(self, request: Any, timeout: float) -> SentCall | None:
+        """The request written (NOTE [overlapped calls] in mori.umbp.rpc); None where this call
+        is to be made by gRPC (the caller makes it as a whole)."""
+        try:
+            return self._channel.send(self._name, request, self._parse, timeout)
+        except WireRefused:
+            return None
 
     def close(self) -> None:
         """Closes the channel (shared by the calls of one server: closing it twice is harmless)

@@ -182,13 +182,8 @@ class Master:
         wanted = [(key, tier) for _, evs in bundles for kind, key, tier, _ in evs if kind == ADD_IF_ABSENT]
         if not wanted:
             return []
-        locations = self.store.lookup([key for key, _ in wanted])
-        refused = [
-            key
-            for (key, tier), locs in zip(wanted, locations, strict=True)
-            if not any(loc.node_id == node_id and loc.tier == tier for loc in locs)
-        ]
-        return refused
+        places = self.store.placements([key for key, _ in wanted])
+        return [key for (key, tier), held in zip(wanted, places, strict=True) if (node_id, tier) not in held]
 
     def _absent(self, node_id: str, adds: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
         """The if_absent ADDs of a bundle to apply: those of keys no alive node holds elsewhere
@@ -198,8 +193,8 @@ class Master:
             return []
         alive = self.alive_nodes()
         keep = []
-        for (key, tier, size), locs in zip(adds, self.store.lookup([key for key, _, _ in adds]), strict=True):
-            if not any(loc.node_id in alive and (loc.node_id, loc.tier) != (node_id, tier) for loc in locs):
+        for (key, tier, size), held in zip(adds, self.store.placements([key for key, _, _ in adds]), strict=True):
+            if not any(node in alive and (node, t) != (node_id, tier) for node, t in held):
                 keep.append((key, tier, size))
         self.metrics.child(self.metrics.route_put, "DIRECT").inc(len(keep))
         if len(keep) < len(adds):

@@ -90,6 +90,11 @@ class MetadataStore(ABC):
     @abstractmethod
     def lookup(self, keys: list[str]) -> list[list[Location]]: ...
 
+    def placements(self, keys: list[str]) -> list[tuple[tuple[str, int], ...]]:
+        """Per key, the (node, tier) pairs that hold it: what a heartbeat's if-absent checks need
+        of ``lookup``, which a store may answer without building a Location per replica."""
+        return [tuple((loc.node_id, loc.tier) for loc in locs) for locs in self.lookup(keys)]
+
     @abstractmethod
     def record_access(self, key: str, now: float, lease_until: float) -> None:
         """Bumps the key's LRU time and extends its routing lease."""
@@ -168,6 +173,11 @@ class InMemoryMetadataStore(MetadataStore):
     def lookup(self, keys: list[str]) -> list[list[Location]]:
         with self._lock:
             return [[Location(n, t, s) for (n, t), s in self._blocks.get(key, {}).items()] for key in keys]
+
+    def placements(self, keys: list[str]) -> list[tuple[tuple[str, int], ...]]:
+        blocks = self._blocks
+        with self._lock:
+            return [tuple(blocks[key]) if key in blocks else () for key in keys]
 
     def record_access(self, key: str, now: float, lease_until: float) -> None:
         with self._lock:
