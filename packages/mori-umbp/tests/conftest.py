@@ -102,6 +102,57 @@ class PeerProcess(testing.PeerProcess):
         return super().ask(*cmd, timeout=timeout)
 
 
+class StubPool:
+    """A DRAM page tier without memory, for a bare PeerStore: what the store and the peer
+    service read of a pool (its allocator, and a descriptor that packs to fixed bytes)."""
+
+    tier, page_size, buffer_index = 2, PAGE, 0  # 2: DRAM
+
+    class Desc:
+        def pack(self) -> bytes:
+            return b"the pool's packed descriptor"
+
+    def __init__(self, pages: int) -> None:
+        from mori.umbp.peer.allocator import PageAllocator
+
+        self.capacity = pages * PAGE
+        self.alloc = PageAllocator(self.capacity, PAGE)
+        self.desc = self.Desc()
+
+
+class Aborted(Exception):
+    """What StubContext.abort raises: the status a handler ended the call with."""
+
+    def __init__(self, code, details) -> None:
+        super().__init__(details)
+        self.code = code
+
+
+class StubContext:
+    """A handler's gRPC context, for calling a PeerServicer directly."""
+
+    def time_remaining(self) -> float:
+        return 5.0
+
+    def abort(self, code, details):
+        raise Aborted(code, details)
+
+
+def bare_peer(pages: int):
+    """(store, servicer) of a peer with ``pages`` stub DRAM pages and no master: a commit is
+    published at once."""
+    from mori.umbp.peer.service import PeerServicer
+    from mori.umbp.peer.store import PeerStore
+
+    store = PeerStore([StubPool(pages)], 60.0, 0.0, 64, "lru", 16, 0.9)
+
+    def publish(keys, conditional):
+        store.publish(keys)
+        return True
+
+    return store, PeerServicer(store, b"engine", publish, lambda: None, 4)
+
+
 def random_blocks(n: int, seed: int, size: int = PAGE) -> list[np.ndarray]:
     """n blocks of size random bytes, from one seeded generator (the same blocks for the same seed)."""
     rng = np.random.default_rng(seed)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import (
     PAGE,
+    StubPool,
     assert_died_in_commit,
     assert_reads_back,
     cluster_with_a_dying_owner,
@@ -85,16 +86,8 @@ def test_batch_room_is_the_per_key_eviction_of_the_same_policy():
     eviction pass each) evicts, for prefix_aware_lru's window too."""
     from mori.umbp.peer.store import PeerStore
 
-    class Pool:
-        def __init__(self) -> None:
-            from mori.umbp.peer.allocator import PageAllocator
-
-            self.tier, self.capacity, self.page_size, self.desc = 2, 20 * PAGE, PAGE, object()
-            self.alloc = PageAllocator(self.capacity, PAGE)
-            self.buffer_index = 0
-
     def filled() -> PeerStore:
-        store = PeerStore([Pool()], 60.0, 0.0, 64, "prefix_aware_lru", 4, 0.9)
+        store = PeerStore([StubPool(20)], 60.0, 0.0, 64, "prefix_aware_lru", 4, 0.9)
         for i in range(18):  # 0.9 x 20 pages
             outcome, slot, _ = store.allocate(f"b{i}", PAGE, 2, depth=(i * 7) % 5)
             assert outcome == "ALLOCATED" and store.commit(slot, f"b{i}") == ""
@@ -115,16 +108,9 @@ def test_a_batch_pass_that_runs_out_of_victims_is_not_repeated_per_key(monkeypat
     """Every stored block is under a read lease: the batch's pass finds nothing to evict
     (make_room_for is False), so its allocations take the free pages past the watermark without
     scanning the tier again per key, and scan only once no page is free."""
-    from mori.umbp.peer.allocator import PageAllocator
     from mori.umbp.peer.store import PeerStore
 
-    class Pool:
-        tier, capacity, page_size, desc, buffer_index = 2, 20 * PAGE, PAGE, object(), 0
-
-        def __init__(self) -> None:
-            self.alloc = PageAllocator(self.capacity, PAGE)
-
-    store = PeerStore([Pool()], 60.0, 60.0, 64, "lru", 4, 0.9)
+    store = PeerStore([StubPool(20)], 60.0, 60.0, 64, "lru", 4, 0.9)
     held = [f"b{i}" for i in range(18)]  # 0.9 x 20 pages
     for key in held:
         outcome, slot, _ = store.allocate(key, PAGE, 2)
@@ -143,7 +129,7 @@ def test_a_batch_pass_that_runs_out_of_victims_is_not_repeated_per_key(monkeypat
     assert store.allocate("n2", PAGE, 2, watermark=False)[0] == "NO_SPACE"  # none free: it looked
     assert len(scans) == 2
     assert sorted(store.keys()) == sorted(held)  # nothing leased was evicted
-    assert Pool.capacity - store.pools[2].alloc.available == 20 * PAGE
+    assert store.pools[2].alloc.available == 0  # all 20 pages in use
 
 
 @pytest.mark.parametrize("when", ["before", "after"])

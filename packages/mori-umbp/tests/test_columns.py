@@ -11,73 +11,33 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
-from conftest import PAGE, assert_reads_back, make_client, master_config
+from conftest import PAGE, Aborted, StubContext, assert_reads_back, bare_peer, make_client, master_config
 
 from mori.umbp import MasterServer, columns
 from mori.umbp.master.service import MasterServicer
-from mori.umbp.peer.allocator import PageAllocator
 from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, REMOVE
 from mori.umbp.peer.service import MAX_BATCH, PeerServicer
-from mori.umbp.peer.store import PeerStore
 from mori.umbp.rpc import pb, peer_pb
 
 DRAM = 2
 ALLOCATED = peer_pb.AllocateSlotResponse.SUCCESS_ALLOCATED
 
 
-class _Pool:
-    tier, page_size, buffer_index = DRAM, PAGE, 0
-
-    def __init__(self, pages: int) -> None:
-        self.capacity = pages * PAGE
-        self.alloc = PageAllocator(self.capacity, PAGE)
-
-        class Desc:
-            def pack(self) -> bytes:
-                return b"the pool's packed descriptor"
-
-        self.desc = Desc()
-
-
-class _Aborted(Exception):
-    def __init__(self, code, details) -> None:
-        super().__init__(details)
-        self.code = code
-
-
-class _Ctx:
-    def time_remaining(self) -> float:
-        return 5.0
-
-    def abort(self, code, details):
-        raise _Aborted(code, details)
-
-
-def _peer(pages: int) -> tuple[PeerStore, PeerServicer]:
-    store = PeerStore([_Pool(pages)], 60.0, 0.0, 64, "lru", 16, 0.9)
-
-    def publish(keys, conditional):
-        store.publish(keys)
-        return True
-
-    return store, PeerServicer(store, b"engine", publish, lambda: None, 4)
-
-
 def _serve_a_full_pool(in_columns: bool) -> list[tuple]:
     """Rounds of allocations (one key in every round, so later answers for it are not
     allocations) and commits into a pool that fills, in one form; the answers' content, their
     form checked on the way."""
-    store, peer = _peer(40)
+    store, peer = bare_peer(40)
     seen = []
     for r in range(6):
         claims = [(f"k{r}-{j}" if j else "again", PAGE * (1 + j % 2), DRAM, j) for j in range(12)]
-        res = peer.BatchAllocateSlots(columns.allocate_request(claims, in_columns), _Ctx())
+        res = peer.BatchAllocateSlots(columns.allocate_request(claims, in_columns), StubContext())
         assert res.HasField("columns") == in_columns and (len(res.entries) == 0) == in_columns
         answers = columns.allocations_of(res, len(claims))
         seen += [(a.outcome, a.slot_id, a.pages, a.page_size, a.desc, a.message) for a in answers]
         allocated = [(a, key) for a, (key, *_) in zip(answers, claims, strict=True) if a.outcome == ALLOCATED]
         commits = [(a.slot_id, key, False) for a, key in allocated]
-        done = peer.BatchCommitSlots(columns.commit_request(commits, in_columns, defer_ack=False), _Ctx())
+        done = peer.BatchCommitSlots(columns.commit_request(commits, in_columns, defer_ack=False), StubContext())
         seen.append((list(done.success), list(done.message), list(done.already_exists)))
     seen.append(sorted(store.keys()))
     return seen
@@ -93,7 +53,7 @@ def test_a_peer_answers_columns_as_it_answers_entries():
 
 @pytest.mark.parametrize("call", ["allocate", "commit"])
 def test_columns_of_unequal_lengths_are_refused(call):
-    _, peer = _peer(8)
+    _, peer = bare_peer(8)
     if call == "allocate":
         req = peer_pb.BatchAllocateSlotsRequest(
             columns=peer_pb.AllocateColumns(keys=["a", "b"], sizes=[PAGE], tiers=[DRAM, DRAM], depths=[0, 1])
@@ -102,22 +62,22 @@ def test_columns_of_unequal_lengths_are_refused(call):
     else:
         req = peer_pb.BatchCommitSlotsRequest(columns=peer_pb.CommitColumns(slot_ids=[1, 2], keys=["a"], if_absent=[]))
         serve = peer.BatchCommitSlots
-    with pytest.raises(_Aborted, match="unequal lengths") as err:
-        serve(req, _Ctx())
+    with pytest.raises(Aborted, match="unequal lengths") as err:
+        serve(req, StubContext())
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 @pytest.mark.parametrize("in_columns", [False, True], ids=["entries", "columns"])
 def test_a_batch_over_the_limit_is_refused_before_it_is_read(in_columns):
-    _, peer = _peer(8)
+    _, peer = bare_peer(8)
     n = MAX_BATCH + 1
     calls = [
         (peer.BatchAllocateSlots, columns.allocate_request([(f"k{i}", PAGE, DRAM, 0) for i in range(n)], in_columns)),
         (peer.BatchCommitSlots, columns.commit_request([(i, f"k{i}", False) for i in range(n)], in_columns)),
     ]
     for serve, req in calls:
-        with pytest.raises(_Aborted, match=f"entries={n} exceeds the limit {MAX_BATCH}") as err:
-            serve(req, _Ctx())
+        with pytest.raises(Aborted, match=f"entries={n} exceeds the limit {MAX_BATCH}") as err:
+            serve(req, StubContext())
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 

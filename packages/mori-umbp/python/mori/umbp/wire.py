@@ -328,10 +328,6 @@ class _Connection:
         self.seq = 0
         self.used_at = time.monotonic()
 
-    def call(self, name: bytes, body: bytes, deadline: float) -> tuple[int, bytes]:
-        self.send(name, body, deadline)
-        return self.receive(deadline)
-
     def send(self, name: bytes, body: bytes, deadline: float) -> None:
         header = _REQ.pack(len(body), self.seq, len(name))
         self.sock.settimeout(_left(deadline))
