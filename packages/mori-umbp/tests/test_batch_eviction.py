@@ -27,7 +27,7 @@ from mori.umbp.peer.lru import EvictionOrder
 pytestmark = pytest.mark.timeout(90)
 
 
-@pytest.mark.parametrize("policy", ["lru", "prefix_aware_lru"])
+@pytest.mark.parametrize("policy", ["lru", "prefix_aware_lru", "segmented_lru"])
 def test_victims_are_what_victim_names_one_eviction_after_another(policy):
     rng = random.Random(7)
     for _ in range(50):
@@ -39,7 +39,7 @@ def test_victims_are_what_victim_names_one_eviction_after_another(policy):
         busy = {f"k{rng.randint(0, 40)}" for _ in range(rng.randint(0, 8))}
         # The reference: victim() with each pick evicted before the next one.
         reference, copy = [], EvictionOrder(policy, order.window)
-        for key in list(order._order):
+        for key in [*order._order, *order._protected]:  # eviction order, one segment after the other
             copy.add(key, order.depth(key))
         while (key := copy.victim(busy)) is not None:
             reference.append(key)

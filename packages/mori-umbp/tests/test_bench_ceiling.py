@@ -15,38 +15,50 @@ from mori.umbp.bench import ceiling, trace
 from mori.umbp.errors import InvalidArgumentError
 
 
+POLICIES = ["lru", "prefix_aware_lru", "segmented_lru"]
+
+
 def _naive_policy(requests, capacity, policy, window=16, lease=0.0, starts=(), chunk=0):
-    """A list, least recent first, and a depth per key; the victim is picked by scanning it."""
-    order: list[str] = []
+    """Lists, least recent first, and a depth per key; the victim is picked by scanning them. Under
+    segmented_lru a read key moves to the protected list, whose oldest keys fall back to the newest
+    place of the other list past 0.8 of all keys, and victims come from the other list first."""
+    order: list[str] = []  # every key, or under segmented_lru those not read since they were put
+    protected: list[str] = []
     depth: dict[str, int] = {}
     read_at: dict[str, float] = {}
     hits = []
     for n, keys in enumerate(requests):
         h = 0
-        while h < len(keys) and keys[h] in order:
+        while h < len(keys) and (keys[h] in order or keys[h] in protected):
             h += 1
         hits.append(h)
         for key in _served(keys[:h], chunk):  # resolved last to first
-            order.remove(key)
-            order.append(key)
+            (protected if key in protected else order).remove(key)
+            (protected if policy == "segmented_lru" else order).append(key)
+            while len(protected) > int(0.8 * (len(order) + len(protected))):
+                order.append(protected.pop(0))
             read_at[key] = starts[n] if lease else 0.0
         for key in _served(keys[h:], chunk):  # committed last to first
             d = keys.index(key)
-            if key in order:
+            if key in order or key in protected:
                 continue
-            while len(order) >= capacity:
-                free = [k for k in order if k not in keys and not (lease and starts[n] < read_at.get(k, -1e9) + lease)]
+            while len(order) + len(protected) >= capacity:
+                free = [
+                    k
+                    for k in order + protected
+                    if k not in keys and not (lease and starts[n] < read_at.get(k, -1e9) + lease)
+                ]
                 if not free:
                     break
-                if policy == "lru":
+                if policy != "prefix_aware_lru":
                     victim = free[0]
                 else:
                     seen = free[:window]
                     deepest = max(depth[k] for k in seen)
                     victim = next(k for k in seen if depth[k] == deepest)
-                order.remove(victim)
+                (protected if victim in protected else order).remove(victim)
                 del depth[victim]
-            if len(order) < capacity:
+            if len(order) + len(protected) < capacity:
                 order.append(key)
                 depth[key] = d
     return hits
@@ -113,7 +125,7 @@ def _tiny_traces():
     return cases
 
 
-@pytest.mark.parametrize("policy", ["lru", "prefix_aware_lru"])
+@pytest.mark.parametrize("policy", POLICIES)
 def test_policy_simulation_matches_a_naive_list(policy):
     rng = random.Random(11)
     traces = _tiny_traces() + [_random_chains(rng, 40, 5, 6) for _ in range(20)]
@@ -124,7 +136,7 @@ def test_policy_simulation_matches_a_naive_list(policy):
             assert ceiling.policy_hits(t, capacity, policy, window) == want, (t, capacity, window)
 
 
-@pytest.mark.parametrize("policy", ["lru", "prefix_aware_lru"])
+@pytest.mark.parametrize("policy", POLICIES)
 def test_read_leases_match_a_naive_list(policy):
     rng = random.Random(5)
     for _ in range(30):
@@ -137,7 +149,7 @@ def test_read_leases_match_a_naive_list(policy):
         ceiling.policy_hits([["a"], ["b"]], 1, "lru", 16, 0.5, [0.0])
 
 
-@pytest.mark.parametrize("policy", ["lru", "prefix_aware_lru"])
+@pytest.mark.parametrize("policy", POLICIES)
 def test_chunked_chain_order_matches_a_naive_list(policy):
     rng = random.Random(13)
     traces = [_random_chains(rng, 40, 5, 9) for _ in range(20)] + [trace.synthetic(80, 6, 3, 5)]
@@ -156,11 +168,12 @@ def test_leases_change_the_outcome_somewhere():
     assert any(ceiling.policy_hits(t, 5, "lru") != ceiling.policy_hits(t, 5, "lru", 16, 0.5, starts) for t in traces)
 
 
-def test_the_two_policies_differ_somewhere():
-    # A check that the reference is not trivially equal for both: prefix-aware picks differently.
+def test_the_policies_differ_somewhere():
+    # A check that the reference is not trivially equal for all: each picks differently somewhere.
     rng = random.Random(3)
     traces = [_random_chains(rng, 40, 5, 6) for _ in range(20)]
-    assert any(_naive_policy(t, 5, "lru") != _naive_policy(t, 5, "prefix_aware_lru") for t in traces)
+    for other in ("prefix_aware_lru", "segmented_lru"):
+        assert any(_naive_policy(t, 5, "lru") != _naive_policy(t, 5, other) for t in traces), other
 
 
 def test_opt_matches_an_exhaustive_search():
@@ -176,7 +189,7 @@ def test_opt_bounds_the_policies_and_the_unlimited_pool_bounds_opt():
     unlimited = sum(trace.expected_hits(reqs))
     for capacity in (8, 40, 200):
         opt = sum(ceiling.opt_hits(reqs, capacity))
-        for policy in ("lru", "prefix_aware_lru"):
+        for policy in POLICIES:
             assert sum(ceiling.policy_hits(reqs, capacity, policy)) <= opt <= unlimited
     big = len({k for r in reqs for k in r})
     assert ceiling.opt_hits(reqs, big) == trace.expected_hits(reqs)

@@ -9,6 +9,7 @@ import logging
 import time
 
 import numpy as np
+import pytest
 from conftest import PAGE, owner_and_writer, random_blocks
 
 OWNER_PAGES = 16
@@ -121,3 +122,34 @@ def test_lru_evicts_a_chain_from_its_tail(monkeypatch):
             assert w.batch_exists_consecutive(b) == 3 - i
         assert w.batch_exists_consecutive(a) == 4
         assert sorted(owner.store.keys()) == sorted([*a, "b0", "x0", "x1", "x2"])
+
+
+@pytest.mark.parametrize(
+    ("policy", "survivors"), [("lru", ["b", "c", "d", "e"]), ("segmented_lru", ["a", "b", "d", "e"])]
+)
+def test_segmented_lru_evicts_a_block_never_read_before_one_read_since_its_put(monkeypatch, policy, survivors):
+    """NOTE [segmented LRU] in mori.umbp.peer.lru: a and b are read (x beside them, so the two
+    fit the protected segment's share), then c and d are put and never read, and d's put evicts
+    x under either policy. Then e's put: LRU drops a, the least recently used; segmented LRU drops
+    c, the oldest block not read since its put."""
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "50")
+    with owner_and_writer("owner", 4 * PAGE, "writer", policy=policy, eviction_check_interval_s=3600) as (
+        _master,
+        owner,
+        w,
+    ):
+        data = dict(zip("xabcde", random_blocks(6, 12), strict=True))
+        back = np.zeros(PAGE, np.uint8)
+        for key in "xab":
+            assert w.put_from_ptr(key, data[key].ctypes.data, PAGE)
+        for key in "ab":
+            assert w.get_into_ptr(key, back.ctypes.data, PAGE) and np.array_equal(back, data[key])
+        time.sleep(0.1)  # the reads' leases are over
+        for key in "cd":
+            assert w.put_from_ptr(key, data[key].ctypes.data, PAGE)
+        assert sorted(owner.store.keys()) == ["a", "b", "c", "d"]
+        assert w.put_from_ptr("e", data["e"].ctypes.data, PAGE)
+        assert sorted(owner.store.keys()) == survivors
+        for key in survivors:
+            assert w.get_into_ptr(key, back.ctypes.data, PAGE) and np.array_equal(back, data[key])

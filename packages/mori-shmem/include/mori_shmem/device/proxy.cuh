@@ -57,6 +57,13 @@ struct ProxyCtx {
 #define MORI_SHMEM_PROXY_CTX const ProxyCtx ctx{ctxRing, ctxHeapBase, ctxHeapSize, ctxSpinTimeoutNs}
 #define MORI_SHMEM_PROXY_ARGS(st) (st).proxy_ring, (st).heap_base, (st).heap_size, (st).spin_timeout_ns
 
+// How long a waiting thread naps between two looks at the proxy's words once it has waited 20 us.
+// Those words live in pinned host memory: each look is a read across PCIe, competing with the
+// proxy's staging copies for the link (issue 32; -DMORI_SHMEM_PROXY_POLL_NS=... to A/B).
+#ifndef MORI_SHMEM_PROXY_POLL_NS
+#define MORI_SHMEM_PROXY_POLL_NS 256
+#endif
+
 // Spins until done() holds; false after recording ERR_WAIT_TIMEOUT.
 template <typename Done>
 __device__ __forceinline__ bool ProxySpin(const ProxyCtx& ctx, Done done) {
@@ -70,7 +77,7 @@ __device__ __forceinline__ bool ProxySpin(const ProxyCtx& ctx, Done done) {
         RecordError(ctx.heapBase, MORI_SHMEM_DEVICE_ERR_WAIT_TIMEOUT);
         return false;
       }
-      if (waited >= 20000) __nanosleep(256);
+      if (waited >= 20000) __nanosleep(MORI_SHMEM_PROXY_POLL_NS);
     }
   }
 }

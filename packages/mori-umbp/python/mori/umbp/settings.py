@@ -13,6 +13,7 @@ import os
 
 from mori.settings import Registry, Setting
 from mori.umbp.errors import ConfigError
+from mori.umbp.peer.lru import POLICIES
 
 _LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -30,8 +31,8 @@ def _parse_backend(text: str) -> str:
 
 
 def _parse_policy(text: str) -> str:
-    if text.lower() not in ("lru", "prefix_aware_lru"):
-        raise ValueError("expected lru or prefix_aware_lru")
+    if text.lower() not in POLICIES:
+        raise ValueError(f"expected {', '.join(POLICIES[:-1])} or {POLICIES[-1]}")
     return text.lower()
 
 
@@ -270,8 +271,9 @@ REGISTRY = Registry(
             "UMBP_EVICTION_POLICY",
             "choice",
             "lru",
-            "Local eviction policy (the local mode's tiers, a peer's SSD tier): lru, or prefix_aware_lru (deepest "
-            "block of the LRU tail first).",
+            "Local eviction policy (the local mode's tiers; a peer's SSD tier and its on-demand eviction of HBM "
+            "and DRAM): lru, prefix_aware_lru (deepest block of the LRU tail first), or segmented_lru (blocks not "
+            "read since they were put go first).",
             parse=_parse_policy,
         ),
         Setting(

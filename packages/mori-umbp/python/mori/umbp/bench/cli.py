@@ -42,6 +42,7 @@ from mori.umbp.client.config import (
 from mori.umbp.client.pool_client import PEER_CHUNK
 from mori.umbp.errors import TierUnavailableError
 from mori.umbp.master.server import MasterServer, MasterServerConfig
+from mori.umbp.peer.lru import POLICIES
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers", type=int, default=2, help="peers of the pool this command starts")
     p.add_argument("--peer-capacity", type=int, default=256 << 20, help="DRAM (and HBM) bytes per peer")
     p.add_argument("--profile", choices=("dram", "hbm"), default="dram", help="hbm: peers own HBM, the client CUDA")
-    p.add_argument("--policy", choices=("lru", "prefix_aware_lru"), default="lru", help="the peers' eviction.policy")
+    p.add_argument("--policy", choices=POLICIES, default="lru", help="the peers' eviction.policy")
     add_json(p, Path("umbp-bench.json"), aliases=("--out",), dest="out")
     p.add_argument("--png", type=Path, default=None, help="also draw latency CDFs and hit rate here")
     p.add_argument(

@@ -143,7 +143,8 @@ class UMBPSsdConfig:
 @dataclass(slots=True)
 class UMBPEvictionConfig:
     """Local eviction (the local mode's DRAM and SSD tiers, a distributed peer's SSD tier and its
-    on-demand eviction of HBM and DRAM): ``lru`` or ``prefix_aware_lru``.
+    on-demand eviction of HBM and DRAM): ``lru``, ``prefix_aware_lru`` or ``segmented_lru`` (NOTE
+    [segmented LRU] in mori.umbp.peer.lru; mori-umbp's own).
     ``auto_promote_on_read``: the local mode copies an SSD hit back into DRAM."""
 
     policy: str = "lru"
