@@ -14,7 +14,6 @@ import pytest
 from mori.umbp.bench import ceiling, trace
 from mori.umbp.errors import InvalidArgumentError
 
-
 POLICIES = ["lru", "prefix_aware_lru", "segmented_lru"]
 
 
