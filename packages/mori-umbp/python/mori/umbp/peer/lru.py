@@ -9,11 +9,12 @@ and ranks below every known depth, so such blocks go in plain LRU order after tr
 
 NOTE [segmented LRU] (mori-umbp's own; MORI has the other two): a block enters a probation
 segment when it is put and moves to a protected segment when it is read; past PROTECTED_SHARE of
-the tier's blocks, the protected segment's least recently used block falls back to the head of
-probation. Victims come from probation first, each segment in LRU order. So a burst of blocks put
-and never read (the turns of sessions that do not come back) passes through probation without
-pushing out the blocks that are read again. On the bench's synthetic trace the bench's own model
-gives a hit rate of 0.707 against plain LRU's 0.633 (docs/benchmarks/umbp.md, seventh round).
+the tier's blocks, the protected segment's least recently used block falls back to probation as
+its most recently used. Victims come from probation first, each segment in LRU order. So a
+burst of blocks put and never read (the turns of sessions that do not come back) passes through
+probation without pushing out the blocks that are read again. On the bench's synthetic trace the
+bench's own model gives a hit rate of 0.707 against plain LRU's 0.633 (docs/benchmarks/umbp.md,
+seventh round).
 """
 
 from __future__ import annotations
