@@ -10,6 +10,11 @@ acquire loads. This times a 32 KiB copy each way (the bench's block-scope reques
 stream while nothing runs, then while N blocks poll a word in device memory or in mapped pinned
 host memory, with a nap of 0, 256 or 4096 ns between looks. One line per case: the copies' median
 and 90th percentile in microseconds.
+
+Under MPS the proxy's copies share the GPU with the other PE's kernel, a second process. To time
+that, start a process that only keeps blocks polling device memory, then the probe with no pollers
+of its own:
+    python3 ci/gpu/copy_probe.py --hold 15 & sleep 3; python3 ci/gpu/copy_probe.py --blocks ""
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bytes", type=int, default=32 << 10)
     parser.add_argument("--copies", type=int, default=100)
-    parser.add_argument("--blocks", default="32,128,264")
+    parser.add_argument("--blocks", default="32,128,264", help="poller block counts; empty for none")
+    parser.add_argument("--hold", type=float, default=0.0, help="only keep 264 blocks polling for this many seconds")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -59,6 +65,12 @@ def main() -> None:
     clock_khz = rt.getDeviceProperties(0)["clockRate"]
     poll((1,), (32,), (device_word, cp.int64(1), cp.int32(0)), stream=spinner)
     spinner.synchronize()
+    if args.hold > 0:
+        cycles = int(clock_khz * 1000 * args.hold)
+        poll((264,), (32,), (device_word, cp.int64(cycles), cp.int32(0)), stream=spinner)
+        logger.info("holding 264 polling blocks for %.0f s", args.hold)
+        spinner.synchronize()
+        return
 
     def copies(kind: int) -> list[float]:
         out = []
@@ -87,7 +99,7 @@ def main() -> None:
 
     logger.info("%d-byte copies on their own stream, %d each way", args.bytes, args.copies)
     case("nothing running", None, 0, 0)
-    for blocks in (int(b) for b in args.blocks.split(",")):
+    for blocks in (int(b) for b in args.blocks.split(",") if b):
         case(f"{blocks} pollers of device memory, nap 0", device_word.data.ptr, blocks, 0)
         for nap in (0, 256, 4096):
             case(f"{blocks} pollers of host memory, nap {nap}", host_word, blocks, nap)

@@ -4,9 +4,9 @@
 #   bash ci/gpu/proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR]
 # builds mori-shmem from this tree, or from $NEW_SHMEM_DIR when set ("new"), and, when BASE_SHMEM_DIR is given (a copy of an older
 # packages/mori-shmem), that one too ("base"), each into its own directory, then runs STAGE:
-#   sweep: mori-shmem-bench --device-proxy on new, 4 KiB .. 64 MiB, with the proxy's debug tally;
+#   sweep: mori-shmem-bench --device-proxy on new, 4 KiB .. 64 MiB (or $SWEEP_SIZES), with the proxy's debug tally;
 #   tests: test_device_proxy.py on new (under MPS);
-#   base:  1 .. 16 MiB on base;
+#   base:  1 .. 16 MiB on base ($BASE_SIZES: other bench size arguments);
 #   ab:    1 .. 16 MiB on new, and on new built with $AB_FLAGS (MORI_JIT_EXTRA_FLAGS, e.g. a define
 #          that switches a device-side variant) when set;
 #   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
@@ -73,18 +73,20 @@ bench() {  # bench NAME LABEL ARGS...: under a fresh MPS daemon (a PE that died 
 for stage in ${stages//,/ }; do
 case $stage in
   sweep)
-    MORI_LOG_LEVEL=debug bench new new-sweep
+    MORI_LOG_LEVEL=debug bench new new-sweep ${SWEEP_SIZES:-}
     ;;
   tests)
     mps_off
     mps_on
     step test_device_proxy
-    with new timeout "${TEST_TIMEOUT:-180}" python3 -m pytest -q -p no:cacheprovider "$new_dir"/tests/test_device_proxy.py 2>&1 |
-      tail -15 | tee -a "$log"
+    with new timeout "${TEST_TIMEOUT:-180}" python3 -m pytest -v -p no:cacheprovider "$new_dir"/tests/test_device_proxy.py \
+      >"$out/test_device_proxy.out" 2>&1
+    echo "exit $?" >>"$out/test_device_proxy.out"
+    grep -E "::|passed|failed|^E |exit" "$out/test_device_proxy.out" | tail -30 | tee -a "$log"
     mps_off
     ;;
   base)
-    bench base base --min-size 1M --max-size 16M
+    bench base base ${BASE_SIZES:---min-size 1M --max-size 16M}
     mps_off
     ;;
   ab)

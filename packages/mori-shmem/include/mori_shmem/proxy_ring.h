@@ -15,6 +15,12 @@
  *      state = ANSWERED | ticket; the kernel reads the answer and frees the slot itself. `done`
  *      counts the requests carried out, in order: a kernel that waits for done > ticket knows its
  *      request (and every earlier one) is complete.
+ * Kernels wait on head and done in GPU memory (device_words), which the proxy keeps equal to the
+ * ring's own words with stream writes: GPU threads polling pinned host memory across PCIe slow
+ * every copy between host and GPU 20 to 140 fold, the proxy's staging copies among them (issue
+ * 32, ci/gpu/copy_probe.py). The ring's head and done stay current for kernels built before
+ * device_words existed (it reads 0 in the rings of such libraries, and new kernels then poll
+ * these).
  * QUIET asks the proxy to complete every earlier remote put at its target before done moves on.
  * Plain C types only: host C++ and device code (NVRTC, clang) compile it alike.
  */
@@ -49,10 +55,17 @@ typedef struct mori_shmem_proxy_entry {
   unsigned long long reserved[5];
 } mori_shmem_proxy_entry_t; /* 128 bytes */
 
+/* In GPU memory: what kernels poll. */
+typedef struct mori_shmem_proxy_words {
+  unsigned long long head;
+  unsigned long long done;
+} mori_shmem_proxy_words_t;
+
 typedef struct mori_shmem_proxy_ring {
-  unsigned long long head; /* proxy: every slot of a ticket below head is free */
-  unsigned long long done; /* proxy: every ticket below done is carried out */
-  unsigned long long reserved[14];
+  unsigned long long head;         /* proxy: every slot of a ticket below head is free */
+  unsigned long long done;         /* proxy: every ticket below done is carried out */
+  unsigned long long device_words; /* device address of the proxy's mori_shmem_proxy_words_t, or 0 */
+  unsigned long long reserved[13];
   mori_shmem_proxy_entry_t entries[MORI_SHMEM_PROXY_RING_ENTRIES];
 } mori_shmem_proxy_ring_t;
 

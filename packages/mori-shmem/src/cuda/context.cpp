@@ -50,10 +50,12 @@ DeviceContext::DeviceContext(int requested, int rank) {
   check(d.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", "opening the GPU's context");
   bind();
   check(d.cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate", "creating the PE's copy stream");
+  check(d.cuStreamCreate(&word_stream_, kStreamNonBlocking), "cuStreamCreate", "creating the PE's word stream");
   log::emit(log::Level::Debug, "PE ", rank, " uses GPU ", ordinal_, " of ", count);
 }
 
 DeviceContext::~DeviceContext() {
+  if (word_stream_ != nullptr) driver().cuStreamDestroy(word_stream_);
   if (stream_ != nullptr) driver().cuStreamDestroy(stream_);
   if (context_ != nullptr) driver().cuDevicePrimaryCtxRelease(device_);
 }
@@ -82,6 +84,19 @@ void DeviceContext::write_word(void* dst, uint64_t value) const {
   check(d.cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0), "cuStreamWriteValue64",
         "setting a signal word in the GPU heap");
   check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "setting a signal word in the GPU heap");
+}
+
+void DeviceContext::post_word(void* dst, uint64_t value) const {
+  bind();
+  const RelaxedCapture relaxed;
+  check(driver().cuStreamWriteValue64(word_stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0),
+        "cuStreamWriteValue64", "setting a word kernels poll");
+}
+
+void DeviceContext::wait_posted_words() const {
+  bind();
+  const RelaxedCapture relaxed;
+  check(driver().cuStreamSynchronize(word_stream_), "cuStreamSynchronize", "waiting for posted words");
 }
 
 void DeviceContext::launch_single(CUfunction f, void** params) const {

@@ -28,6 +28,12 @@ class DeviceContext {
   // that orders every copy before it on the same stream, and returns once it is done. Unlike a
   // kernel it needs no free SM, so it lands even while spinning grids occupy all of them.
   void write_word(void* dst, uint64_t value) const;
+  // Queues the same store on a stream of its own and returns at once: for words kernels poll,
+  // which no copy or launch queued on the PE's stream may hold back (a one-thread launch waits
+  // for a free SM, and the SMs may be held by kernels waiting for the word). Stores land in order.
+  void post_word(void* dst, uint64_t value) const;
+  // Returns once every posted word has landed.
+  void wait_posted_words() const;
   // Runs a one-thread launch of f on the same stream and returns when it has finished.
   void launch_single(CUfunction f, void** params) const;
 
@@ -36,6 +42,7 @@ class DeviceContext {
   int ordinal_ = 0;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
+  CUstream word_stream_ = nullptr;
 };
 
 }  // namespace mori::shmem::cuda

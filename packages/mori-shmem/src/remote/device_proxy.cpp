@@ -2,6 +2,7 @@
 #include "remote/device_proxy.hpp"
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "core/back_off.hpp"
@@ -34,12 +35,28 @@ DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, G
       ring_buffer_(context, sizeof(mori_shmem_proxy_ring_t)),
       ring_(reinterpret_cast<mori_shmem_proxy_ring_t*>(ring_buffer_.host())) {
   std::memset(ring_, 0, sizeof(*ring_));
+  const cuda::Driver& d = cuda::driver();
+  context_.bind();
+  cuda::check(d.cuMemAlloc(&device_words_, sizeof(mori_shmem_proxy_words_t)), "cuMemAlloc",
+              "allocating the device proxy's words");
+  const cuda::CUresult zeroed = d.cuMemsetD8(device_words_, 0, sizeof(mori_shmem_proxy_words_t));
+  if (zeroed != cuda::kSuccess) {
+    d.cuMemFree(device_words_);
+    cuda::check(zeroed, "cuMemsetD8", "zeroing the device proxy's words");
+  }
+  ring_->device_words = device_words_;
   thread_ = std::thread([this] { run(); });
 }
 
 DeviceProxy::~DeviceProxy() {
   stopping_.store(true);
   if (thread_.joinable()) thread_.join();
+  try {
+    context_.wait_posted_words();  // the last ones land before their memory goes
+  } catch (const std::exception& e) {
+    log::emit(log::Level::Warning, "PE ", rank_, " device proxy: ", e.what());
+  }
+  cuda::driver().cuMemFree(device_words_);
   if (next_.load() > 0) log::emit(log::Level::Debug, "PE ", rank_, " device proxy: ", times_.summary());
 }
 
@@ -60,7 +77,7 @@ void DeviceProxy::run() {
       last_done_ns = monotonic_ns();
       times_.add(op, last_done_ns - start_ns);
       next_.store(ticket + 1, std::memory_order_release);
-      store_release(&ring_->done, ticket + 1);
+      publish(offsetof(mori_shmem_proxy_words_t, done), ticket + 1);
       idle = 0;
     } else {
       idle_back_off(++idle);
@@ -72,7 +89,22 @@ void DeviceProxy::run() {
            load_acquire(&ring_->entries[head % MORI_SHMEM_PROXY_RING_ENTRIES].state) == 0) {
       ++head;
     }
-    if (head != before) store_release(&ring_->head, head);
+    if (head != before) publish(offsetof(mori_shmem_proxy_words_t, head), head);
+  }
+}
+
+static_assert(offsetof(mori_shmem_proxy_ring_t, head) == offsetof(mori_shmem_proxy_words_t, head) &&
+                  offsetof(mori_shmem_proxy_ring_t, done) == offsetof(mori_shmem_proxy_words_t, done),
+              "publish() sets a word at the same offset in the ring and in the words");
+
+void DeviceProxy::publish(size_t word_offset, uint64_t value) {
+  store_release(reinterpret_cast<unsigned long long*>(reinterpret_cast<uint8_t*>(ring_) + word_offset), value);
+  try {
+    context_.post_word(reinterpret_cast<void*>(device_words_ + word_offset), value);
+  } catch (const std::exception& e) {
+    // Kernels would wait on the GPU copy until they time out: say why once.
+    if (!publish_failed_) log::emit(log::Level::Error, "PE ", rank_, " device proxy: ", e.what());
+    publish_failed_ = true;
   }
 }
 

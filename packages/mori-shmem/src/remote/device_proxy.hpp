@@ -34,6 +34,8 @@ class DeviceProxy {
   void run();
   void execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket);
   void record_device_error(uint32_t code);
+  // Sets a word kernels poll: in the ring (pinned host memory) and in its copy in GPU memory.
+  void publish(size_t word_offset, uint64_t value);
 
   const cuda::DeviceContext& context_;
   Conduit& conduit_;
@@ -43,11 +45,13 @@ class DeviceProxy {
   double timeout_s_;
   PinnedBuffer ring_buffer_;
   mori_shmem_proxy_ring_t* ring_;
+  cuda::CUdeviceptr device_words_ = 0;  // mori_shmem_proxy_words_t (proxy_ring.h)
   std::atomic<uint64_t> next_{0};  // the next ticket to carry out
   // Per request op (proxy_ring.h's codes, 0 unused), and the waits between requests: the time
   // from one request's completion to the next one's arrival, while kernels were posting.
   TimeAccount<10> times_{{"-", "put", "get", "put_signal", "signal", "amo", "amo_fetch", "put_imm", "quiet",
                           "wait for the next request"}};
+  bool publish_failed_ = false;  // proxy thread only
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -57,9 +57,8 @@ struct ProxyCtx {
 #define MORI_SHMEM_PROXY_CTX const ProxyCtx ctx{ctxRing, ctxHeapBase, ctxHeapSize, ctxSpinTimeoutNs}
 #define MORI_SHMEM_PROXY_ARGS(st) (st).proxy_ring, (st).heap_base, (st).heap_size, (st).spin_timeout_ns
 
-// How long a waiting thread naps between two looks at the proxy's words once it has waited 20 us.
-// Those words live in pinned host memory: each look is a read across PCIe, competing with the
-// proxy's staging copies for the link (issue 32; -DMORI_SHMEM_PROXY_POLL_NS=... to A/B).
+// How long a waiting thread naps between two looks at the proxy's words once it has waited 20 us
+// (-DMORI_SHMEM_PROXY_POLL_NS=... to A/B).
 #ifndef MORI_SHMEM_PROXY_POLL_NS
 #define MORI_SHMEM_PROXY_POLL_NS 256
 #endif
@@ -97,6 +96,15 @@ __device__ __forceinline__ bool ProxyOffset(const ProxyCtx& ctx, const void* add
 
 constexpr unsigned long long kNoTicket = ~0ull;
 
+// The head and done words to poll: the proxy's copy in GPU memory (see proxy_ring.h for why), or
+// the ring's own under a library that keeps none.
+__device__ __forceinline__ const mori_shmem_proxy_words_t* ProxyWords(const ProxyCtx& ctx) {
+  auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
+  const unsigned long long words = *reinterpret_cast<volatile unsigned long long*>(&ring->device_words);
+  return words != 0 ? reinterpret_cast<const mori_shmem_proxy_words_t*>(words)
+                    : reinterpret_cast<const mori_shmem_proxy_words_t*>(&ring->head);
+}
+
 // Takes a ticket, waits for its slot, writes the request and publishes it.
 __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, unsigned int op, int pe, int amo,
                                                         unsigned int type, unsigned long long local,
@@ -106,7 +114,8 @@ __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, uns
   auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
   auto* tail = reinterpret_cast<unsigned long long*>(ctx.heapBase + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET);
   const unsigned long long ticket = atomicAdd_system(tail, 1ull);
-  if (!ProxySpin(ctx, [&] { return ticket - LdAcquireSys(&ring->head) < MORI_SHMEM_PROXY_RING_ENTRIES; })) {
+  const mori_shmem_proxy_words_t* words = ProxyWords(ctx);
+  if (!ProxySpin(ctx, [&] { return ticket - LdAcquireSys(&words->head) < MORI_SHMEM_PROXY_RING_ENTRIES; })) {
     return kNoTicket;
   }
   mori_shmem_proxy_entry_t* e = &ring->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
@@ -127,8 +136,8 @@ __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, uns
 // Waits until the proxy has carried out `ticket` (and every earlier request).
 __device__ __forceinline__ void ProxyWaitDone(const ProxyCtx& ctx, unsigned long long ticket) {
   if (ticket == kNoTicket) return;
-  auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
-  ProxySpin(ctx, [&] { return LdAcquireSys(&ring->done) > ticket; });
+  const mori_shmem_proxy_words_t* words = ProxyWords(ctx);
+  ProxySpin(ctx, [&] { return LdAcquireSys(&words->done) > ticket; });
 }
 
 // Puts or gets [symmetric, +bytes) of pe, from or into local memory; returns when the proxy has
@@ -150,7 +159,8 @@ __device__ inline __noinline__ void ProxyAmo(MORI_SHMEM_PROXY_PARAMS, const void
   ProxyPost(ctx, MORI_SHMEM_PROXY_AMO, pe, amo, width == 4 ? 1u : 3u, 0, offset, width, bits, 0, 0);
 }
 
-// A fetching atomic: waits for the answer, then frees the slot.
+// A fetching atomic: waits until done passes its ticket (the answer is in the slot by then, so the
+// look at the slot's state succeeds at once), reads the answer, then frees the slot.
 __device__ inline __noinline__ unsigned long long ProxyAmoFetch(MORI_SHMEM_PROXY_PARAMS, const void* symmetric,
                                                                 unsigned int width, unsigned long long bits,
                                                                 unsigned long long compare, int amo, int pe) {
@@ -162,7 +172,11 @@ __device__ inline __noinline__ unsigned long long ProxyAmoFetch(MORI_SHMEM_PROXY
   if (ticket == kNoTicket) return 0;
   auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
   mori_shmem_proxy_entry_t* e = &ring->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
-  if (!ProxySpin(ctx, [&] { return LdAcquireSys(&e->state) == (MORI_SHMEM_PROXY_ANSWERED | ticket); })) return 0;
+  const mori_shmem_proxy_words_t* words = ProxyWords(ctx);
+  if (!ProxySpin(ctx, [&] { return LdAcquireSys(&words->done) > ticket; }) ||
+      !ProxySpin(ctx, [&] { return LdAcquireSys(&e->state) == (MORI_SHMEM_PROXY_ANSWERED | ticket); })) {
+    return 0;
+  }
   const unsigned long long answer = *reinterpret_cast<volatile unsigned long long*>(&e->answer);
   StReleaseSys(&e->state, 0ull);
   return answer;
