@@ -24,42 +24,6 @@ def _parse_level(text: str) -> str:
     return text.upper()
 
 
-def _parse_backend(text: str) -> str:
-    if text.lower() not in ("inmemory", "redis"):
-        raise ValueError("expected inmemory or redis")
-    return text.lower()
-
-
-def _parse_policy(text: str) -> str:
-    if text.lower() not in POLICIES:
-        raise ValueError(f"expected {', '.join(POLICIES[:-1])} or {POLICIES[-1]}")
-    return text.lower()
-
-
-def _parse_algo(text: str) -> str:
-    if text.lower() not in ("most_available", "random"):
-        raise ValueError("expected most_available or random")
-    return text.lower()
-
-
-def _parse_affinity(text: str) -> str:
-    if text.lower() not in ("none", "same", "local"):
-        raise ValueError("expected none, same or local")
-    return text.lower()
-
-
-def _parse_ssd_backend(text: str) -> str:
-    if text.lower() not in ("file", "posix", "spdk", "spdk_proxy"):
-        raise ValueError("expected file, posix (MORI's older name of file), spdk or spdk_proxy")
-    return text.lower()
-
-
-def _parse_role(text: str) -> str:
-    if text.lower() not in ("", "standalone", "leader", "follower"):
-        raise ValueError("expected standalone, leader or follower")
-    return text.lower()
-
-
 def _parse_hex(text: str) -> str:
     if not text.strip():
         return ""
@@ -115,7 +79,7 @@ REGISTRY = Registry(
             "most_available",
             "Put placement within a tier (HBM first, then DRAM): most_available (most projected free bytes) or "
             "random (weighted by free bytes).",
-            parse=_parse_algo,
+            choices=("most_available", "random"),
         ),
         Setting(
             "UMBP_ROUTE_PUT_NODE_AFFINITY",
@@ -123,7 +87,7 @@ REGISTRY = Registry(
             "none",
             "Put node affinity: none; same (a batch that fits one node and tier stays there); local (the "
             "requester's own HBM, then its DRAM, before any other node).",
-            parse=_parse_affinity,
+            choices=("none", "same", "local"),
         ),
         Setting("UMBP_EVICTKEY_DEADLINE_MS", "int", "1000", "Deadline of the master's EvictKey RPC to a peer."),
         Setting(
@@ -131,7 +95,7 @@ REGISTRY = Registry(
             "choice",
             "inmemory",
             "Where the master keeps its index: inmemory (lost on restart) or redis (shared, survives restarts).",
-            parse=_parse_backend,
+            choices=("inmemory", "redis"),
         ),
         Setting(
             "UMBP_REDIS_URI", "string", "redis://127.0.0.1:6379/0", "Redis store URI (UMBP_METADATA_BACKEND=redis)."
@@ -235,7 +199,7 @@ REGISTRY = Registry(
             "file",
             "UMBPConfig.ssd.ssd_backend of from_environment(): file (posix), spdk or spdk_proxy; every one stores "
             "block files here. Unset with UMBP_SPDK_NVME_PCI set: spdk, as in MORI.",
-            parse=_parse_ssd_backend,
+            choices=("file", "posix", "spdk", "spdk_proxy"),
         ),
         Setting(
             "UMBP_ROLE",
@@ -244,7 +208,7 @@ REGISTRY = Registry(
             "UMBPConfig.role of from_environment(): standalone, leader or follower (a shared SSD directory). Unset: "
             "leader on local rank 0 and follower on the others when a launcher set LOCAL_RANK (or "
             "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID), else standalone, as in MORI.",
-            parse=_parse_role,
+            choices=("standalone", "leader", "follower"),
         ),
         Setting("UMBP_SPDK_BDEV", "string", "", _SPDK.format("spdk_bdev_name")),
         Setting("UMBP_SPDK_REACTOR_MASK", "string", "0x1", _SPDK.format("spdk_reactor_mask")),
@@ -274,7 +238,7 @@ REGISTRY = Registry(
             "Local eviction policy (the local mode's tiers; a peer's SSD tier and its on-demand eviction of HBM "
             "and DRAM): lru, prefix_aware_lru (deepest block of the LRU tail first), or segmented_lru (blocks not "
             "read since they were put go first).",
-            parse=_parse_policy,
+            choices=POLICIES,
         ),
         Setting(
             "UMBP_AUTO_PROMOTE_ON_READ",
