@@ -12,10 +12,13 @@
 #   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
 #          (2 x 2 PEs, $EP_TOKENS tokens, verified, beside a socket copy) and test_internode.py -k cuda;
 #   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
-#          without MPS (the sanitizer does not attach to MPS clients).
+#          without MPS (the sanitizer does not attach to MPS clients);
+#   hang:  the small-size hang (docs/benchmarks/shmem.md): 4 KiB puts on new, each PE's threads'
+#          native stacks (cuda-gdb) $HANG_AFTER s (45) in, then Python's (faulthandler); with
+#          $HANG_ENV (e.g. CUDA_DEVICE_MAX_CONNECTIONS=32) in the PEs' environment when set.
 # Output (logs, JSON) lands in $OUT (or ./proxy-ab). Needs .whl/ as ci/gpu/setup.sh does.
 set -uo pipefail
-stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, ep, sanitize}
+stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, ep, sanitize, hang}
 base_dir=${2:-}
 out=${OUT:-proxy-ab}
 mkdir -p "$out"
@@ -55,7 +58,14 @@ mps_on() {
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d 2>/dev/null
 }
-mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; unset CUDA_MPS_PIPE_DIRECTORY; }
+# A PE left running by a killed run (timeout kills the bench, not the PEs it spawned) keeps the MPS
+# server refusing new clients with CUDA_ERROR_LAUNCH_FAILED: kill such PEs first.
+mps_off() {
+  pkill -9 -f multiprocessing.spawn 2>/dev/null
+  echo quit | nvidia-cuda-mps-control 2>/dev/null
+  sleep 1
+  unset CUDA_MPS_PIPE_DIRECTORY
+}
 
 bench() {  # bench NAME LABEL ARGS...: under a fresh MPS daemon (a PE that died can leave one refusing clients)
   local name=$1 label=$2
@@ -124,6 +134,25 @@ case $stage in
       echo "$tool exit $?" | tee -a "$log"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/sanitize-$tool.out" | tail -8 | tee -a "$log"
     done
+    ;;
+  hang)
+    mps_off
+    mps_on
+    step "hang: 4 KiB puts ${HANG_ENV:-}"
+    (if [ -n "${HANG_ENV:-}" ]; then export ${HANG_ENV?}; fi
+      export PYTHONFAULTHANDLER=1 MORI_LOG_LEVEL=debug
+      with new timeout $((${HANG_AFTER:-45} + 30)) mori-shmem-bench --device-proxy --min-size 4K --max-size 4K --pingpongs 20 --output "$out/proxy-hang.json" \
+      >"$out/proxy-hang.out" 2>&1; echo "exit $?" >>"$out/proxy-hang.out") &
+    sleep "${HANG_AFTER:-45}"
+    for pid in $(pgrep -f multiprocessing.spawn); do
+      timeout 25 cuda-gdb -p "$pid" -batch -ex "thread apply all bt 12" >"$out/hang-bt-$pid.txt" 2>&1
+      grep -E "^Thread|mori::|cuStream|cuMemcpy|cuEvent|cuLaunch" "$out/hang-bt-$pid.txt" | grep -v execute_native |
+        tee -a "$log" | tail -40
+    done
+    pkill -ABRT -f multiprocessing.spawn 2>/dev/null
+    wait
+    grep -vE "^\[#|DEBUG" "$out/proxy-hang.out" | tail -30 | tee -a "$log"
+    mps_off
     ;;
   *) echo "unknown stage $stage" | tee -a "$log" ;;
 esac
