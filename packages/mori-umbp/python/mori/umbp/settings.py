@@ -15,14 +15,6 @@ from mori.settings import Registry, Setting
 from mori.umbp.errors import ConfigError
 from mori.umbp.peer.lru import POLICIES
 
-_LEVELS = ("debug", "info", "warning", "error", "critical")
-
-
-def _parse_level(text: str) -> str:
-    if text.lower() not in _LEVELS:
-        raise ValueError(f"expected one of {', '.join(_LEVELS)}")
-    return text.upper()
-
 
 def _parse_hex(text: str) -> str:
     if not text.strip():
@@ -320,7 +312,13 @@ REGISTRY = Registry(
             "with PendingLimitError.",
         ),
         Setting("UMBP_MAX_NODE_ID_BYTES", "int", "256", "Longest node id, in UTF-8 bytes."),
-        Setting("MORI_UMBP_LOG_LEVEL", "choice", "WARNING", "Level of the mori.umbp logger.", parse=_parse_level),
+        Setting(
+            "MORI_UMBP_LOG_LEVEL",
+            "choice",
+            "WARNING",
+            "Level of the mori.umbp logger.",
+            choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+        ),
     ),
     error=ConfigError,
 )
