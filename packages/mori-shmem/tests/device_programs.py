@@ -96,6 +96,31 @@ def put_get(rank: int, nranks: int, uid: bytes, cases: list[tuple[int, int, int,
         return len(cases)
 
 
+def queued_puts(rank: int, nranks: int, uid: bytes, launches: int, nbytes: int) -> int:
+    """``launches`` one-block put kernels queued back to back, no synchronize between them, kernel i
+    putting slice i of a symmetric source to the next PE: the proxy serves each kernel while the
+    later ones wait in the launch queue (the launching thread may then hold the CUDA context's lock
+    for as long as the GPU is busy). Returns the slices checked."""
+    with pe_session(rank, nranks, uid):
+        h = Harness()
+        nxt, prv = (rank + 1) % nranks, (rank - 1) % nranks
+        total = launches * nbytes
+        src, dest = h.symmetric(total), h.symmetric(total)
+        src.copy_(h.local(pattern(rank, total)))
+        h.torch.cuda.synchronize()
+        shmem.shmem_barrier_all()
+        put = h.module.function("mori_shmem_test_put_get")
+        for i in range(launches):
+            put.launch(1, BLOCK, [h.state, I32(0), I32(2), U64(dest.data_ptr() + i * nbytes),
+                                  U64(src.data_ptr() + i * nbytes), U64(nbytes), I32(nxt)])  # fmt: skip
+        h.torch.cuda.synchronize()
+        shmem.shmem_barrier_all()
+        bad = np.flatnonzero(dest.cpu().numpy() != pattern(prv, total))
+        check(bad.size == 0, f"{bad.size} of {total} bytes wrong, first at {bad[:5].tolist()}")
+        shmem.shmem_check_device_error()
+        return launches
+
+
 # ----------------------------------------------------------------------------- typed and immediate puts
 
 TYPE_SIZES = [1, 1, 2, 2, 4, 4, 8, 8, 4, 8]  # dtype codes of the test kernels: u8 i8 u16 i16 u32 i32 u64 i64 f32 f64

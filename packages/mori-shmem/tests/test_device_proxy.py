@@ -56,6 +56,15 @@ def test_put_get_through_the_proxy(gpu, layout):
 
 
 @pytest.mark.gpu
+def test_put_kernels_queued_back_to_back_through_the_proxy(gpu):
+    """Kernels waiting in the launch queue behind one the proxy serves: the proxy's copies run in a
+    CUDA context of their own, so a launching thread that waits for the GPU cannot hold them back
+    (the 4 KiB hang of mori-shmem-bench --device-proxy before 0.1.10)."""
+    launches = 64
+    assert _run(device_programs.queued_puts, 2, "all-remote", launches, 4096) == [launches] * 2
+
+
+@pytest.mark.gpu
 def test_put_with_signal_and_immediates_through_the_proxy(gpu):
     cases = [(scope, 0, nbytes, op, 11) for scope in range(3) for nbytes in (4, 4096 + 4) for op in (3, 4, 9, 10)]
     assert _run(device_programs.put_signal, 2, "all-remote", cases) == [len(cases)] * 2

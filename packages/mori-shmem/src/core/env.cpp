@@ -21,7 +21,8 @@ const std::vector<Var>& registry() {
        "auto,cpu,cuda"},
       {"MORI_SHMEM_MODE", Type::Choice, "static_heap",
        "How the cuda backend backs the heap: static_heap (one cuMemAlloc, shared by CUDA IPC handles) or vmm_heap "
-       "(cuMemCreate chunks mapped into one reserved range, shared by POSIX file descriptors).",
+       "(cuMemCreate chunks mapped into one reserved range, shared by POSIX file descriptors). Unset, a job whose "
+       "PEs span nodes takes vmm_heap: the device proxy then never waits for the application's CUDA calls.",
        "static_heap,vmm_heap,static,vmm"},
       {"MORI_SHMEM_HEAP_TYPE", Type::Choice, "uncached",
        "MORI's uncached/normal heap types; CUDA has no uncached device memory, so both give ordinary device memory "
@@ -162,6 +163,11 @@ std::string effective(const char* name) {
   const char* value = std::getenv(var.name);
   if (value == nullptr || value[0] == '\0') return var.default_value;
   return value;
+}
+
+bool is_set(const char* name) {
+  const char* value = std::getenv(lookup(name).name);
+  return value != nullptr && value[0] != '\0';
 }
 
 std::string get_string(const char* name) { return effective(name); }

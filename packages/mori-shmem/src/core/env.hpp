@@ -26,6 +26,8 @@ const char* type_name(Type type);
 
 // The raw effective text: the environment's value if set and non-empty, else the default.
 std::string effective(const char* name);
+// Whether the environment sets the variable (non-empty), i.e. the default is not in force.
+bool is_set(const char* name);
 
 std::string get_string(const char* name);
 std::string get_choice(const char* name);  // lower-cased, validated against choices

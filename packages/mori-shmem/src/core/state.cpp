@@ -84,6 +84,26 @@ int remote_streams() {
   return static_cast<int>(env::get_int("MORI_SHMEM_REMOTE_STREAMS"));
 }
 
+// The heap mode: MORI_SHMEM_MODE, except that with PEs on other nodes the unset default becomes
+// vmm_heap. The device proxy's copies then run in a CUDA context of their own
+// (DeviceContext::WorkScope), which reaches cuMemCreate'd memory without the application
+// context's lock; cuMemAlloc'd memory it reaches only through that lock, so a static heap keeps
+// the hang a launch waiting for the GPU can cause (docs/user-guide/shmem.md, CUDA backend notes).
+CudaHeap::Mode cuda_heap_mode(const std::string& setting, const Topology& topology, int rank) {
+  const CudaHeap::Mode mode = parse_cuda_heap_mode(setting);
+  if (!topology.any_remote || mode == CudaHeap::Mode::Vmm) return mode;
+  if (!env::is_set("MORI_SHMEM_MODE")) {
+    if (rank == 0) log::emit(log::Level::Info, "PEs on other nodes: the heap is a vmm_heap (MORI_SHMEM_MODE unset)");
+    return CudaHeap::Mode::Vmm;
+  }
+  if (rank == 0) {
+    log::emit(log::Level::Warning, "MORI_SHMEM_MODE=", setting, " with PEs on other nodes: the device proxy's copies "
+              "into a static heap wait for this process's CUDA calls, and can hang behind a kernel launch that "
+              "waits for the GPU; vmm_heap avoids that (docs/user-guide/shmem.md, CUDA backend notes)");
+  }
+  return mode;
+}
+
 }  // namespace
 
 remote::ConduitConfig read_conduit_config(double wait_timeout_s) {
@@ -183,8 +203,8 @@ static void initialize_locked(const mori_shmem_uniqueid_t& uid, int rank, int nr
   }
   const Topology topology = exchange_topology(*state->bootstrap);
   if (backend == Backend::Cuda) {
-    auto heap = std::make_unique<CudaHeap>(*state->bootstrap, heap_size, parse_cuda_heap_mode(cuda_mode), device,
-                                           bootstrap_timeout, topology);
+    auto heap = std::make_unique<CudaHeap>(*state->bootstrap, heap_size, cuda_heap_mode(cuda_mode, topology, rank),
+                                           device, bootstrap_timeout, state->wait_timeout_s, topology);
     state->cuda_heap = heap.get();
     state->heap = std::move(heap);
   } else {

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "cuda/context.hpp"
 
+#include <chrono>
+
+#include "core/back_off.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -26,7 +29,8 @@ class RelaxedCapture {
 
 }  // namespace
 
-DeviceContext::DeviceContext(int requested, int rank) {
+DeviceContext::DeviceContext(int requested, int rank, double timeout_s, bool own_work_context)
+    : timeout_s_(timeout_s) {
   const Driver& d = driver();
   int count = 0;
   check(d.cuDeviceGetCount(&count), "cuDeviceGetCount", "counting GPUs");
@@ -48,16 +52,52 @@ DeviceContext::DeviceContext(int requested, int rank) {
   }
   check(d.cuDeviceGet(&device_, ordinal_), "cuDeviceGet", "opening the GPU");
   check(d.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", "opening the GPU's context");
+  work_context_ = context_;
+  try {
+    if (own_work_context) {
+      // cuCtxCreate makes the new context current: the primary one is made current again below.
+      check(d.cuCtxCreate(&work_context_, 0, device_), "cuCtxCreate", "creating the device proxy's CUDA context");
+    }
+    const WorkScope work(*this);
+    check(d.cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate", "creating the PE's copy stream");
+    check(d.cuStreamCreate(&word_stream_, kStreamNonBlocking), "cuStreamCreate", "creating the PE's word stream");
+  } catch (...) {
+    release();
+    throw;
+  }
   bind();
-  check(d.cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate", "creating the PE's copy stream");
-  check(d.cuStreamCreate(&word_stream_, kStreamNonBlocking), "cuStreamCreate", "creating the PE's word stream");
-  log::emit(log::Level::Debug, "PE ", rank, " uses GPU ", ordinal_, " of ", count);
+  log::emit(log::Level::Debug, "PE ", rank, " uses GPU ", ordinal_, " of ", count,
+            own_work_context ? ", its device proxy a CUDA context of its own" : "");
 }
 
-DeviceContext::~DeviceContext() {
-  if (word_stream_ != nullptr) driver().cuStreamDestroy(word_stream_);
-  if (stream_ != nullptr) driver().cuStreamDestroy(stream_);
-  if (context_ != nullptr) driver().cuDevicePrimaryCtxRelease(device_);
+DeviceContext::~DeviceContext() { release(); }
+
+void DeviceContext::release() noexcept {
+  const Driver& d = driver();
+  CUcontext previous = nullptr;
+  d.cuCtxGetCurrent(&previous);
+  if (work_context_ != nullptr && d.cuCtxSetCurrent(work_context_) == kSuccess) {
+    if (word_stream_ != nullptr) d.cuStreamDestroy(word_stream_);
+    if (stream_ != nullptr) d.cuStreamDestroy(stream_);
+  }
+  word_stream_ = stream_ = nullptr;
+  d.cuCtxSetCurrent(previous == work_context_ ? context_ : previous);
+  if (work_context_ != nullptr && work_context_ != context_) d.cuCtxDestroy(work_context_);
+  work_context_ = nullptr;
+  if (context_ != nullptr) d.cuDevicePrimaryCtxRelease(device_);
+  context_ = nullptr;
+}
+
+DeviceContext::WorkScope::WorkScope(const DeviceContext& context) {
+  const Driver& d = driver();
+  check(d.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent", "looking for the caller's CUDA context");
+  if (previous_ == context.work_context_) return;
+  check(d.cuCtxSetCurrent(context.work_context_), "cuCtxSetCurrent", "making mori-shmem's CUDA context current");
+  switched_ = true;
+}
+
+DeviceContext::WorkScope::~WorkScope() {
+  if (switched_) driver().cuCtxSetCurrent(previous_);
 }
 
 void DeviceContext::bind() const {
@@ -69,43 +109,60 @@ void DeviceContext::bind() const {
 
 void DeviceContext::copy(void* dst, const void* src, size_t bytes) const {
   if (bytes == 0) return;
-  bind();
+  const WorkScope work(*this);
   const RelaxedCapture relaxed;
   const Driver& d = driver();
   check(d.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream_),
         "cuMemcpyAsync", "copying to or from the GPU heap");
-  check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "copying to or from the GPU heap");
+  finish(stream_, "copying to or from the GPU heap");
 }
 
 void DeviceContext::write_word(void* dst, uint64_t value) const {
-  bind();
+  const WorkScope work(*this);
   const RelaxedCapture relaxed;
   const Driver& d = driver();
   check(d.cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0), "cuStreamWriteValue64",
         "setting a signal word in the GPU heap");
-  check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "setting a signal word in the GPU heap");
+  finish(stream_, "setting a signal word in the GPU heap");
 }
 
 void DeviceContext::post_word(void* dst, uint64_t value) const {
-  bind();
+  const WorkScope work(*this);
   const RelaxedCapture relaxed;
   check(driver().cuStreamWriteValue64(word_stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0),
         "cuStreamWriteValue64", "setting a word kernels poll");
 }
 
 void DeviceContext::wait_posted_words() const {
-  bind();
+  const WorkScope work(*this);
   const RelaxedCapture relaxed;
-  check(driver().cuStreamSynchronize(word_stream_), "cuStreamSynchronize", "waiting for posted words");
+  finish(word_stream_, "waiting for posted words");
 }
 
 void DeviceContext::launch_single(CUfunction f, void** params) const {
-  bind();
+  const WorkScope work(*this);
   const RelaxedCapture relaxed;
   const Driver& d = driver();
   check(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream_, params, nullptr), "cuLaunchKernel",
         "applying a remote atomic to the GPU heap");
-  check(d.cuStreamSynchronize(stream_), "cuStreamSynchronize", "applying a remote atomic to the GPU heap");
+  finish(stream_, "applying a remote atomic to the GPU heap");
+}
+
+void DeviceContext::finish(CUstream stream, const char* what) const {
+  const Driver& d = driver();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  for (uint64_t round = 0;; ++round) {
+    const CUresult result = d.cuStreamQuery(stream);
+    if (result == kSuccess) return;
+    if (result != kErrorNotReady) check(result, "cuStreamQuery", what);
+    // A copy takes microseconds: spin that long before giving the CPU away, and look at the clock
+    // only now and then.
+    if (round % 1024 == 1023 && std::chrono::steady_clock::now() > deadline) {
+      throw_error(MORI_SHMEM_ERR_TIMEOUT, what, ": the GPU did not run mori-shmem's work on its stream within ",
+                  timeout_s_, " s (MORI_SHMEM_WAIT_TIMEOUT; docs/user-guide/shmem.md, CUDA backend notes)");
+    }
+    back_off(round, 2000, 20000);
+  }
 }
 
 }  // namespace mori::shmem::cuda

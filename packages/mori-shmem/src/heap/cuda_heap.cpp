@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/env.hpp"
@@ -39,10 +40,12 @@ CudaHeap::Mode parse_cuda_heap_mode(const std::string& setting) {
 }
 
 CudaHeap::CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, double timeout_s,
-                   const Topology& topology)
+                   double wait_timeout_s, const Topology& topology)
     : mode_(mode), rank_(bootstrap.rank()), size_(size), peer_bases_(bootstrap.nranks(), nullptr),
       remote_(topology.remote) {
-  context_ = std::make_unique<cuda::DeviceContext>(device, rank_);
+  // A PE with remote peers serves a device proxy: its copies get a CUDA context of their own.
+  const bool proxied = std::any_of(topology.remote.begin(), topology.remote.end(), [](uint8_t r) { return r != 0; });
+  context_ = std::make_unique<cuda::DeviceContext>(device, rank_, wait_timeout_s, proxied);
   const cuda::Driver& d = cuda::driver();
   try {
     if (mode == Mode::Vmm) {

@@ -27,7 +27,9 @@ class CudaHeap final : public SymmetricHeap {
   // sync words on every PE before returning.
   // PEs that topology marks remote are not mapped (peer_base nullptr): the remote transport and
   // the device proxy reach them.
-  CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, double timeout_s, const Topology& topology);
+  // timeout_s bounds the handle exchange, wait_timeout_s every later wait for the GPU's copies.
+  CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, double timeout_s, double wait_timeout_s,
+           const Topology& topology);
   ~CudaHeap() override;
   CudaHeap(const CudaHeap&) = delete;
   CudaHeap& operator=(const CudaHeap&) = delete;

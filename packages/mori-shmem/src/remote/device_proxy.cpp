@@ -33,17 +33,11 @@ DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, G
       rank_(rank),
       timeout_s_(timeout_s),
       ring_buffer_(context, sizeof(mori_shmem_proxy_ring_t)),
-      ring_(reinterpret_cast<mori_shmem_proxy_ring_t*>(ring_buffer_.host())) {
+      ring_(reinterpret_cast<mori_shmem_proxy_ring_t*>(ring_buffer_.host())),
+      // ring_buffer_'s construction made the primary context current, for the zeroing.
+      device_words_block_(context.ordinal(), sizeof(mori_shmem_proxy_words_t), "the device proxy's GPU words"),
+      device_words_(device_words_block_.address()) {
   std::memset(ring_, 0, sizeof(*ring_));
-  const cuda::Driver& d = cuda::driver();
-  context_.bind();
-  cuda::check(d.cuMemAlloc(&device_words_, sizeof(mori_shmem_proxy_words_t)), "cuMemAlloc",
-              "allocating the device proxy's words");
-  const cuda::CUresult zeroed = d.cuMemsetD8(device_words_, 0, sizeof(mori_shmem_proxy_words_t));
-  if (zeroed != cuda::kSuccess) {
-    d.cuMemFree(device_words_);
-    cuda::check(zeroed, "cuMemsetD8", "zeroing the device proxy's words");
-  }
   ring_->device_words = device_words_;
   thread_ = std::thread([this] { run(); });
 }
@@ -56,7 +50,6 @@ DeviceProxy::~DeviceProxy() {
   } catch (const std::exception& e) {
     log::emit(log::Level::Warning, "PE ", rank_, " device proxy: ", e.what());
   }
-  cuda::driver().cuMemFree(device_words_);
   if (next_.load() > 0) log::emit(log::Level::Debug, "PE ", rank_, " device proxy: ", times_.summary());
 }
 

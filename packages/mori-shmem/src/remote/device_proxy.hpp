@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cuda/context.hpp"
+#include "cuda/vmm_block.hpp"
 #include "mori_shmem/proxy_ring.h"
 #include "remote/conduit.hpp"
 #include "remote/gpu_remote_io.hpp"
@@ -45,7 +46,10 @@ class DeviceProxy {
   double timeout_s_;
   PinnedBuffer ring_buffer_;
   mori_shmem_proxy_ring_t* ring_;
-  cuda::CUdeviceptr device_words_ = 0;  // mori_shmem_proxy_words_t (proxy_ring.h)
+  // mori_shmem_proxy_words_t (proxy_ring.h); cuMemCreate'd, so that the work context sets them
+  // while the application's thread holds the primary context (DeviceContext::WorkScope).
+  cuda::VmmBlock device_words_block_;
+  cuda::CUdeviceptr device_words_;
   std::atomic<uint64_t> next_{0};  // the next ticket to carry out
   // Per request op (proxy_ring.h's codes, 0 unused), and the waits between requests: the time
   // from one request's completion to the next one's arrival, while kernels were posting.

@@ -98,7 +98,7 @@ GpuRemoteIo::GpuRemoteIo(const cuda::DeviceContext& context, uint8_t* heap_base,
       answer_(context, 64) {
   const std::string ptx = ".version 7.0\n.target sm_70\n.address_size 64\n" + amo_kernel(32) + amo_kernel(64);
   const cuda::Driver& d = cuda::driver();
-  context_.bind();
+  const cuda::DeviceContext::WorkScope work(context_);  // launch_single runs it there
   cuda::check(d.cuModuleLoadData(&module_, ptx.c_str()), "cuModuleLoadData", "loading the remote-atomic kernel");
   cuda::check(d.cuModuleGetFunction(&amo32_, module_, "mori_shmem_amo_b32"), "cuModuleGetFunction",
               "finding the remote-atomic kernel");
@@ -109,9 +109,12 @@ GpuRemoteIo::GpuRemoteIo(const cuda::DeviceContext& context, uint8_t* heap_base,
 GpuRemoteIo::~GpuRemoteIo() {
   const std::string times = times_.summary();
   if (!times.empty()) log::emit(log::Level::Debug, "remote transport staging: ", times);
-  if (module_ != nullptr) {
-    context_.bind();
+  if (module_ == nullptr) return;
+  try {
+    const cuda::DeviceContext::WorkScope work(context_);
     cuda::driver().cuModuleUnload(module_);
+  } catch (const std::exception& e) {
+    log::emit(log::Level::Warning, "remote transport: could not unload the remote-atomic kernel: ", e.what());
   }
 }
 

@@ -26,7 +26,7 @@ RemoteRegion::RemoteRegion(Bootstrap& bootstrap, RegionSpec spec, double timeout
       throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "proxy_words=", spec_.proxy_words, " must be 8-byte aligned with ",
                   kProxyWordsBytes, " bytes before the range's end (size ", spec_.size, ")");
     }
-    context_ = std::make_unique<cuda::DeviceContext>(spec_.cuda_device, rank_);
+    context_ = std::make_unique<cuda::DeviceContext>(spec_.cuda_device, rank_, timeout_s, false);
     auto io = std::make_unique<GpuRemoteIo>(*context_, spec_.base, spec_.size);
     gpu_io_ = io.get();
     access_ = std::move(io);

@@ -110,6 +110,8 @@ struct Driver {
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxGetDevice)(CUdevice*);
   CUresult (*cuCtxSynchronize)();
+  CUresult (*cuCtxCreate)(CUcontext*, unsigned, CUdevice);
+  CUresult (*cuCtxDestroy)(CUcontext);
   // Memory
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
@@ -209,6 +211,8 @@ inline Loaded load() {
   bind(library, "cuCtxSetCurrent", d.cuCtxSetCurrent, f);
   bind(library, "cuCtxGetDevice", d.cuCtxGetDevice, f);
   bind(library, "cuCtxSynchronize", d.cuCtxSynchronize, f);
+  bind(library, "cuCtxCreate_v2", d.cuCtxCreate, f);
+  bind(library, "cuCtxDestroy_v2", d.cuCtxDestroy, f);
   bind(library, "cuMemAlloc_v2", d.cuMemAlloc, f);
   bind(library, "cuMemFree_v2", d.cuMemFree, f);
   bind(library, "cuMemsetD8_v2", d.cuMemsetD8, f);
