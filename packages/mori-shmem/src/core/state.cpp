@@ -87,8 +87,9 @@ int remote_streams() {
 // The heap mode: MORI_SHMEM_MODE, except that with PEs on other nodes the unset default becomes
 // vmm_heap. The device proxy's copies then run in a CUDA context of their own
 // (DeviceContext::WorkScope), which reaches cuMemCreate'd memory without the application
-// context's lock; cuMemAlloc'd memory it reaches only through that lock, so a static heap keeps
-// the hang a launch waiting for the GPU can cause (docs/user-guide/shmem.md, CUDA backend notes).
+// context's lock. A static heap keeps the proxy in the application's context (its kernels could
+// not address cuMemAlloc'd memory from another), and so the hang a launch waiting for the GPU
+// can cause (docs/user-guide/shmem.md, CUDA backend notes).
 CudaHeap::Mode cuda_heap_mode(const std::string& setting, const Topology& topology, int rank) {
   const CudaHeap::Mode mode = parse_cuda_heap_mode(setting);
   if (!topology.any_remote || mode == CudaHeap::Mode::Vmm) return mode;
@@ -97,9 +98,10 @@ CudaHeap::Mode cuda_heap_mode(const std::string& setting, const Topology& topolo
     return CudaHeap::Mode::Vmm;
   }
   if (rank == 0) {
-    log::emit(log::Level::Warning, "MORI_SHMEM_MODE=", setting, " with PEs on other nodes: the device proxy's copies "
-              "into a static heap wait for this process's CUDA calls, and can hang behind a kernel launch that "
-              "waits for the GPU; vmm_heap avoids that (docs/user-guide/shmem.md, CUDA backend notes)");
+    log::emit(log::Level::Warning, "MORI_SHMEM_MODE=", setting,
+              " with PEs on other nodes: the device proxy then shares this process's CUDA context, whose calls "
+              "wait for each other, and can hang behind a kernel launch that waits for the GPU; vmm_heap avoids "
+              "that (docs/user-guide/shmem.md, CUDA backend notes)");
   }
   return mode;
 }

@@ -43,9 +43,11 @@ CudaHeap::CudaHeap(Bootstrap& bootstrap, uint64_t size, Mode mode, int device, d
                    double wait_timeout_s, const Topology& topology)
     : mode_(mode), rank_(bootstrap.rank()), size_(size), peer_bases_(bootstrap.nranks(), nullptr),
       remote_(topology.remote) {
-  // A PE with remote peers serves a device proxy: its copies get a CUDA context of their own.
+  // A PE with remote peers serves a device proxy: with a vmm heap its copies, stream writes and
+  // atomic kernel get a CUDA context of their own. Not with a static heap: a kernel of another
+  // context cannot address cuMemAlloc'd memory, so the remote atomics would fault there.
   const bool proxied = std::any_of(topology.remote.begin(), topology.remote.end(), [](uint8_t r) { return r != 0; });
-  context_ = std::make_unique<cuda::DeviceContext>(device, rank_, wait_timeout_s, proxied);
+  context_ = std::make_unique<cuda::DeviceContext>(device, rank_, wait_timeout_s, proxied && mode == Mode::Vmm);
   const cuda::Driver& d = cuda::driver();
   try {
     if (mode == Mode::Vmm) {
