@@ -54,9 +54,17 @@ DeviceContext::DeviceContext(int requested, int rank, double timeout_s, bool own
   check(d.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain", "opening the GPU's context");
   work_context_ = context_;
   try {
-    if (own_work_context) {
-      // cuCtxCreate makes the new context current: the primary one is made current again below.
-      check(d.cuCtxCreate(&work_context_, 0, device_), "cuCtxCreate", "creating the device proxy's CUDA context");
+    // cuCtxCreate makes the new context current: the primary one is made current again below.
+    const CUresult created = own_work_context ? d.cuCtxCreate(&work_context_, 0, device_) : kSuccess;
+    if (created != kSuccess) {
+      // Under MPS every context takes hardware queues from one pool that many PEs on one GPU can
+      // exhaust: the proxy then shares the application's context, as it did before it had one.
+      work_context_ = context_;
+      const char* name = nullptr;
+      d.cuGetErrorName(created, &name);
+      log::emit(log::Level::Warning, "PE ", rank, ": no CUDA context of its own for the device proxy (cuCtxCreate: ",
+                name != nullptr ? name : "unknown error", "); it shares the application's, whose kernel launches "
+                "can then hold it back (docs/user-guide/shmem.md, CUDA backend notes)");
     }
     const WorkScope work(*this);
     check(d.cuStreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate", "creating the PE's copy stream");
@@ -67,7 +75,7 @@ DeviceContext::DeviceContext(int requested, int rank, double timeout_s, bool own
   }
   bind();
   log::emit(log::Level::Debug, "PE ", rank, " uses GPU ", ordinal_, " of ", count,
-            own_work_context ? ", its device proxy a CUDA context of its own" : "");
+            work_context_ != context_ ? ", its device proxy a CUDA context of its own" : "");
 }
 
 DeviceContext::~DeviceContext() { release(); }
