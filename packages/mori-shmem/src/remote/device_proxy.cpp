@@ -54,7 +54,9 @@ DeviceProxy::~DeviceProxy() {
 }
 
 void DeviceProxy::run() {
-  context_.bind();
+  // Everything this thread asks of CUDA runs in the work context: current for the thread's life,
+  // so that the WorkScope of each copy and posted word finds it current and switches nothing.
+  const cuda::DeviceContext::WorkScope work(context_);
   uint64_t head = 0;
   uint64_t idle = 0;
   uint64_t last_done_ns = 0;  // 0: no request yet, or the last one was long ago (the proxy napped)
