@@ -10,11 +10,12 @@
  *      not atomic over PCIe.
  *   2. It waits until the slot (ticket % capacity) is free: ticket < head + capacity.
  *   3. It writes the entry, then publishes it with a release store of state = ticket + 1.
- *   4. The proxy takes entries in ticket order, carries each out, and then sets state = 0 (slot
- *      free) or, for a request with an answer (a fetching atomic), stores the answer and sets
- *      state = ANSWERED | ticket; the kernel reads the answer and frees the slot itself. `done`
- *      counts the requests carried out, in order: a kernel that waits for done > ticket knows its
- *      request (and every earlier one) is complete.
+ *   4. The proxy takes entries in ticket order (ready puts and QUIETs together as one batch, whose
+ *      puts it merges: NOTE [coalesced puts] in src/remote/put_batch.hpp), carries them out, and
+ *      then sets state = 0 (slot free) or, for a request with an answer (a fetching atomic),
+ *      stores the answer and sets state = ANSWERED | ticket; the kernel reads the answer and
+ *      frees the slot itself. `done` counts the requests carried out, in order: a kernel that
+ *      waits for done > ticket knows its request (and every earlier one) is complete.
  * Kernels wait on head and done in GPU memory (device_words), which the proxy keeps equal to the
  * ring's own words with stream writes: GPU threads polling pinned host memory across PCIe slow
  * every copy between host and GPU 20 to 140 fold, the proxy's staging copies among them (issue

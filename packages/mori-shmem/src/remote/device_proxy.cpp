@@ -4,11 +4,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/back_off.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "mori_shmem/device_state.h"
+#include "remote/put_batch.hpp"
 
 namespace mori::shmem::remote {
 
@@ -68,11 +71,16 @@ void DeviceProxy::run() {
       const uint64_t start_ns = monotonic_ns();
       if (last_done_ns != 0) times_.add(kWait, start_ns - last_done_ns);
       const unsigned op = entry.op < kWait ? entry.op : 0;
-      execute(entry, ticket);
+      uint64_t end = ticket + 1;
+      if (batchable(entry.op)) {
+        end = execute_batch(ticket);
+      } else {
+        execute(entry, ticket);
+      }
       last_done_ns = monotonic_ns();
       times_.add(op, last_done_ns - start_ns);
-      next_.store(ticket + 1, std::memory_order_release);
-      publish(offsetof(mori_shmem_proxy_words_t, done), ticket + 1);
+      next_.store(end, std::memory_order_release);
+      publish(offsetof(mori_shmem_proxy_words_t, done), end);
       idle = 0;
     } else {
       idle_back_off(++idle);
@@ -146,6 +154,42 @@ void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
     }
   }
   store_release(&entry.state, 0);
+}
+
+bool DeviceProxy::batchable(unsigned op) { return op == MORI_SHMEM_PROXY_PUT || op == MORI_SHMEM_PROXY_QUIET; }
+
+uint64_t DeviceProxy::execute_batch(uint64_t first) {
+  // NOTE [coalesced puts]: every ready put or QUIET from `first` on, up to a ring's worth.
+  std::vector<PutPiece> puts;
+  bool quiet = false;
+  uint64_t end = first;
+  for (; end < first + MORI_SHMEM_PROXY_RING_ENTRIES; ++end) {
+    const mori_shmem_proxy_entry_t& e = ring_->entries[end % MORI_SHMEM_PROXY_RING_ENTRIES];
+    if (load_acquire(&e.state) != end + 1 || !batchable(e.op)) break;
+    if (e.op == MORI_SHMEM_PROXY_QUIET) {
+      quiet = true;
+    } else {
+      puts.push_back({e.pe, e.offset, e.local, e.bytes});
+    }
+  }
+  int pe = -1;
+  try {
+    for (const PutPiece& transfer : coalesce_puts(std::move(puts), kMaxTransferBytes)) {
+      pe = transfer.pe;
+      io_.put(conduit_, transfer.pe, transfer.offset, reinterpret_cast<const void*>(transfer.local), transfer.bytes);
+    }
+    pe = -1;
+    if (quiet) conduit_.quiet();
+  } catch (const std::exception& e) {
+    // As in execute: the requests count as done, the error word says what happened.
+    log::emit(log::Level::Error, "PE ", rank_, ": device proxy ", pe >= 0 ? "put to PE " : "quiet",
+              pe >= 0 ? std::to_string(pe) : std::string(), " failed: ", e.what());
+    record_device_error(MORI_SHMEM_DEVICE_ERR_UNREACHABLE_PE);
+  }
+  for (uint64_t ticket = first; ticket < end; ++ticket) {
+    store_release(&ring_->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES].state, 0);
+  }
+  return end;
 }
 
 void DeviceProxy::record_device_error(uint32_t code) {

@@ -34,6 +34,13 @@ class DeviceProxy {
  private:
   void run();
   void execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket);
+  // Whether a request of op joins a batch (NOTE [coalesced puts] in put_batch.hpp).
+  static bool batchable(unsigned op);
+  // Carries out the batch of requests that starts at the ready ticket `first` and returns the
+  // ticket after it.
+  uint64_t execute_batch(uint64_t first);
+  // A merged transfer's bound: the staging copies and sends of one stay within a few chunks.
+  static constexpr uint64_t kMaxTransferBytes = 64ull << 20;
   void record_device_error(uint32_t code);
   // Sets a word kernels poll: in the ring (pinned host memory) and in its copy in GPU memory.
   void publish(size_t word_offset, uint64_t value);
@@ -51,8 +58,9 @@ class DeviceProxy {
   cuda::VmmBlock device_words_block_;
   cuda::CUdeviceptr device_words_;
   std::atomic<uint64_t> next_{0};  // the next ticket to carry out
-  // Per request op (proxy_ring.h's codes, 0 unused), and the waits between requests: the time
-  // from one request's completion to the next one's arrival, while kernels were posting.
+  // Per request op (proxy_ring.h's codes, 0 unused; a batch of puts and QUIETs under its first
+  // request's), and the waits between requests: the time from one request's completion to the
+  // next one's arrival, while kernels were posting.
   TimeAccount<10> times_{{"-", "put", "get", "put_signal", "signal", "amo", "amo_fetch", "put_imm", "quiet",
                           "wait for the next request"}};
   bool publish_failed_ = false;  // proxy thread only
