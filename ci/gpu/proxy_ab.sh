@@ -10,15 +10,17 @@
 #   ab:    1 .. 16 MiB on new, and on new built with $AB_FLAGS (MORI_JIT_EXTRA_FLAGS, e.g. a define
 #          that switches a device-side variant) when set;
 #   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
-#          (2 x 2 PEs, $EP_TOKENS tokens, verified, beside a socket copy) and test_internode.py -k cuda;
+#          (2 x 2 PEs or $EP_WORLD as two nodes, $EP_TOKENS tokens, verified, beside a socket copy) and test_internode.py -k cuda;
 #   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
 #          without MPS (the sanitizer does not attach to MPS clients);
+#   pytest: builds mori-viz, mori-ep and mori-cco against new, then runs pytest with $PYTEST_ARGS (paths
+#          and -k of those packages' tests) under MPS, $PYTEST_TIMEOUT s (300) at most;
 #   hang:  the small-size hang (docs/benchmarks/shmem.md): 4 KiB puts on new, each PE's threads'
 #          native stacks (cuda-gdb) $HANG_AFTER s (45) in, then Python's (faulthandler); with
 #          $HANG_ENV (e.g. CUDA_DEVICE_MAX_CONNECTIONS=32) in the PEs' environment when set.
 # Output (logs, JSON) lands in $OUT (or ./proxy-ab). Needs .whl/ as ci/gpu/setup.sh does.
 set -uo pipefail
-stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, ep, sanitize, hang}
+stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, ep, sanitize, pytest, hang}
 base_dir=${2:-}
 out=${OUT:-proxy-ab}
 mkdir -p "$out"
@@ -49,7 +51,7 @@ build "$new_dir" new || exit 1
 with() {  # with NAME CMD...: CMD with that build of mori-shmem (and viz, ep once built) first on the path
   local site=/tmp/proxy-ab-$1
   shift
-  PYTHONPATH="$site:/tmp/proxy-ab-viz:/tmp/proxy-ab-ep:/tmp/proxy-ab-root:$tools" \
+  PYTHONPATH="$site:/tmp/proxy-ab-viz:/tmp/proxy-ab-ep:/tmp/proxy-ab-cco:/tmp/proxy-ab-root:$tools" \
     PATH="$site/bin:/tmp/proxy-ab-ep/bin:$PATH" "$@"
 }
 
@@ -109,10 +111,10 @@ case $stage in
     with new build packages/mori-viz viz || exit 1
     with new build packages/mori-ep ep || exit 1
     for type in ${EP_TYPES:-InterNodeV1 InterNodeV1LL InterNode AsyncLL}; do
-      step "mori-ep-bench $type 2x2"
+      step "mori-ep-bench $type ${EP_WORLD:-4} PEs"
       mps_off
       mps_on
-      with new timeout "${EP_BENCH_TIMEOUT:-100}" mori-ep-bench --world-size 4 --max-tokens ${EP_TOKENS:-128 4096} \
+      with new timeout "${EP_BENCH_TIMEOUT:-100}" mori-ep-bench --world-size ${EP_WORLD:-4} --max-tokens ${EP_TOKENS:-128 4096} \
         --iterations 10 --kernel-type "$type" --json "$out/ep-$type.json" >"$out/ep-$type.out" 2>&1
       echo "exit $?" >>"$out/ep-$type.out"
       grep -vE "^\[#" "$out/ep-$type.out" | tail -12 | tee -a "$log"
@@ -134,6 +136,16 @@ case $stage in
       echo "$tool exit $?" | tee -a "$log"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/sanitize-$tool.out" | tail -8 | tee -a "$log"
     done
+    ;;
+  pytest)
+    for package in viz ep cco; do with new build "packages/mori-$package" "$package" || exit 1; done
+    mps_off
+    mps_on
+    step "pytest ${PYTEST_ARGS:?pytest stage: set PYTEST_ARGS}"
+    with new timeout "${PYTEST_TIMEOUT:-300}" python3 -m pytest -v -p no:cacheprovider $PYTEST_ARGS >"$out/pytest.out" 2>&1
+    echo "exit $?" >>"$out/pytest.out"
+    grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E |exit" "$out/pytest.out" | tail -40 | tee -a "$log"
+    mps_off
     ;;
   hang)
     mps_off

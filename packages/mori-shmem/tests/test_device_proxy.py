@@ -48,7 +48,7 @@ def _run(program, nranks, layout, *args):
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_put_get_through_the_proxy(gpu, layout):
     rng = random.Random(7)
-    sizes = (1, 4096 + 5, (9 << 20) + 7)  # the largest is staged in two pieces
+    sizes = (1, 4096 + 5, (9 << 20) + 7)  # the largest is staged in five pieces (NOTE [staging pipeline])
     cases = [(op, scope, nbytes, rng.randrange(16), rng.randrange(16), False)
              for op, scope in itertools.product(range(4), range(3)) for nbytes in sizes]  # fmt: skip
     cases += [(op, 2, 1000, 3, 5, True) for op in range(4)]  # module-global form
@@ -87,7 +87,7 @@ def test_atomics_through_the_proxy(gpu):
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_signal_wait_ordering_through_the_proxy(gpu, layout):
     cases = [(mode, scope, op, nbytes, 3, 5) for mode in range(5) for scope in range(3)
-             for op, nbytes in ((9, 4000), (10, 300_000))]  # fmt: skip
+             for op, nbytes in ((9, 4000), (10, 300_000), (10, (5 << 20) + 3))]  # fmt: skip
     assert _run(device_programs.signal_pingpong, 4, layout, cases) == [len(cases)] * 4
 
 

@@ -156,6 +156,38 @@ void DeviceContext::launch_single(CUfunction f, void** params) const {
   finish(stream_, "applying a remote atomic to the GPU heap");
 }
 
+CUstream DeviceContext::create_stream() const {
+  const WorkScope work(*this);
+  CUstream stream = nullptr;
+  check(driver().cuStreamCreate(&stream, kStreamNonBlocking), "cuStreamCreate", "creating a staging copy stream");
+  return stream;
+}
+
+void DeviceContext::destroy_stream(CUstream stream) const noexcept {
+  if (stream == nullptr) return;
+  try {
+    const WorkScope work(*this);
+    driver().cuStreamDestroy(stream);
+  } catch (const std::exception& e) {
+    log::emit(log::Level::Warning, "could not destroy a staging copy stream: ", e.what());
+  }
+}
+
+void DeviceContext::copy_async(void* dst, const void* src, size_t bytes, CUstream stream) const {
+  if (bytes == 0) return;
+  const WorkScope work(*this);
+  const RelaxedCapture relaxed;
+  check(driver().cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
+                               stream),
+        "cuMemcpyAsync", "staging a copy to or from the GPU heap");
+}
+
+void DeviceContext::finish_stream(CUstream stream, const char* what) const {
+  const WorkScope work(*this);
+  const RelaxedCapture relaxed;
+  finish(stream, what);
+}
+
 void DeviceContext::finish(CUstream stream, const char* what) const {
   const Driver& d = driver();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);

@@ -62,6 +62,14 @@ class DeviceContext {
   // stream and returns when it has finished.
   void launch_single(CUfunction f, void** params) const;
 
+  // Streams of the work context besides the PE's own, for copies that overlap one another (the
+  // remote transport's staging slots): copy_async queues and returns at once, finish_stream
+  // returns once everything queued on the stream has run (bounded like every wait here).
+  CUstream create_stream() const;
+  void destroy_stream(CUstream stream) const noexcept;
+  void copy_async(void* dst, const void* src, size_t bytes, CUstream stream) const;
+  void finish_stream(CUstream stream, const char* what) const;
+
  private:
   void release() noexcept;
   // Returns once everything queued on stream has run. Polls rather than cuStreamSynchronize, so

@@ -12,7 +12,12 @@ namespace mori::shmem::remote {
 
 namespace {
 
-constexpr size_t kStagingBytes = 8 << 20;
+// NOTE [staging pipeline]. Outbound: 8 MiB in 4 slots, so a transfer of 2 MiB or more is on the
+// wire while its next pieces copy out of the GPU. Inbound: 2 MiB in 4 slots for each connection
+// being served (a TCP stream, which the conduit stripes transfers of 512 KiB and more over), at
+// most 8 such sets at once.
+constexpr size_t kOutboundSlots = 4, kOutboundSlotBytes = 2 << 20;
+constexpr size_t kInboundSlots = 4, kInboundSlotBytes = 512 << 10, kInboundSets = 8;
 
 // mori_shmem_amo_b32 / _b64(addr, op, value, compare, out): *out = the old value of the word at
 // addr after applying op (0 load, 1 store, 2 add, 3 and, 4 or, 5 xor, 6 exchange, 7 compare-and-
@@ -69,32 +74,12 @@ int kernel_op(int amo, uint64_t* value) {
 
 }  // namespace
 
-PinnedBuffer::PinnedBuffer(const cuda::DeviceContext& context, size_t bytes) : size_(bytes) {
-  const cuda::Driver& d = cuda::driver();
-  context.bind();
-  void* host = nullptr;
-  cuda::check(d.cuMemHostAlloc(&host, bytes, cuda::kMemHostAllocPortable | cuda::kMemHostAllocDeviceMap),
-              "cuMemHostAlloc", "allocating pinned staging memory for the remote transport");
-  host_ = static_cast<uint8_t*>(host);
-  cuda::CUdeviceptr device = 0;
-  const cuda::CUresult mapped = d.cuMemHostGetDevicePointer(&device, host, 0);
-  if (mapped != cuda::kSuccess) {
-    d.cuMemFreeHost(host);
-    cuda::check(mapped, "cuMemHostGetDevicePointer", "mapping pinned memory into the GPU");
-  }
-  device_ = device;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (host_ != nullptr) cuda::driver().cuMemFreeHost(host_);
-}
-
 GpuRemoteIo::GpuRemoteIo(const cuda::DeviceContext& context, uint8_t* heap_base, uint64_t heap_size)
     : context_(context),
       heap_(heap_base),
       heap_size_(heap_size),
-      inbound_(context, kStagingBytes),
-      outbound_(context, kStagingBytes),
+      inbound_(context, kInboundSlots, kInboundSlotBytes, kInboundSets),
+      outbound_(context, kOutboundSlots, kOutboundSlotBytes),
       answer_(context, 64) {
   const std::string ptx = ".version 7.0\n.target sm_70\n.address_size 64\n" + amo_kernel(32) + amo_kernel(64);
   const cuda::Driver& d = cuda::driver();
@@ -119,27 +104,19 @@ GpuRemoteIo::~GpuRemoteIo() {
 }
 
 void GpuRemoteIo::receive(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline) {
-  std::lock_guard<std::mutex> lock(inbound_mutex_);
-  for (uint64_t done = 0; done < length;) {
-    const size_t chunk = std::min<uint64_t>(inbound_.size(), length - done);
-    const uint64_t t0 = monotonic_ns();
-    socket.recv_all(inbound_.host(), chunk, deadline, "a put's payload");
-    const uint64_t t1 = monotonic_ns();
-    context_.copy(heap_ + offset + done, inbound_.host(), chunk);
-    times_.add(kInWire, t1 - t0);
-    times_.add(kInCopy, monotonic_ns() - t1);
-    done += chunk;
-  }
+  const StagingPool::Lease slots = inbound_.take(deadline);
+  slots->receive_into(
+      heap_ + offset, length,
+      [&](uint8_t* host, uint64_t, size_t bytes) { socket.recv_all(host, bytes, deadline, "a put's payload"); },
+      times_, {kInCopy, kInWire});
 }
 
 void GpuRemoteIo::send(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline) {
-  std::lock_guard<std::mutex> lock(inbound_mutex_);
-  for (uint64_t done = 0; done < length;) {
-    const size_t chunk = std::min<uint64_t>(inbound_.size(), length - done);
-    context_.copy(inbound_.host(), heap_ + offset + done, chunk);
-    socket.send_all(inbound_.host(), chunk, deadline, "a get's data");
-    done += chunk;
-  }
+  const StagingPool::Lease slots = inbound_.take(deadline);
+  slots->send_from(
+      heap_ + offset, length,
+      [&](const uint8_t* host, uint64_t, size_t bytes) { socket.send_all(host, bytes, deadline, "a get's data"); },
+      times_, {kInCopy, kInWire});
 }
 
 void GpuRemoteIo::signal(uint64_t offset, uint64_t value, int sig_op) {
@@ -148,7 +125,7 @@ void GpuRemoteIo::signal(uint64_t offset, uint64_t value, int sig_op) {
   // a fenced stream write, which needs no SM: the waiter may be one of the grids that fill them
   // (PEs sharing a GPU). An add needs the atomic kernel.
   if (sig_op == MORI_SHMEM_SIGNAL_SET) {
-    std::lock_guard<std::mutex> lock(inbound_mutex_);
+    std::lock_guard<std::mutex> lock(word_mutex_);
     context_.write_word(heap_ + offset, value);  // the conduit checked it is an aligned heap word
     return;
   }
@@ -160,7 +137,7 @@ uint64_t GpuRemoteIo::amo(uint64_t offset, int amo_code, int type, uint64_t valu
   unsigned op = static_cast<unsigned>(kernel_op(amo_code, &value));
   uint64_t address = reinterpret_cast<uint64_t>(heap_ + offset);
   uint64_t out = answer_.device();
-  std::lock_guard<std::mutex> lock(inbound_mutex_);
+  std::lock_guard<std::mutex> lock(word_mutex_);
   if (width == 4) {
     uint32_t v = static_cast<uint32_t>(value), c = static_cast<uint32_t>(compare);
     void* params[] = {&address, &op, &v, &c, &out};
@@ -176,40 +153,33 @@ uint64_t GpuRemoteIo::amo(uint64_t offset, int amo_code, int type, uint64_t valu
 
 void GpuRemoteIo::put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes) {
   std::lock_guard<std::mutex> lock(outbound_mutex_);
-  for (size_t done = 0; done < nbytes;) {
-    const size_t chunk = std::min(outbound_.size(), nbytes - done);
-    const uint64_t t0 = monotonic_ns();
-    context_.copy(outbound_.host(), static_cast<const uint8_t*>(local) + done, chunk);
-    const uint64_t t1 = monotonic_ns();
-    conduit.put(pe, offset + done, outbound_.host(), chunk);  // returns once the bytes are sent
-    times_.add(kOutCopy, t1 - t0);
-    times_.add(kOutWire, monotonic_ns() - t1);
-    done += chunk;
-  }
+  outbound_.send_from(
+      static_cast<const uint8_t*>(local), nbytes,
+      [&](const uint8_t* host, uint64_t begin, size_t bytes) { conduit.put(pe, offset + begin, host, bytes); },
+      times_, {kOutCopy, kOutWire});
 }
 
 void GpuRemoteIo::get(Conduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes) {
   std::lock_guard<std::mutex> lock(outbound_mutex_);
-  for (size_t done = 0; done < nbytes;) {
-    const size_t chunk = std::min(outbound_.size(), nbytes - done);
-    conduit.get(pe, offset + done, outbound_.host(), chunk);
-    context_.copy(static_cast<uint8_t*>(local) + done, outbound_.host(), chunk);
-    done += chunk;
-  }
+  outbound_.receive_into(
+      static_cast<uint8_t*>(local), nbytes,
+      [&](uint8_t* host, uint64_t begin, size_t bytes) { conduit.get(pe, offset + begin, host, bytes); },
+      times_, {kOutCopy, kOutWire});
 }
 
 void GpuRemoteIo::put_signal(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
                              uint64_t signal_offset, uint64_t signal, int sig_op) {
-  // All but the last chunk go as plain puts, which quiet completes before the last chunk travels
-  // with the signal: the signal may not overtake data on another stream.
-  const size_t last = nbytes > outbound_.size() ? nbytes - (nbytes - 1) % outbound_.size() - 1 : 0;
+  // All but the last slot's worth go as plain puts, which quiet completes before the last piece
+  // travels with the signal: the signal may not overtake data on another stream.
+  const size_t slot = outbound_.slot_bytes();
+  const size_t last = nbytes > slot ? nbytes - (nbytes - 1) % slot - 1 : 0;
   if (last > 0) {
     put(conduit, pe, offset, local, last);
     conduit.quiet();
   }
   std::lock_guard<std::mutex> lock(outbound_mutex_);
-  context_.copy(outbound_.host(), static_cast<const uint8_t*>(local) + last, nbytes - last);
-  conduit.put_signal(pe, offset + last, outbound_.host(), nbytes - last, signal_offset, signal, sig_op);
+  const uint8_t* staged = outbound_.stage(static_cast<const uint8_t*>(local) + last, nbytes - last);
+  conduit.put_signal(pe, offset + last, staged, nbytes - last, signal_offset, signal, sig_op);
 }
 
 }  // namespace mori::shmem::remote

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The remote transport on the cuda backend, where the heap is GPU memory that sockets cannot read
-// or write: bytes are staged through pinned host buffers (one for what arrives, one for what
-// leaves, so a PE serving a peer never waits for its own outbound transfer). Signal sets arriving
+// or write: bytes are staged through pinned host memory (NOTE [staging pipeline]: slots for what
+// leaves, and a set of slots for each connection being served, so a PE serving a peer never waits
+// for its own outbound transfer). Signal sets arriving
 // for the heap are stream writes; other atomics run as a one-thread kernel, PTX written here and
 // JIT-compiled by the driver, so the library still needs no CUDA compiler or headers at build time.
 #pragma once
@@ -13,26 +14,11 @@
 #include "cuda/context.hpp"
 #include "remote/conduit.hpp"
 #include "remote/heap_access.hpp"
+#include "remote/pinned_buffer.hpp"
+#include "remote/staging_slots.hpp"
 #include "remote/time_account.hpp"
 
 namespace mori::shmem::remote {
-
-// Pinned, device-mapped host memory (cuMemHostAlloc PORTABLE | DEVICEMAP).
-class PinnedBuffer {
- public:
-  PinnedBuffer(const cuda::DeviceContext& context, size_t bytes);
-  ~PinnedBuffer();
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  uint8_t* host() const { return host_; }
-  uint64_t device() const { return device_; }  // the same memory as the GPU addresses it
-  size_t size() const { return size_; }
-
- private:
-  uint8_t* host_ = nullptr;
-  uint64_t device_ = 0;
-  size_t size_;
-};
 
 class GpuRemoteIo final : public HeapAccess {
  public:
@@ -58,11 +44,11 @@ class GpuRemoteIo final : public HeapAccess {
   const cuda::DeviceContext& context_;
   uint8_t* heap_;
   uint64_t heap_size_;
-  std::mutex inbound_mutex_;
-  PinnedBuffer inbound_;
+  StagingPool inbound_;
   std::mutex outbound_mutex_;
-  PinnedBuffer outbound_;
-  PinnedBuffer answer_;  // where the atomic kernel writes the old value
+  StagingSlots outbound_;
+  std::mutex word_mutex_;  // the PE's stream's words and atomics, and answer_
+  PinnedBuffer answer_;    // where the atomic kernel writes the old value
   // Staging copies and socket time of each direction, logged at finalize (time_account.hpp).
   enum Phase : size_t { kOutCopy, kOutWire, kInWire, kInCopy };
   TimeAccount<4> times_{{"outbound copy from the GPU", "outbound conduit put", "inbound socket receive",

@@ -128,6 +128,12 @@ def pe_program(
     copy_src = torch.empty(largest, dtype=torch.uint8, device="cuda")
     copy_dst = torch.empty_like(copy_src)
     sm_count = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    if bytes_per_size:
+        # Each PE stands for a node with a GPU of its own: its grid is what its share of this GPU's
+        # SMs holds at once. A grid sized for the whole GPU runs in waves beside the other PEs' grids,
+        # and a block waiting in its quiet for the proxy holds back the launch of the next wave,
+        # which measures the GPU's sharing, not the proxy (docs/benchmarks/shmem.md).
+        sm_count = max(1, sm_count // pes_sharing_the_gpu(rank, nranks, torch.cuda.device_count()))
     stream = torch.cuda.current_stream()
     peer = (rank + 1) % nranks
     peer_of_me = (rank - 1) % nranks  # whose puts land in this PE's dest
@@ -168,6 +174,11 @@ def pe_program(
     shmem.shmem_barrier_all()
     shmem.shmem_finalize()
     return {"rows": rows, "latency_s": latency_s, "sm_count": sm_count}
+
+
+def pes_sharing_the_gpu(rank: int, nranks: int, devices: int) -> int:
+    """PEs on ``rank``'s GPU under the default placement (MORI_SHMEM_DEVICE unset: rank % devices)."""
+    return sum(1 for other in range(nranks) if other % devices == rank % devices)
 
 
 def _pattern(rank: int, nbytes: int, torch: Any) -> Any:

@@ -8,7 +8,8 @@ default) and completes the kernel's quiet. Both PEs put at once; the table gives
 beside the same puts issued by the host through the conduit (the proxy's ceiling:
 ``proxy_over_conduit``) and a plain loopback socket copy of the same sizes in one direction
 (bench_remote), and the 8-byte put-with-signal ping-pong through both proxies beside a socket
-ping-pong. ``sweep_s`` is the wall time of the PEs' whole run (every size, scope and ping-pong).
+ping-pong. A PE's grid is sized for its share of the GPU's SMs (``sm_count`` in the JSON), as if
+each node had a GPU of its own. ``sweep_s`` is the wall time of the PEs' whole run (every size, scope and ping-pong).
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ def main_device_proxy(args: argparse.Namespace) -> int:
     rows = []
     lines = [
         f"mori-shmem-bench --device-proxy: 2 PEs on one GPU, each a node of its own, {conduit} conduit on "
-        f"loopback ({STREAMS} streams); GB/s per PE (both put at once); conduit = the same puts from the "
-        "host; socket = a plain socket copy, one direction",
+        f"loopback ({STREAMS} streams); GB/s per PE (both put at once, each a grid for "
+        f"{per_pe[0]['sm_count']} SMs); conduit = the same puts from the host; socket = a plain socket copy, "
+        "one direction",
         header(_COLUMNS),
     ]
     for measured in summary:
@@ -106,6 +108,7 @@ def main_device_proxy(args: argparse.Namespace) -> int:
         "latency_us": latency_us,
         "socket_latency_us": socket_us,
         "sweep_s": sweep_s,
+        "sm_count": per_pe[0]["sm_count"],
     }
     write_json(args.output, document)
     return 0

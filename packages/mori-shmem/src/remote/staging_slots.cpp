@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+#include "remote/staging_slots.hpp"
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace mori::shmem::remote {
+
+StagingSlots::StagingSlots(const cuda::DeviceContext& context, size_t slots, size_t slot_bytes)
+    : context_(context), slot_bytes_(slot_bytes), buffer_(context, slots * slot_bytes) {
+  // send_from queues a copy into every slot but the one being sent: one slot would copy nothing ahead.
+  if (slots < 2) throw_error(MORI_SHMEM_ERR_INTERNAL, "staging needs at least 2 slots, not ", slots);
+  streams_.reserve(slots);
+  try {
+    for (size_t i = 0; i < slots; ++i) streams_.push_back(context_.create_stream());
+  } catch (...) {
+    for (cuda::CUstream stream : streams_) context_.destroy_stream(stream);
+    throw;
+  }
+}
+
+StagingSlots::~StagingSlots() {
+  settle();  // no copy may still read or write the pinned memory that goes with this object
+  for (cuda::CUstream stream : streams_) context_.destroy_stream(stream);
+}
+
+const uint8_t* StagingSlots::stage(const uint8_t* src, size_t nbytes) {
+  context_.copy_async(slot(0), src, nbytes, stream(0));
+  context_.finish_stream(stream(0), "staging a transfer out of the GPU heap");
+  return slot(0);
+}
+
+void StagingSlots::settle() noexcept {
+  for (cuda::CUstream stream : streams_) {
+    try {
+      context_.finish_stream(stream, "finishing the staging copies of a failed transfer");
+    } catch (const std::exception& e) {
+      log::emit(log::Level::Warning, "remote transport: ", e.what());
+    }
+  }
+}
+
+StagingPool::StagingPool(const cuda::DeviceContext& context, size_t slots, size_t slot_bytes, size_t sets)
+    : sets_(sets) {
+  // All made here: pinned allocations and stream creation are calls a CUDA graph capture in the
+  // application's threads (global mode) would refuse, and the refusal would end that capture.
+  idle_.reserve(sets);
+  for (size_t i = 0; i < sets; ++i) idle_.push_back(std::make_unique<StagingSlots>(context, slots, slot_bytes));
+}
+
+StagingPool::Lease StagingPool::take(const Deadline& deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!returned_.wait_until(lock, deadline.at, [this] { return !idle_.empty(); })) {
+    throw_error(MORI_SHMEM_ERR_TIMEOUT, "the remote transport's ", sets_,
+                " inbound staging buffers stayed busy until the request's deadline");
+  }
+  std::unique_ptr<StagingSlots> slots = std::move(idle_.back());
+  idle_.pop_back();
+  return Lease(*this, std::move(slots));
+}
+
+void StagingPool::give_back(std::unique_ptr<StagingSlots> slots) {
+  if (!slots) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.push_back(std::move(slots));
+  }
+  returned_.notify_one();
+}
+
+}  // namespace mori::shmem::remote

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+// NOTE [staging pipeline]: the remote transport moves GPU bytes through pinned host memory. With
+// one staging buffer the copy out of the GPU, the socket and the copy into the peer's GPU ran one
+// after another, and a PE's streams took turns at its one inbound buffer: the conduit moved about
+// a third of what the socket does (issue 32). A transfer now goes through slots, each with a copy
+// stream of its own, so the copy of one slot runs while another slot is on the wire, and each
+// connection being served takes a set of slots of its own from a small pool.
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "bootstrap/socket.hpp"
+#include "cuda/context.hpp"
+#include "remote/pinned_buffer.hpp"
+#include "remote/time_account.hpp"
+
+namespace mori::shmem::remote {
+
+class StagingSlots {
+ public:
+  // Phases of a TimeAccount that the transfers below add their time to: waiting for staging copies,
+  // and the socket or conduit.
+  struct Phases {
+    size_t copy;
+    size_t wire;
+  };
+
+  StagingSlots(const cuda::DeviceContext& context, size_t slots, size_t slot_bytes);
+  ~StagingSlots();
+  StagingSlots(const StagingSlots&) = delete;
+  StagingSlots& operator=(const StagingSlots&) = delete;
+
+  size_t slot_bytes() const { return slot_bytes_; }
+
+  // Hands [src, src + nbytes) (memory the driver can copy) to sink(host_bytes, begin, length) a slot
+  // at a time, the next slots' copies running while sink has one. Returns once sink had them all.
+  template <typename Sink, typename Account>
+  void send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases);
+  // Fills [dst, dst + nbytes) from source(host_bytes, begin, length) a slot at a time, each slot's
+  // copy running while source fills the next. Returns once every byte is in place.
+  template <typename Source, typename Account>
+  void receive_into(uint8_t* dst, size_t nbytes, Source&& source, Account& times, Phases phases);
+  // Copies [src, src + nbytes), at most a slot, into slot 0 and returns it once the bytes are there.
+  const uint8_t* stage(const uint8_t* src, size_t nbytes);
+
+ private:
+  uint8_t* slot(size_t piece) const { return buffer_.host() + (piece % streams_.size()) * slot_bytes_; }
+  cuda::CUstream stream(size_t piece) const { return streams_[piece % streams_.size()]; }
+  size_t length(size_t piece, size_t nbytes) const { return std::min(slot_bytes_, nbytes - piece * slot_bytes_); }
+  // After a failed transfer: the copies still queued finish before anyone refills their slots.
+  void settle() noexcept;
+
+  const cuda::DeviceContext& context_;
+  size_t slot_bytes_;
+  PinnedBuffer buffer_;
+  std::vector<cuda::CUstream> streams_;  // one per slot
+};
+
+// Slot sets for the connections this PE serves: one each while it is in a transfer; a connection
+// finding all `sets` in use waits for one (until its deadline).
+class StagingPool {
+ public:
+  StagingPool(const cuda::DeviceContext& context, size_t slots, size_t slot_bytes, size_t sets);
+
+  class Lease {
+   public:
+    Lease(StagingPool& pool, std::unique_ptr<StagingSlots> slots) : pool_(pool), slots_(std::move(slots)) {}
+    ~Lease() { pool_.give_back(std::move(slots_)); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    StagingSlots* operator->() const { return slots_.get(); }
+
+   private:
+    StagingPool& pool_;
+    std::unique_ptr<StagingSlots> slots_;
+  };
+
+  Lease take(const Deadline& deadline);
+
+ private:
+  void give_back(std::unique_ptr<StagingSlots> slots);
+
+  size_t sets_;
+  std::mutex mutex_;
+  std::condition_variable returned_;
+  std::vector<std::unique_ptr<StagingSlots>> idle_;
+};
+
+template <typename Sink, typename Account>
+void StagingSlots::send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases) {
+  const size_t pieces = (nbytes + slot_bytes_ - 1) / slot_bytes_;
+  size_t staged = 0;
+  try {
+    for (size_t piece = 0; piece < pieces; ++piece) {
+      // Every slot but the one just sent is in use: pieces up to piece + slots - 1 may be copying.
+      for (const size_t end = std::min(pieces, piece + streams_.size()); staged < end; ++staged) {
+        context_.copy_async(slot(staged), src + staged * slot_bytes_, length(staged, nbytes), stream(staged));
+      }
+      const uint64_t t0 = monotonic_ns();
+      context_.finish_stream(stream(piece), "staging a transfer out of the GPU heap");
+      const uint64_t t1 = monotonic_ns();
+      sink(slot(piece), piece * slot_bytes_, length(piece, nbytes));
+      times.add(phases.copy, t1 - t0);
+      times.add(phases.wire, monotonic_ns() - t1);
+    }
+  } catch (...) {
+    settle();
+    throw;
+  }
+}
+
+template <typename Source, typename Account>
+void StagingSlots::receive_into(uint8_t* dst, size_t nbytes, Source&& source, Account& times, Phases phases) {
+  const size_t pieces = (nbytes + slot_bytes_ - 1) / slot_bytes_;
+  try {
+    for (size_t piece = 0; piece < pieces; ++piece) {
+      const uint64_t t0 = monotonic_ns();
+      // The slot's last copy (piece - slots) has left it before source refills it.
+      if (piece >= streams_.size()) context_.finish_stream(stream(piece), "staging a transfer into the GPU heap");
+      const uint64_t t1 = monotonic_ns();
+      source(slot(piece), piece * slot_bytes_, length(piece, nbytes));
+      const uint64_t t2 = monotonic_ns();
+      context_.copy_async(dst + piece * slot_bytes_, slot(piece), length(piece, nbytes), stream(piece));
+      times.add(phases.copy, t1 - t0);
+      times.add(phases.wire, t2 - t1);
+    }
+    const uint64_t t0 = monotonic_ns();
+    for (size_t piece = 0; piece < std::min(pieces, streams_.size()); ++piece) {
+      context_.finish_stream(stream(piece), "staging a transfer into the GPU heap");
+    }
+    if (pieces > 0) times.add(phases.copy, monotonic_ns() - t0);
+  } catch (...) {
+    settle();
+    throw;
+  }
+}
+
+}  // namespace mori::shmem::remote
