@@ -7,13 +7,12 @@ arrays), and contiguous slices posted in any order must become one transfer."""
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 
 import pytest
-from conftest import PACKAGE_ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from native_driver import build_native_driver
 
 Piece = tuple[int, int, int, int]  # pe, offset, local, bytes
 SPAN = 256  # target and source addresses stay below this in the random cases
@@ -21,16 +20,7 @@ SPAN = 256  # target and source addresses stay below this in the random cases
 
 @pytest.fixture(scope="module")
 def coalesce(tmp_path_factory: pytest.TempPathFactory):
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
-    exe = tmp_path_factory.mktemp("put_batch") / "coalesce_puts"
-    subprocess.run(
-        [compiler, "-std=c++17", "-O0", f"-I{PACKAGE_ROOT / 'src'}", "-o", str(exe),
-         str(PACKAGE_ROOT / "tests" / "native" / "coalesce_puts.cpp"),
-         str(PACKAGE_ROOT / "src" / "remote" / "put_batch.cpp")],
-        check=True, timeout=120,
-    )  # fmt: skip
+    exe = build_native_driver(tmp_path_factory.mktemp("put_batch"), "coalesce_puts", "remote/put_batch.cpp")
 
     def run(pieces: list[Piece], max_bytes: int = 1 << 40) -> list[Piece]:
         text = "\n".join([str(max_bytes), *(" ".join(map(str, p)) for p in pieces)]) + "\n"

@@ -4,12 +4,11 @@ and run against made-up sysfs trees; the expected lists follow MORI's reading of
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import PACKAGE_ROOT
+from native_driver import build_native_driver
 
 # device -> its ports, as /sys/class/infiniband/<device>/ports/<port> would list them.
 SYSFS = {"mlx5_0": ["1"], "mlx5_1": ["1", "2"], "mlx5_2": ["1"]}
@@ -17,17 +16,8 @@ SYSFS = {"mlx5_0": ["1"], "mlx5_1": ["1", "2"], "mlx5_2": ["1"]}
 
 @pytest.fixture(scope="module")
 def select(tmp_path_factory: pytest.TempPathFactory):
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        pytest.skip("no C++ compiler")
     work = tmp_path_factory.mktemp("rdma")
-    exe = work / "select_rdma_ports"
-    subprocess.run(
-        [compiler, "-std=c++17", "-O0", f"-I{PACKAGE_ROOT / 'src'}", "-o", str(exe),
-         str(PACKAGE_ROOT / "tests" / "native" / "select_rdma_ports.cpp"),
-         str(PACKAGE_ROOT / "src" / "remote" / "rdma_devices.cpp")],
-        check=True, timeout=120,
-    )  # fmt: skip
+    exe = build_native_driver(work, "select_rdma_ports", "remote/rdma_devices.cpp")
     root = work / "infiniband"
     for device, ports in SYSFS.items():
         for port in ports:
