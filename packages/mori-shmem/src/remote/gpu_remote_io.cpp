@@ -121,7 +121,8 @@ void GpuRemoteIo::send(Socket& socket, uint64_t offset, uint64_t length, const D
 
 void GpuRemoteIo::signal(uint64_t offset, uint64_t value, int sig_op) {
   rma::check_signal_op(sig_op);
-  // Both come after every copy into the heap that came before them on the same stream. A set is
+  // Both come after every copy into the heap that came before them: receive() returns once its
+  // staging copies are done, and the PE's stream orders the rest. A set is
   // a fenced stream write, which needs no SM: the waiter may be one of the grids that fill them
   // (PEs sharing a GPU). An add needs the atomic kernel.
   if (sig_op == MORI_SHMEM_SIGNAL_SET) {

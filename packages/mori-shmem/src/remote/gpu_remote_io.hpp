@@ -44,15 +44,16 @@ class GpuRemoteIo final : public HeapAccess {
   const cuda::DeviceContext& context_;
   uint8_t* heap_;
   uint64_t heap_size_;
-  StagingPool inbound_;
+  StagingPool inbound_;  // for the requests peers send: their puts' payloads and gets' answers
   std::mutex outbound_mutex_;
   StagingSlots outbound_;
   std::mutex word_mutex_;  // the PE's stream's words and atomics, and answer_
   PinnedBuffer answer_;    // where the atomic kernel writes the old value
-  // Staging copies and socket time of each direction, logged at finalize (time_account.hpp).
+  // Waits for staging copies, and socket or conduit time, of this PE's own transfers and of the
+  // requests it serves, logged at finalize (time_account.hpp).
   enum Phase : size_t { kOutCopy, kOutWire, kInWire, kInCopy };
-  TimeAccount<4> times_{{"outbound copy from the GPU", "outbound conduit put", "inbound socket receive",
-                         "inbound copy to the GPU"}};
+  TimeAccount<4> times_{{"own transfers' staging copies", "own transfers' conduit time", "served requests' socket time",
+                         "served requests' staging copies"}};
   cuda::CUmodule module_ = nullptr;
   cuda::CUfunction amo32_ = nullptr;
   cuda::CUfunction amo64_ = nullptr;
