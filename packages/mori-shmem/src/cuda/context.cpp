@@ -117,12 +117,8 @@ void DeviceContext::bind() const {
 
 void DeviceContext::copy(void* dst, const void* src, size_t bytes) const {
   if (bytes == 0) return;
-  const WorkScope work(*this);
-  const RelaxedCapture relaxed;
-  const Driver& d = driver();
-  check(d.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream_),
-        "cuMemcpyAsync", "copying to or from the GPU heap");
-  finish(stream_, "copying to or from the GPU heap");
+  copy_async(dst, src, bytes, stream_);
+  finish_stream(stream_, "copying to or from the GPU heap");
 }
 
 void DeviceContext::write_word(void* dst, uint64_t value) const {
@@ -179,7 +175,7 @@ void DeviceContext::copy_async(void* dst, const void* src, size_t bytes, CUstrea
   const RelaxedCapture relaxed;
   check(driver().cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
                                stream),
-        "cuMemcpyAsync", "staging a copy to or from the GPU heap");
+        "cuMemcpyAsync", "copying to or from the GPU heap");
 }
 
 void DeviceContext::finish_stream(CUstream stream, const char* what) const {
