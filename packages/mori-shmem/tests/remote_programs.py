@@ -127,6 +127,17 @@ def atomic_plans() -> dict[str, list[tuple[str, int, int]]]:
     return plans
 
 
+TEXT_BLOCK = 256
+
+
+def allgather_text(text: str) -> list[str]:
+    """Every PE's ``text``, padded to one width: an allgather's blocks must all have the same size
+    (pids of 5 and 6 digits made a flaky SymmetryError)."""
+    block = text.encode()
+    assert len(block) <= TEXT_BLOCK, text
+    return [b.rstrip(b"\0").decode() for b in shmem.shmem_bootstrap_allgather(block.ljust(TEXT_BLOCK, b"\0"))]
+
+
 def remote_peers(nranks: int) -> list[int]:
     return [pe for pe in range(nranks) if shmem.shmem_pe_transport(pe) == "remote"]
 
@@ -530,7 +541,7 @@ def intruders(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
     silent: list[socket.socket] = []
     with pe_session(rank, nranks, uid):
         endpoint = shmem.shmem_remote_endpoint()
-        endpoints = [e.decode() for e in shmem.shmem_bootstrap_allgather((endpoint or "").encode())]
+        endpoints = allgather_text(endpoint or "")
         out["endpoints"] = endpoints
         out["transport"] = shmem.shmem_pe_transport(1 - rank)
         n = 1 << 20
@@ -620,8 +631,7 @@ def conduit_flood(rank: int, nranks: int, uid: bytes, refused: int, silent: int)
     out: dict[str, Any] = {}
     held: list[socket.socket] = []
     with pe_session(rank, nranks, uid):
-        mine = (shmem.shmem_remote_endpoint() or "").encode()
-        target = shmem.shmem_bootstrap_allgather(mine)[1].decode()
+        target = allgather_text(shmem.shmem_remote_endpoint() or "")[1]
         n = 1 << 20
         buf = shmem.shmem_malloc(n)
         flag = shmem.shmem_malloc(8)
@@ -673,7 +683,7 @@ def silent_client_at_finalize(rank: int, nranks: int, uid: bytes, hold_s: float)
     """PE 0 opens a connection to PE 1's server, reads the nonce and says nothing more; it keeps the
     connection open for hold_s after its own finalize. PE 1's finalize must not wait for it."""
     init_pe(rank, nranks, uid)
-    endpoints = [e.decode() for e in shmem.shmem_bootstrap_allgather((shmem.shmem_remote_endpoint() or "").encode())]
+    endpoints = allgather_text(shmem.shmem_remote_endpoint() or "")
     sock = _connect(endpoints[1]) if rank == 0 else None
     if sock is not None:
         _recv_exact(sock, NONCE_BYTES)  # the server has accepted it and waits for the Hello
@@ -694,7 +704,7 @@ def peer_dies(rank: int, nranks: int, uid: bytes, op: str, how: str) -> dict[str
     """PE 1 dies (how="exit": os._exit) or stops (how="stop": SIGSTOP, then PE 0 kills it) while PE 0
     loops `op` towards it; PE 0 returns what it raised and how long after PE 1's end it took."""
     init_pe(rank, nranks, uid)
-    pids = [int(p) for p in shmem.shmem_bootstrap_allgather(str(os.getpid()).encode())]
+    pids = [int(p) for p in allgather_text(str(os.getpid()))]
     n = 8 << 20
     buf = shmem.shmem_malloc(n)
     local = np.zeros(n, dtype=np.uint8)
@@ -743,7 +753,7 @@ def late_answer(rank: int, nranks: int, uid: bytes, what: str) -> dict[str, Any]
     and makes the same call on another address: that must return the new address's value or
     raise, never the old one's. Run with one stream and a short MORI_SHMEM_WAIT_TIMEOUT."""
     init_pe(rank, nranks, uid)
-    pids = [int(p) for p in shmem.shmem_bootstrap_allgather(str(os.getpid()).encode())]
+    pids = [int(p) for p in allgather_text(str(os.getpid()))]
     a, b = shmem.shmem_malloc(64), shmem.shmem_malloc(64)
     mem(a, 64)[:] = 0xAA
     mem(b, 64)[:] = 0xBB
