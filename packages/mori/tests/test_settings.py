@@ -8,11 +8,12 @@ import asyncio
 import os
 import threading
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
 from mori.errors import MoriError, SettingError
-from mori.settings import NativeRegistry, Registry, Setting, override, registries, shared
+from mori.settings import NativeRegistry, Registry, Setting, _registry, override, registries, shared
 
 
 class _TestConfigError(SettingError):
@@ -121,6 +122,31 @@ def test_typed_getters_return_the_value_of_their_type_and_refuse_another(monkeyp
     monkeypatch.setenv("MORI_TEST_INT", "65")
     with pytest.raises(_TestConfigError, match="MORI_TEST_INT='65' is out of range"):
         REGISTRY.get_int("MORI_TEST_INT")
+
+
+def test_every_read_sees_the_current_environment_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NOTE [converted values]: get() keeps what a value converted to, never the value itself: a
+    change of the environment or an override shows at the next read, a bad value raises even
+    after a good one was read, and an int given for a bool setting is refused though True == 1."""
+    reads = []
+    for text in ("16", "16", "32", "", "16"):
+        monkeypatch.setenv("MORI_TEST_INT", text)
+        reads.append(REGISTRY.get_int("MORI_TEST_INT"))
+        with override(MORI_TEST_INT=3):
+            reads.append(REGISTRY.get_int("MORI_TEST_INT"))
+    assert reads == [16, 3, 16, 3, 32, 3, 8, 3, 16, 3]
+    monkeypatch.setenv("MORI_TEST_INT", "65")
+    with pytest.raises(_TestConfigError, match="MORI_TEST_INT='65'"):
+        REGISTRY.get("MORI_TEST_INT")
+    with override(MORI_TEST_BOOL=True):
+        assert REGISTRY.get_bool("MORI_TEST_BOOL") is True
+    with pytest.raises(_TestConfigError, match="MORI_TEST_BOOL=1"), override({"MORI_TEST_BOOL": "1"}):
+        # checked as text on entry; the raw int skips override()'s check to reach get()
+        token = _registry._OVERRIDES.set(MappingProxyType({"MORI_TEST_BOOL": 1}))
+        try:
+            REGISTRY.get("MORI_TEST_BOOL")
+        finally:
+            _registry._OVERRIDES.reset(token)
 
 
 def test_an_unregistered_name_is_a_key_error() -> None:

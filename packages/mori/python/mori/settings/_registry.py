@@ -78,6 +78,11 @@ class Registry:
         self.package = package
         self.error = error
         self._settings = {s.name: s for s in settings}
+        # NOTE [converted values]: per name, the last value given (None: the default) and what it
+        # converted to. get() is read on every call of a hot path (an RPC's timeout, a batch's key
+        # limit) and parsing the text each time was most of its cost; the environment and the
+        # overrides are still read on every get(), so a change takes effect at the next one.
+        self._converted: dict[str, tuple[object, object]] = {}
         self._shared: dict[str, Setting] = {}
         if shared:
             from mori.settings.shared import REGISTRY as root
@@ -137,14 +142,18 @@ class Registry:
     def get(self, name: str) -> object:
         """The typed, validated value of ``name``; an invalid one raises ``self.error`` naming the
         variable, the value and what was expected."""
-        setting = self._setting(name)
         given, _ = self._given(name)
-        if given is None:
-            return setting.default_value()
+        seen = self._converted.get(name)
+        # The type is compared too: True == 1, but an int given for a bool setting is refused.
+        if seen is not None and type(seen[0]) is type(given) and seen[0] == given:
+            return seen[1]
+        setting = self._setting(name)
         try:
-            return setting.convert(given)
+            value = setting.default_value() if given is None else setting.convert(given)
         except InvalidValue as exc:
             raise self.error(f"{name}={given!r} {exc}") from None
+        self._converted[name] = (given, value)
+        return value
 
     def _typed(self, name: str, kind: type[_T]) -> _T:
         value = self.get(name)
