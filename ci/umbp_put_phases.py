@@ -8,7 +8,8 @@ and a client, then times ``--calls`` batch puts of ``--batch`` fresh blocks. The
 calls (``rpc.start``/``rpc.call``) and mori-io transfers (``Mover.start_many``, ``Moving.wait``) are
 wrapped to timestamp each phase from the call's start. Prints, per phase, the median of its first
 and of its last occurrence in a call (several owners: several occurrences), beside the p50 of a
-bare mori-io write of the same blocks to the pool process (the bench's ceiling).
+bare mori-io write of the same blocks to the pool process (the bench's ceiling), and the CPU time
+one call took in the client and in the pool's processes (``/proc``, 10 ms ticks: give enough calls).
 """
 
 from __future__ import annotations
@@ -93,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         src = np.random.default_rng(1).integers(0, 256, (batch, block), dtype=np.uint8)
         client.register_memory(src.ctypes.data, src.nbytes)
         ptrs = [int(src[j].ctypes.data) for j in range(batch)]
+        cpu = [0.0, 0.0]  # this process's and the pool's CPU seconds over the timed calls
         for call in range(args.calls + 2):  # the first two warm connections and caches up
+            if call == 2:
+                cpu = [time.process_time(), pool.cpu_s()]
             _events.clear()
             _start[0] = time.perf_counter()
             stored = client.batch_put_from_ptr([f"phases-{call}-{j}" for j in range(batch)], ptrs, [block] * batch)
@@ -108,11 +112,13 @@ def main(argv: list[str] | None = None) -> int:
                 seen.setdefault(name, []).append(at)
             for name, ats in seen.items():
                 spans.setdefault(name, []).append((min(ats), max(ats)))
+        cpu = [(time.process_time() - cpu[0]) / args.calls, (pool.cpu_s() - cpu[1]) / args.calls]
         bare = ceiling.measure(block, batch, args.calls)["write"]
     p50 = statistics.median(totals)
     lines = [
         f"batch put of {batch} x {block} B: p50 {p50 * 1e3:.2f} ms ({batch * block / p50 / 1e9:.2f} GB/s); "
         f"a bare mori-io write of the same blocks: p50 {bare['p50_ms']:.2f} ms",
+        f"CPU per call: client {cpu[0] * 1e3:.2f} ms, pool (master and peers) {cpu[1] * 1e3:.2f} ms",
         f"{'phase':28s} {'first ms':>9s} {'last ms':>9s}",
     ]
     for name, occurrences in sorted(spans.items(), key=lambda kv: statistics.median(s[0] for s in kv[1])):
