@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Where a mori-umbp batch put's time goes (issue 36), phase by phase.
 
-    .nox/test-umbp/bin/python ci/umbp_put_phases.py [--calls 30] [--block 2097152] [--batch 16]
+    .nox/bench-umbp/bin/python ci/umbp_put_phases.py [--calls 30] [--block 2097152] [--batch 16] [--across]
 
 Starts the ops bench's pool (a master and two peers, each a process of its own; mori.umbp.bench.pool)
 and a client, then times ``--calls`` batch puts of ``--batch`` fresh blocks. The client's peer
@@ -10,25 +10,42 @@ wrapped to timestamp each phase from the call's start. Prints, per phase, the me
 and of its last occurrence in a call (several owners: several occurrences), beside the p50 of a
 bare mori-io write of the same blocks to the pool process (the bench's ceiling), and the CPU time
 one call took in the client and in the pool's processes (``/proc``, 10 ms ticks: give enough calls).
+
+``--across`` adds the stages in every process of the pool: each stamps, on the system-wide monotonic
+clock, when a wire frame starts and ends being written (the client's calls, a peer's heartbeat),
+when a wire server starts and ends serving a call (peers, master) and when a peer starts and ends
+committing. The pool's spawned children import this module as their main module and install the
+same stamps. Printed: each stage's median offset from the put's start, numbered by occurrence.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import bisect
+import collections
 import contextlib
+import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mori.umbp import rpc
+from mori.umbp import rpc, wire
 from mori.umbp.bench.cli import _client
 from mori.umbp.bench.ops import Ceiling
 from mori.umbp.bench.pool import PoolProcess
 from mori.umbp.client import transfer
+from mori.umbp.peer import service
+
+#: ``--across``: where each process writes its stamps at exit (the pool's children inherit it).
+_ACROSS_DIR = "UMBP_PUT_PHASES_DIR"
+_stamps: list[tuple[str, int]] = []
 
 _events: list[tuple[str, float]] = []
 _start = [0.0]
@@ -76,14 +93,84 @@ def _instrument() -> None:
     transfer.Moving.wait = timed(transfer.Moving.wait, "transfer wait", "transfer done")  # type: ignore[method-assign]
 
 
+def _stamp(name: str) -> None:
+    _stamps.append((name, time.monotonic_ns()))
+
+
+def _around(owner: Any, attr: str, before: Callable[..., str], after: Callable[..., str]) -> None:
+    method = getattr(owner, attr)
+
+    def wrapped(*args: Any) -> Any:
+        _stamp(before(*args))
+        out = method(*args)
+        _stamp(after(*args))
+        return out
+
+    setattr(owner, attr, wrapped)
+
+
+def _install_across() -> None:
+    _around(wire._Connection, "send", lambda _c, name, *_: f"write {name.decode()}", lambda *_: "written")
+    _around(wire.WireServer, "_call", lambda s, name, *_: f"{s.what}: serve {name}", lambda s, name, *_: "served")
+    _around(service.PeerServicer, "_commit_all", lambda *_: "peer: commit", lambda *_: "committed")
+
+
+def _dump_stamps() -> None:
+    folder = os.environ.get(_ACROSS_DIR)
+    if folder and _stamps:
+        with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as f:
+            json.dump(_stamps, f)
+
+
+if os.environ.get(_ACROSS_DIR) and __name__ != "__main__":  # a child of the pool (its __mp_main__)
+    _install_across()
+    atexit.register(_dump_stamps)
+
+
+def _across(folder: str, client_pid: int, master_pid: int) -> list[tuple[float, str]]:
+    """Median offset of each stage from its put's start, over the puts the client stamped."""
+    stamps = {}
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name)) as f:
+            stamps[int(name.split(".")[0])] = json.load(f)
+    puts, start = [], None
+    for name, t in stamps[client_pid]:
+        if name == "PUT":
+            start = t
+        elif name == "END" and start is not None:
+            puts.append((start, t))
+            start = None
+    role = {pid: "client" if pid == client_pid else "master" if pid == master_pid else "peer" for pid in stamps}
+    events = sorted(
+        (t, name if name.startswith(role[pid]) else f"{role[pid]}: {name}")
+        for pid, rows in stamps.items()
+        for name, t in rows
+        if name not in ("PUT", "END")
+    )
+    times = [t for t, _ in events]
+    offsets: dict[str, list[float]] = collections.defaultdict(list)
+    for begin, end in puts:
+        seen: collections.Counter[str] = collections.Counter()
+        for t, name in events[bisect.bisect_left(times, begin) : bisect.bisect_right(times, end)]:
+            seen[name] += 1
+            offsets[f"{name} #{seen[name]}"].append((t - begin) / 1e3)
+        offsets["client: put returns"].append((end - begin) / 1e3)
+    return sorted((statistics.median(v), k) for k, v in offsets.items() if len(v) > len(puts) / 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--block", type=int, default=2 << 20)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--across", action="store_true", help="the stages in every process of the pool too")
     args = parser.parse_args(argv)
     block, batch = args.block, args.batch
     _instrument()
+    folder = tempfile.mkdtemp(prefix="umbp-put-phases-") if args.across else ""
+    if folder:
+        os.environ[_ACROSS_DIR] = folder
+        _install_across()
     spans: dict[str, list[tuple[float, float]]] = {}
     totals: list[float] = []
     with contextlib.ExitStack() as stack:
@@ -98,10 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         for call in range(args.calls + 2):  # the first two warm connections and caches up
             if call == 2:
                 cpu = [time.process_time(), pool.cpu_s()]
+            keys = [f"phases-{call}-{j}" for j in range(batch)]
             _events.clear()
+            _stamp("PUT" if call >= 2 else "warm-up")
             _start[0] = time.perf_counter()
-            stored = client.batch_put_from_ptr([f"phases-{call}-{j}" for j in range(batch)], ptrs, [block] * batch)
+            stored = client.batch_put_from_ptr(keys, ptrs, [block] * batch)
             total = time.perf_counter() - _start[0]
+            _stamp("END")
             if not all(stored):
                 raise RuntimeError(f"call {call}: {stored.count(False)} of {batch} blocks not stored")
             if call < 2:
@@ -114,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 spans.setdefault(name, []).append((min(ats), max(ats)))
         cpu = [(time.process_time() - cpu[0]) / args.calls, (pool.cpu_s() - cpu[1]) / args.calls]
         bare = ceiling.measure(block, batch, args.calls)["write"]
+        master_pid = pool.info.pids[0]
     p50 = statistics.median(totals)
     lines = [
         f"batch put of {batch} x {block} B: p50 {p50 * 1e3:.2f} ms ({batch * block / p50 / 1e9:.2f} GB/s); "
@@ -125,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         first = statistics.median(s[0] for s in occurrences) * 1e3
         last = statistics.median(s[1] for s in occurrences) * 1e3
         lines.append(f"{name:28s} {first:9.2f} {last:9.2f}")
+    if folder:  # the pool's children wrote their stamps when they stopped
+        _dump_stamps()
+        lines.append("across the processes, median offset from the put's start:")
+        lines += [f"{at:8.0f} us  {name}" for at, name in _across(folder, os.getpid(), master_pid)]
+        for name in os.listdir(folder):
+            os.unlink(os.path.join(folder, name))
+        os.rmdir(folder)
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
