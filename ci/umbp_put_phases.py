@@ -27,6 +27,7 @@ import collections
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -79,40 +80,36 @@ def _instrument() -> None:
         _mark(f"{name} answered")
         return out
 
-    def timed(method: Callable[..., Any], before: str, after: str) -> Callable[..., Any]:
-        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            _mark(before)
-            out = method(self, *args, **kwargs)
-            _mark(after)
-            return out
-
-        return run
-
     rpc.start, rpc.call = start, call
-    transfer.Mover.start_many = timed(transfer.Mover.start_many, "transfer start", "transfer started")  # type: ignore[method-assign]
-    transfer.Moving.wait = timed(transfer.Moving.wait, "transfer wait", "transfer done")  # type: ignore[method-assign]
+    _around(transfer.Mover, "start_many", _mark, lambda *_: "transfer start", lambda *_: "transfer started")
+    _around(transfer.Moving, "wait", _mark, lambda *_: "transfer wait", lambda *_: "transfer done")
 
 
 def _stamp(name: str) -> None:
     _stamps.append((name, time.monotonic_ns()))
 
 
-def _around(owner: Any, attr: str, before: Callable[..., str], after: Callable[..., str]) -> None:
+def _around(
+    owner: Any, attr: str, mark: Callable[[str], None], before: Callable[..., str], after: Callable[..., str]
+) -> None:
+    """Wraps ``owner.attr`` so that ``mark`` records ``before(*args)`` and ``after(*args)`` around it."""
     method = getattr(owner, attr)
 
     def wrapped(*args: Any) -> Any:
-        _stamp(before(*args))
+        mark(before(*args))
         out = method(*args)
-        _stamp(after(*args))
+        mark(after(*args))
         return out
 
     setattr(owner, attr, wrapped)
 
 
 def _install_across() -> None:
-    _around(wire._Connection, "send", lambda _c, name, *_: f"write {name.decode()}", lambda *_: "written")
-    _around(wire.WireServer, "_call", lambda s, name, *_: f"{s.what}: serve {name}", lambda s, name, *_: "served")
-    _around(service.PeerServicer, "_commit_all", lambda *_: "peer: commit", lambda *_: "committed")
+    _around(wire._Connection, "send", _stamp, lambda _c, name, *_: f"write {name.decode()}", lambda *_: "written")
+    _around(
+        wire.WireServer, "_call", _stamp, lambda s, name, *_: f"{s.what}: serve {name}", lambda s, name, *_: "served"
+    )
+    _around(service.PeerServicer, "_commit_all", _stamp, lambda *_: "peer: commit", lambda *_: "committed")
 
 
 def _dump_stamps() -> None:
@@ -187,11 +184,13 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = [time.process_time(), pool.cpu_s()]
             keys = [f"phases-{call}-{j}" for j in range(batch)]
             _events.clear()
-            _stamp("PUT" if call >= 2 else "warm-up")
+            if call >= 2:
+                _stamp("PUT")
             _start[0] = time.perf_counter()
             stored = client.batch_put_from_ptr(keys, ptrs, [block] * batch)
             total = time.perf_counter() - _start[0]
-            _stamp("END")
+            if call >= 2:
+                _stamp("END")
             if not all(stored):
                 raise RuntimeError(f"call {call}: {stored.count(False)} of {batch} blocks not stored")
             if call < 2:
@@ -220,9 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         _dump_stamps()
         lines.append("across the processes, median offset from the put's start:")
         lines += [f"{at:8.0f} us  {name}" for at, name in _across(folder, os.getpid(), master_pid)]
-        for name in os.listdir(folder):
-            os.unlink(os.path.join(folder, name))
-        os.rmdir(folder)
+        shutil.rmtree(folder)
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
