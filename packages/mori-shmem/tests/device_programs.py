@@ -67,6 +67,7 @@ def put_get(rank: int, nranks: int, uid: bytes, cases: list[tuple[int, int, int,
         for index, (op, scope, nbytes, dest_off, src_off, global_form) in enumerate(cases):
             seed = 1000 * index
             sym.zero_()
+            h.torch.cuda.synchronize()  # the host barrier does not wait for this stream
             shmem.shmem_barrier_all()
             name = "mori_shmem_test_put_get" + _suffix(global_form)
             if op in (0, 1):  # put local -> next PE's sym
@@ -137,6 +138,7 @@ def typed_put(rank: int, nranks: int, uid: bytes, cases: list[tuple[int, int, in
             size, seed = TYPE_SIZES[dtype], 7000 + 10 * index
             nbytes, offset = size * nelems, size  # one element in: offsets stay naturally aligned
             sym.zero_()
+            h.torch.cuda.synchronize()  # the host barrier does not wait for this stream
             shmem.shmem_barrier_all()
             want = np.zeros(largest, dtype=np.uint8)
             if op in (0, 1):
@@ -170,6 +172,7 @@ def put_imm(rank: int, nranks: int, uid: bytes, cases: list[tuple[int, int, int,
         for api, scope, dtype, value in cases:
             size = TYPE_SIZES[dtype]
             sym.zero_()
+            h.torch.cuda.synchronize()  # the host barrier does not wait for this stream
             shmem.shmem_barrier_all()
             mine = (value + rank) & (2**64 - 1)
             h.launch("mori_shmem_test_put_imm", [I32(api), I32(scope), I32(dtype), U64(sym.data_ptr() + 8),
@@ -184,27 +187,29 @@ def put_imm(rank: int, nranks: int, uid: bytes, cases: list[tuple[int, int, int,
         return len(cases)
 
 
-def put_signal(rank: int, nranks: int, uid: bytes, cases: list[tuple[int, int, int, int, int]]) -> int:
-    """cases: (scope, typed, nbytes, sig_op, sig_val); data then signal on the next PE."""
+def put_signal(rank: int, nranks: int, uid: bytes, cases: list[tuple[int, ...]]) -> int:
+    """cases: (scope, typed, nbytes, sig_op, sig_val[, shift]); data then signal on the next PE, from
+    and to `shift` bytes past an aligned start (any alignment must work, inline payloads too)."""
     with pe_session(rank, nranks, uid):
         h = Harness()
         nxt, prv = (rank + 1) % nranks, (rank - 1) % nranks
         largest = max(c[2] for c in cases) + 64
         sym = h.symmetric(largest)
         sig = h.symmetric(8)
-        for index, (scope, typed, nbytes, sig_op, sig_val) in enumerate(cases):
+        for index, (scope, typed, nbytes, sig_op, sig_val, *rest) in enumerate(cases):
+            shift = rest[0] if rest else 0
             seed = 9000 + index
             sym.zero_()
             sig.copy_(h.local(np.array([5], dtype=np.uint64).view(np.uint8)))
             h.torch.cuda.synchronize()
             shmem.shmem_barrier_all()
-            src = h.local(pattern(seed + rank, nbytes))
+            src = h.local(pattern(seed + rank, nbytes + shift))
             h.launch("mori_shmem_test_put_signal",
-                     [I32(scope), I32(typed), U64(sym.data_ptr()), U64(src.data_ptr()), U64(nbytes),
+                     [I32(scope), I32(typed), U64(sym.data_ptr() + shift), U64(src.data_ptr() + shift), U64(nbytes),
                       U64(sig.data_ptr()), U64(sig_val), I32(sig_op), I32(nxt)])  # fmt: skip
             shmem.shmem_barrier_all()
             want = np.zeros(largest, dtype=np.uint8)
-            want[:nbytes] = pattern(seed + prv, nbytes)
+            want[shift : shift + nbytes] = pattern(seed + prv, nbytes + shift)[shift:]
             check(np.array_equal(sym.cpu().numpy(), want), f"put_signal case {index}: wrong data")
             want_sig = sig_val if sig_op in (3, 9) else 5 + sig_val
             got_sig = int(sig.cpu().numpy().view(np.uint64)[0])

@@ -67,6 +67,9 @@ def test_put_kernels_queued_back_to_back_through_the_proxy(gpu):
 @pytest.mark.gpu
 def test_put_with_signal_and_immediates_through_the_proxy(gpu):
     cases = [(scope, 0, nbytes, op, 11) for scope in range(3) for nbytes in (4, 4096 + 4) for op in (3, 4, 9, 10)]
+    # Payloads of up to MORI_SHMEM_PROXY_INLINE_BYTES (40) travel in the proxy's entry: its edges,
+    # from and to unaligned addresses.
+    cases += [(0, 0, nbytes, 9, 11, shift) for nbytes in (1, 8, 13, 40, 41) for shift in (0, 3)]
     assert _run(device_programs.put_signal, 2, "all-remote", cases) == [len(cases)] * 2
     values = [0x0123456789ABCDEF, 0x80]
     imm = [(api, scope, dtype, v) for api in range(3) for scope in range(2) for dtype in range(8) for v in values]

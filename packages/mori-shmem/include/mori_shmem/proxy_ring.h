@@ -39,6 +39,16 @@
 #define MORI_SHMEM_PROXY_AMO_FETCH 6  /* fetching atomic: answered with the old value */
 #define MORI_SHMEM_PROXY_PUT_IMM 7    /* the low `bytes` (1, 2, 4, 8) bytes of value -> pe's heap[offset] */
 #define MORI_SHMEM_PROXY_QUIET 8      /* complete every earlier put at its target */
+#define MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE 9 /* PUT_SIGNAL whose `bytes` travel in payload, not at local */
+
+/* A put-with-signal of at most this many bytes carries them in its entry: the proxy sends them from
+ * the ring, with no staging copy out of the GPU, and the kernel need not wait for the proxy to take
+ * its source (issue 32: the copy and the wait were most of a small signal's latency). Kernels do so
+ * only where the ring's features word has MORI_SHMEM_PROXY_FEATURE_INLINE: a proxy of a library
+ * before mori-shmem 0.1.12 leaves it 0 and does not know the op, and prebuilt device code (mori-ir's
+ * bitcode) may meet such a library. */
+#define MORI_SHMEM_PROXY_INLINE_BYTES 40
+#define MORI_SHMEM_PROXY_FEATURE_INLINE 1ull
 
 typedef struct mori_shmem_proxy_entry {
   unsigned long long state; /* see above */
@@ -53,7 +63,7 @@ typedef struct mori_shmem_proxy_entry {
   unsigned long long compare;
   unsigned long long signal_offset;
   unsigned long long answer;
-  unsigned long long reserved[5];
+  unsigned long long payload[5]; /* PUT_SIGNAL_INLINE's bytes (MORI_SHMEM_PROXY_INLINE_BYTES) */
 } mori_shmem_proxy_entry_t; /* 128 bytes */
 
 /* In GPU memory: what kernels poll. */
@@ -66,7 +76,8 @@ typedef struct mori_shmem_proxy_ring {
   unsigned long long head;         /* proxy: every slot of a ticket below head is free */
   unsigned long long done;         /* proxy: every ticket below done is carried out */
   unsigned long long device_words; /* device address of the proxy's mori_shmem_proxy_words_t, or 0 */
-  unsigned long long reserved[13];
+  unsigned long long features;     /* MORI_SHMEM_PROXY_FEATURE_* bits the proxy serves */
+  unsigned long long reserved[12];
   mori_shmem_proxy_entry_t entries[MORI_SHMEM_PROXY_RING_ENTRIES];
 } mori_shmem_proxy_ring_t;
 

@@ -178,6 +178,13 @@ void DeviceContext::copy_async(void* dst, const void* src, size_t bytes, CUstrea
         "cuMemcpyAsync", "copying to or from the GPU heap");
 }
 
+void DeviceContext::write_word_async(void* dst, uint64_t value, CUstream stream) const {
+  const WorkScope work(*this);
+  const RelaxedCapture relaxed;
+  check(driver().cuStreamWriteValue64(stream, reinterpret_cast<CUdeviceptr>(dst), value, 0), "cuStreamWriteValue64",
+        "setting a signal word in the GPU heap");
+}
+
 void DeviceContext::finish_stream(CUstream stream, const char* what) const {
   const WorkScope work(*this);
   const RelaxedCapture relaxed;

@@ -68,6 +68,8 @@ class DeviceContext {
   CUstream create_stream() const;
   void destroy_stream(CUstream stream) const noexcept;
   void copy_async(void* dst, const void* src, size_t bytes, CUstream stream) const;
+  // write_word's fenced store, queued on `stream` (after what is queued there) without waiting.
+  void write_word_async(void* dst, uint64_t value, CUstream stream) const;
   void finish_stream(CUstream stream, const char* what) const;
 
  private:

@@ -42,6 +42,7 @@ DeviceProxy::DeviceProxy(const cuda::DeviceContext& context, Conduit& conduit, G
       device_words_(device_words_block_.address()) {
   std::memset(ring_, 0, sizeof(*ring_));
   ring_->device_words = device_words_;
+  ring_->features = MORI_SHMEM_PROXY_FEATURE_INLINE;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -63,7 +64,7 @@ void DeviceProxy::run() {
   uint64_t head = 0;
   uint64_t idle = 0;
   uint64_t last_done_ns = 0;  // 0: no request yet, or the last one was long ago (the proxy napped)
-  constexpr size_t kWait = 9;
+  constexpr size_t kWait = 10;
   while (!stopping_.load(std::memory_order_relaxed)) {
     const uint64_t ticket = next_.load(std::memory_order_relaxed);
     mori_shmem_proxy_entry_t& entry = ring_->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
@@ -124,6 +125,13 @@ void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
       case MORI_SHMEM_PROXY_PUT_SIGNAL:
         io_.put_signal(conduit_, pe, entry.offset, reinterpret_cast<const void*>(entry.local), entry.bytes,
                        entry.signal_offset, entry.value, entry.amo);
+        break;
+      case MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE:
+        if (entry.bytes > MORI_SHMEM_PROXY_INLINE_BYTES) {
+          throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "an inline put-with-signal of ", entry.bytes,
+                      " bytes (an entry holds ", MORI_SHMEM_PROXY_INLINE_BYTES, ")");
+        }
+        conduit_.put_signal(pe, entry.offset, entry.payload, entry.bytes, entry.signal_offset, entry.value, entry.amo);
         break;
       case MORI_SHMEM_PROXY_SIGNAL: conduit_.signal(pe, entry.offset, entry.value, entry.amo); break;
       case MORI_SHMEM_PROXY_AMO: conduit_.atomic(pe, entry.offset, entry.amo, int(entry.type), entry.value, entry.compare); break;

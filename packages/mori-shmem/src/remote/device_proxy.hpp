@@ -61,8 +61,8 @@ class DeviceProxy {
   // Per request op (proxy_ring.h's codes, 0 unused; a batch of puts and QUIETs under its first
   // request's), and the waits between requests: the time from one request's completion to the
   // next one's arrival, while kernels were posting.
-  TimeAccount<10> times_{{"-", "put", "get", "put_signal", "signal", "amo", "amo_fetch", "put_imm", "quiet",
-                          "wait for the next request"}};
+  TimeAccount<11> times_{{"-", "put", "get", "put_signal", "signal", "amo", "amo_fetch", "put_imm", "quiet",
+                          "put_signal_inline", "wait for the next request"}};
   bool publish_failed_ = false;  // proxy thread only
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -119,6 +119,21 @@ void GpuRemoteIo::send(Socket& socket, uint64_t offset, uint64_t length, const D
       times_, {kInCopy, kInWire});
 }
 
+void GpuRemoteIo::receive_signalled(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline,
+                                    uint64_t signal_offset, uint64_t value, int sig_op) {
+  if (sig_op != MORI_SHMEM_SIGNAL_SET || length > kInboundSlotBytes) {
+    HeapAccess::receive_signalled(socket, offset, length, deadline, signal_offset, value, sig_op);
+    return;
+  }
+  const StagingPool::Lease slots = inbound_.take(deadline);
+  const uint64_t t0 = monotonic_ns();
+  slots->receive_then_set(
+      heap_ + offset, length,
+      [&](uint8_t* host, uint64_t, size_t bytes) { socket.recv_all(host, bytes, deadline, "a put's payload"); },
+      heap_ + signal_offset, value);
+  times_.add(kInCopy, monotonic_ns() - t0);
+}
+
 void GpuRemoteIo::signal(uint64_t offset, uint64_t value, int sig_op) {
   rma::check_signal_op(sig_op);
   // Both come after every copy into the heap that came before them: receive() returns once its
@@ -170,17 +185,26 @@ void GpuRemoteIo::get(Conduit& conduit, int pe, uint64_t offset, void* local, si
 
 void GpuRemoteIo::put_signal(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
                              uint64_t signal_offset, uint64_t signal, int sig_op) {
-  // All but the last slot's worth go as plain puts, which quiet completes before the last piece
-  // travels with the signal: the signal may not overtake data on another stream.
-  const size_t slot = outbound_.slot_bytes();
-  const size_t last = nbytes > slot ? nbytes - (nbytes - 1) % slot - 1 : 0;
-  if (last > 0) {
-    put(conduit, pe, offset, local, last);
-    conduit.quiet();
-  }
+  // One pipeline for the whole payload: every piece but the last goes as a plain put, then a quiet
+  // completes them at the target before the last piece travels with the signal (which may not
+  // overtake data sent on another stream). The last piece's staging copy overlaps the earlier
+  // pieces' sends, where it used to start after the quiet.
   std::lock_guard<std::mutex> lock(outbound_mutex_);
-  const uint8_t* staged = outbound_.stage(static_cast<const uint8_t*>(local) + last, nbytes - last);
-  conduit.put_signal(pe, offset + last, staged, nbytes - last, signal_offset, signal, sig_op);
+  if (nbytes == 0) {
+    conduit.put_signal(pe, offset, nullptr, 0, signal_offset, signal, sig_op);
+    return;
+  }
+  outbound_.send_from(
+      static_cast<const uint8_t*>(local), nbytes,
+      [&](const uint8_t* host, uint64_t begin, size_t bytes) {
+        if (begin + bytes < nbytes) {
+          conduit.put(pe, offset + begin, host, bytes);
+          return;
+        }
+        if (begin > 0) conduit.quiet();
+        conduit.put_signal(pe, offset + begin, host, bytes, signal_offset, signal, sig_op);
+      },
+      times_, {kOutCopy, kOutWire});
 }
 
 }  // namespace mori::shmem::remote

@@ -33,6 +33,8 @@ class GpuRemoteIo final : public HeapAccess {
   void send(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline) override;
   void signal(uint64_t offset, uint64_t value, int sig_op) override;
   uint64_t amo(uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) override;
+  void receive_signalled(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline,
+                         uint64_t signal_offset, uint64_t value, int sig_op) override;
 
   // Outbound: `local` is any memory the driver can copy (device or host).
   void put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes);

@@ -24,6 +24,13 @@ class HeapAccess {
   virtual void signal(uint64_t offset, uint64_t value, int sig_op) = 0;
   // Atomic amo (MORI_SHMEM_AMO_*) on the integer of `type` at offset; returns the old value.
   virtual uint64_t amo(uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) = 0;
+  // A put-with-signal's payload, then its signal: receive() and signal(), unless the heap can
+  // order the two more cheaply.
+  virtual void receive_signalled(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline,
+                                 uint64_t signal_offset, uint64_t value, int sig_op) {
+    receive(socket, offset, length, deadline);
+    signal(signal_offset, value, sig_op);
+  }
 };
 
 class HostHeapAccess final : public HeapAccess {

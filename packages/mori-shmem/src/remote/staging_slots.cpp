@@ -24,12 +24,6 @@ StagingSlots::~StagingSlots() {
   for (cuda::CUstream stream : streams_) context_.destroy_stream(stream);
 }
 
-const uint8_t* StagingSlots::stage(const uint8_t* src, size_t nbytes) {
-  context_.copy_async(slot(0), src, nbytes, stream(0));
-  context_.finish_stream(stream(0), "staging a transfer out of the GPU heap");
-  return slot(0);
-}
-
 void StagingSlots::settle() noexcept {
   for (cuda::CUstream stream : streams_) {
     try {

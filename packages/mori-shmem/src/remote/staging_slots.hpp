@@ -46,8 +46,11 @@ class StagingSlots {
   // copy running while source fills the next. Returns once every byte is in place.
   template <typename Source, typename Account>
   void receive_into(uint8_t* dst, size_t nbytes, Source&& source, Account& times, Phases phases);
-  // Copies [src, src + nbytes), at most a slot, into slot 0 and returns it once the bytes are there.
-  const uint8_t* stage(const uint8_t* src, size_t nbytes);
+  // Fills [dst, dst + nbytes), at most a slot, from source(host_bytes, 0, nbytes), then stores
+  // `value` at `word` behind the copy on the same stream: one wait for both (a put-with-signal's
+  // payload and signal, which would otherwise wait for the copy and then for the word).
+  template <typename Source>
+  void receive_then_set(uint8_t* dst, size_t nbytes, Source&& source, void* word, uint64_t value);
 
  private:
   uint8_t* slot(size_t piece) const { return buffer_.host() + (piece % streams_.size()) * slot_bytes_; }
@@ -135,6 +138,19 @@ void StagingSlots::receive_into(uint8_t* dst, size_t nbytes, Source&& source, Ac
       context_.finish_stream(stream(piece), "staging a transfer into the GPU heap");
     }
     if (pieces > 0) times.add(phases.copy, monotonic_ns() - t0);
+  } catch (...) {
+    settle();
+    throw;
+  }
+}
+
+template <typename Source>
+void StagingSlots::receive_then_set(uint8_t* dst, size_t nbytes, Source&& source, void* word, uint64_t value) {
+  try {
+    source(slot(0), 0, nbytes);
+    if (nbytes > 0) context_.copy_async(dst, slot(0), nbytes, stream(0));  // a bare signal has none
+    context_.write_word_async(word, value, stream(0));
+    context_.finish_stream(stream(0), "setting a put-with-signal's payload and signal in the GPU heap");
   } catch (...) {
     settle();
     throw;

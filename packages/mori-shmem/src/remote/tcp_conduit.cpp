@@ -327,8 +327,12 @@ void TcpConduit::serve_one(Inbound& inbound) {
       if (signalled && (!fits(request.signal_offset, 8, heap_size_) || request.signal_offset % 8 != 0)) {
         reject("signal word outside the heap or misaligned");
       }
-      heap_.receive(socket, request.offset, request.length, deadline);
-      if (signalled) heap_.signal(request.signal_offset, request.value, request.amo);
+      if (signalled) {
+        heap_.receive_signalled(socket, request.offset, request.length, deadline, request.signal_offset,
+                                request.value, request.amo);
+      } else {
+        heap_.receive(socket, request.offset, request.length, deadline);
+      }
       return;
     }
     case Op::Signal:

@@ -105,12 +105,15 @@ __device__ __forceinline__ const mori_shmem_proxy_words_t* ProxyWords(const Prox
                     : reinterpret_cast<const mori_shmem_proxy_words_t*>(&ring->head);
 }
 
-// Takes a ticket, waits for its slot, writes the request and publishes it.
+// Takes a ticket, waits for its slot, writes the request (with `inlineBytes` bytes of `inlineSrc`
+// as its payload, at most MORI_SHMEM_PROXY_INLINE_BYTES) and publishes it.
 __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, unsigned int op, int pe, int amo,
                                                         unsigned int type, unsigned long long local,
                                                         unsigned long long offset, unsigned long long bytes,
                                                         unsigned long long value, unsigned long long compare,
-                                                        unsigned long long signalOffset) {
+                                                        unsigned long long signalOffset,
+                                                        const unsigned char* inlineSrc = nullptr,
+                                                        unsigned int inlineBytes = 0) {
   auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
   auto* tail = reinterpret_cast<unsigned long long*>(ctx.heapBase + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET);
   const unsigned long long ticket = atomicAdd_system(tail, 1ull);
@@ -129,6 +132,14 @@ __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, uns
   e->value = value;
   e->compare = compare;
   e->signal_offset = signalOffset;
+  // Whole words, assembled from bytes: the source may have any alignment, and each store crosses PCIe.
+  for (unsigned int word = 0; word * 8 < inlineBytes; ++word) {
+    unsigned long long bits = 0;
+    for (unsigned int b = 0; b < 8 && word * 8 + b < inlineBytes; ++b) {
+      bits |= static_cast<unsigned long long>(inlineSrc[word * 8 + b]) << (8 * b);
+    }
+    e->payload[word] = bits;
+  }
   StReleaseSys(&e->state, ticket + 1);  // after the fields, for the proxy's acquire
   return ticket;
 }
@@ -191,6 +202,19 @@ __device__ inline __noinline__ void ProxyPutSignal(MORI_SHMEM_PROXY_PARAMS, void
   // The device API also takes AMO_SET / AMO_ADD as signal ops; the wire knows the SIGNAL_ spelling.
   if (sigOp == core::AMO_SET) sigOp = core::SIGNAL_SET;
   if (sigOp == core::AMO_ADD) sigOp = core::SIGNAL_ADD;
+  // A small payload travels in the entry (proxy_ring.h), so the source is free once posted. Built
+  // with -DMORI_SHMEM_PROXY_INLINE_LIMIT=0, every payload is staged (to A/B the two).
+#ifndef MORI_SHMEM_PROXY_INLINE_LIMIT
+#define MORI_SHMEM_PROXY_INLINE_LIMIT MORI_SHMEM_PROXY_INLINE_BYTES
+#endif
+  static_assert(MORI_SHMEM_PROXY_INLINE_LIMIT <= MORI_SHMEM_PROXY_INLINE_BYTES, "the entry holds no more");
+  const auto* ring = reinterpret_cast<const mori_shmem_proxy_ring_t*>(ctx.ring);
+  if (bytes <= MORI_SHMEM_PROXY_INLINE_LIMIT &&
+      (*reinterpret_cast<const volatile unsigned long long*>(&ring->features) & MORI_SHMEM_PROXY_FEATURE_INLINE)) {
+    ProxyPost(ctx, MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE, pe, sigOp, 0, 0, offset, bytes, sigVal, 0, signalOffset,
+              static_cast<const unsigned char*>(src), static_cast<unsigned int>(bytes));
+    return;
+  }
   ProxyWaitDone(ctx, ProxyPost(ctx, MORI_SHMEM_PROXY_PUT_SIGNAL, pe, sigOp, 0, reinterpret_cast<unsigned long long>(src),
                                offset, bytes, sigVal, 0, signalOffset));
 }
