@@ -9,6 +9,9 @@
 #   base:  1 .. 16 MiB on base ($BASE_SIZES: other bench size arguments);
 #   ab:    1 .. 16 MiB on new, and on new built with $AB_FLAGS (MORI_JIT_EXTRA_FLAGS, e.g. a define
 #          that switches a device-side variant) when set;
+#   rounds: $ROUNDS (3) rounds of base and ab, the order alternating, each round's JSON in
+#          $OUT/rounds.tgz, and a table of each build's median and range per size and of the
+#          put-with-signal latency (one run is within this machine's spread: 20 % between runs);
 #   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
 #          (2 x 2 PEs or $EP_WORLD as two nodes, $EP_TOKENS tokens, verified, beside a socket copy) and test_internode.py -k cuda;
 #   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
@@ -20,7 +23,7 @@
 #          $HANG_ENV (e.g. CUDA_DEVICE_MAX_CONNECTIONS=32) in the PEs' environment when set.
 # Output (logs, JSON) lands in $OUT (or ./proxy-ab). Needs .whl/ as ci/gpu/setup.sh does.
 set -uo pipefail
-stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, ep, sanitize, pytest, hang}
+stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, rounds, ep, sanitize, pytest, hang}
 base_dir=${2:-}
 out=${OUT:-proxy-ab}
 mkdir -p "$out"
@@ -105,6 +108,23 @@ case $stage in
     bench new new --min-size 1M --max-size 16M
     [ -n "${AB_FLAGS:-}" ] && MORI_JIT_EXTRA_FLAGS="$AB_FLAGS" bench new new-flags --min-size 1M --max-size 16M
     mps_off
+    ;;
+  rounds)
+    [ -n "$base_dir" ] || { echo "rounds: give BASE_SHMEM_DIR" | tee -a "$log"; continue; }
+    for round in $(seq 1 "${ROUNDS:-3}"); do
+      order="base ab"
+      [ $((round % 2)) = 0 ] && order="ab base"
+      for arm in $order; do
+        if [ "$arm" = base ]; then bench base base --min-size 1M --max-size 16M; else
+          bench new new --min-size 1M --max-size 16M
+          [ -n "${AB_FLAGS:-}" ] && MORI_JIT_EXTRA_FLAGS="$AB_FLAGS" bench new new-flags --min-size 1M --max-size 16M
+        fi
+      done
+      mkdir -p "$out/rounds/r$round" && mv "$out"/proxy-*.json "$out/rounds/r$round/"
+    done
+    mps_off
+    python3 ci/gpu/proxy_rounds.py "$out/rounds" | tee -a "$log"
+    tar -C "$out" -czf "$out/rounds.tgz" rounds && rm -rf "$out/rounds" "$out"/proxy-*.out
     ;;
   ep)
     # mori-ep compiles against the installed mori-shmem's SDK: built with the new one on the path.
