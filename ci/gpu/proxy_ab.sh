@@ -16,6 +16,8 @@
 #          (2 x 2 PEs or $EP_WORLD as two nodes, $EP_TOKENS tokens, verified, beside a socket copy) and test_internode.py -k cuda;
 #   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
 #          without MPS (the sanitizer does not attach to MPS clients);
+#   sanitize-ep: the same over the inter-node EP kernels: builds mori-viz and mori-ep against new,
+#          then test_internode.py's two-host cases of one PE per host ($SANITIZE_EP_K, -k), no MPS;
 #   pytest: builds mori-viz, mori-ep and mori-cco against new, then runs pytest with $PYTEST_ARGS (paths
 #          and -k of those packages' tests) under MPS, $PYTEST_TIMEOUT s (300) at most;
 #   hang:  the small-size hang (docs/benchmarks/shmem.md): 4 KiB puts on new, each PE's threads'
@@ -23,7 +25,7 @@
 #          $HANG_ENV (e.g. CUDA_DEVICE_MAX_CONNECTIONS=32) in the PEs' environment when set.
 # Output (logs, JSON) lands in $OUT (or ./proxy-ab). Needs .whl/ as ci/gpu/setup.sh does.
 set -uo pipefail
-stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, rounds, ep, sanitize, pytest, hang}
+stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, rounds, ep, sanitize, sanitize-ep, pytest, hang}
 base_dir=${2:-}
 out=${OUT:-proxy-ab}
 mkdir -p "$out"
@@ -155,6 +157,18 @@ case $stage in
         >"$out/sanitize-$tool.out" 2>&1
       echo "$tool exit $?" | tee -a "$log"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/sanitize-$tool.out" | tail -8 | tee -a "$log"
+    done
+    ;;
+  sanitize-ep)
+    for package in viz ep; do with new build "packages/mori-$package" "$package" || exit 1; done
+    mps_off
+    for tool in memcheck racecheck; do
+      step "compute-sanitizer $tool, inter-node EP"
+      with new timeout "${SANITIZE_TIMEOUT:-270}" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+        python3 -m pytest -q -p no:cacheprovider packages/mori-ep/tests/test_internode.py \
+        -k "${SANITIZE_EP_K:-cuda and two_hosts_match and 2x1}" >"$out/sanitize-ep-$tool.out" 2>&1
+      echo "$tool exit $?" | tee -a "$log"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/sanitize-ep-$tool.out" | tail -8 | tee -a "$log"
     done
     ;;
   pytest)
