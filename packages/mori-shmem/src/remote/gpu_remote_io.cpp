@@ -126,12 +126,10 @@ void GpuRemoteIo::receive_signalled(Socket& socket, uint64_t offset, uint64_t le
     return;
   }
   const StagingPool::Lease slots = inbound_.take(deadline);
-  const uint64_t t0 = monotonic_ns();
   slots->receive_then_set(
       heap_ + offset, length,
       [&](uint8_t* host, uint64_t, size_t bytes) { socket.recv_all(host, bytes, deadline, "a put's payload"); },
-      heap_ + signal_offset, value);
-  times_.add(kInCopy, monotonic_ns() - t0);
+      heap_ + signal_offset, value, times_, {kInCopy, kInWire});
 }
 
 void GpuRemoteIo::signal(uint64_t offset, uint64_t value, int sig_op) {

@@ -49,8 +49,9 @@ class StagingSlots {
   // Fills [dst, dst + nbytes), at most a slot, from source(host_bytes, 0, nbytes), then stores
   // `value` at `word` behind the copy on the same stream: one wait for both (a put-with-signal's
   // payload and signal, which would otherwise wait for the copy and then for the word).
-  template <typename Source>
-  void receive_then_set(uint8_t* dst, size_t nbytes, Source&& source, void* word, uint64_t value);
+  template <typename Source, typename Account>
+  void receive_then_set(uint8_t* dst, size_t nbytes, Source&& source, void* word, uint64_t value, Account& times,
+                        Phases phases);
 
  private:
   uint8_t* slot(size_t piece) const { return buffer_.host() + (piece % streams_.size()) * slot_bytes_; }
@@ -144,13 +145,18 @@ void StagingSlots::receive_into(uint8_t* dst, size_t nbytes, Source&& source, Ac
   }
 }
 
-template <typename Source>
-void StagingSlots::receive_then_set(uint8_t* dst, size_t nbytes, Source&& source, void* word, uint64_t value) {
+template <typename Source, typename Account>
+void StagingSlots::receive_then_set(uint8_t* dst, size_t nbytes, Source&& source, void* word, uint64_t value,
+                                    Account& times, Phases phases) {
   try {
+    const uint64_t t0 = monotonic_ns();
     source(slot(0), 0, nbytes);
+    const uint64_t t1 = monotonic_ns();
     if (nbytes > 0) context_.copy_async(dst, slot(0), nbytes, stream(0));  // a bare signal has none
     context_.write_word_async(word, value, stream(0));
     context_.finish_stream(stream(0), "setting a put-with-signal's payload and signal in the GPU heap");
+    times.add(phases.wire, t1 - t0);
+    times.add(phases.copy, monotonic_ns() - t1);
   } catch (...) {
     settle();
     throw;
