@@ -122,12 +122,8 @@ void DeviceContext::copy(void* dst, const void* src, size_t bytes) const {
 }
 
 void DeviceContext::write_word(void* dst, uint64_t value) const {
-  const WorkScope work(*this);
-  const RelaxedCapture relaxed;
-  const Driver& d = driver();
-  check(d.cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(dst), value, 0), "cuStreamWriteValue64",
-        "setting a signal word in the GPU heap");
-  finish(stream_, "setting a signal word in the GPU heap");
+  write_word_async(dst, value, stream_);
+  finish_stream(stream_, "setting a signal word in the GPU heap");
 }
 
 void DeviceContext::post_word(void* dst, uint64_t value) const {
