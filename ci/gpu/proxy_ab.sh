@@ -87,6 +87,24 @@ bench() {  # bench NAME LABEL ARGS...: under a fresh MPS daemon (a PE that died 
   grep -E "device proxy carried out" "$out/proxy-$label.out" | tee -a "$log"
 }
 
+bench_new() {  # the ab stage's runs: new, and new built with $AB_FLAGS when set
+  bench new new --min-size 1M --max-size 16M
+  if [ -n "${AB_FLAGS:-}" ]; then MORI_JIT_EXTRA_FLAGS="$AB_FLAGS" bench new new-flags --min-size 1M --max-size 16M; fi
+}
+
+sanitized() {  # sanitized LABEL TIMEOUT PYTEST_ARGS...: memcheck, then racecheck, of those tests on new, without MPS
+  local label=$1 limit=$2
+  shift 2
+  mps_off
+  for tool in memcheck racecheck; do
+    step "compute-sanitizer $tool ($label)"
+    with new timeout "$limit" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+      python3 -m pytest -q -p no:cacheprovider "$@" >"$out/$label-$tool.out" 2>&1
+    echo "$tool exit $?" | tee -a "$log"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/$label-$tool.out" | tail -8 | tee -a "$log"
+  done
+}
+
 for stage in ${stages//,/ }; do
 case $stage in
   sweep)
@@ -107,8 +125,7 @@ case $stage in
     mps_off
     ;;
   ab)
-    bench new new --min-size 1M --max-size 16M
-    [ -n "${AB_FLAGS:-}" ] && MORI_JIT_EXTRA_FLAGS="$AB_FLAGS" bench new new-flags --min-size 1M --max-size 16M
+    bench_new
     mps_off
     ;;
   rounds)
@@ -117,10 +134,7 @@ case $stage in
       order="base ab"
       [ $((round % 2)) = 0 ] && order="ab base"
       for arm in $order; do
-        if [ "$arm" = base ]; then bench base base --min-size 1M --max-size 16M; else
-          bench new new --min-size 1M --max-size 16M
-          [ -n "${AB_FLAGS:-}" ] && MORI_JIT_EXTRA_FLAGS="$AB_FLAGS" bench new new-flags --min-size 1M --max-size 16M
-        fi
+        if [ "$arm" = base ]; then bench base base --min-size 1M --max-size 16M; else bench_new; fi
       done
       mkdir -p "$out/rounds/r$round" && mv "$out"/proxy-*.json "$out/rounds/r$round/"
     done
@@ -149,27 +163,12 @@ case $stage in
     mps_off
     ;;
   sanitize)
-    mps_off
-    for tool in memcheck racecheck; do
-      step "compute-sanitizer $tool"
-      with new timeout 240 compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
-        python3 -m pytest -q -p no:cacheprovider "$new_dir"/tests/test_device_proxy.py -k "put_get and all-remote" \
-        >"$out/sanitize-$tool.out" 2>&1
-      echo "$tool exit $?" | tee -a "$log"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/sanitize-$tool.out" | tail -8 | tee -a "$log"
-    done
+    sanitized sanitize 240 "$new_dir"/tests/test_device_proxy.py -k "put_get and all-remote"
     ;;
   sanitize-ep)
     for package in viz ep; do with new build "packages/mori-$package" "$package" || exit 1; done
-    mps_off
-    for tool in memcheck racecheck; do
-      step "compute-sanitizer $tool, inter-node EP"
-      with new timeout "${SANITIZE_TIMEOUT:-270}" compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
-        python3 -m pytest -q -p no:cacheprovider packages/mori-ep/tests/test_internode.py \
-        -k "${SANITIZE_EP_K:-cuda and two_hosts_match and 2x1}" >"$out/sanitize-ep-$tool.out" 2>&1
-      echo "$tool exit $?" | tee -a "$log"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed|error" "$out/sanitize-ep-$tool.out" | tail -8 | tee -a "$log"
-    done
+    sanitized sanitize-ep "${SANITIZE_TIMEOUT:-270}" packages/mori-ep/tests/test_internode.py \
+      -k "${SANITIZE_EP_K:-cuda and two_hosts_match and 2x1}"
     ;;
   pytest)
     for package in viz ep cco; do with new build "packages/mori-$package" "$package" || exit 1; done
