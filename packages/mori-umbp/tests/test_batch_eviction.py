@@ -23,6 +23,7 @@ from conftest import (
 
 from mori.umbp.client.pool_client import PEER_CHUNK
 from mori.umbp.peer.lru import EvictionOrder
+from mori.umbp.peer.service import MAX_BATCH
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -79,6 +80,40 @@ def test_a_long_batch_on_a_full_pool_evicts_by_lru_and_every_key_reported_stored
         back = [np.zeros(PAGE, np.uint8) for _ in range(43)]
         assert w.batch_get_into_ptr(keys[:43], [b.ctypes.data for b in back], [PAGE] * 43) == [True] * 43
         assert all(np.array_equal(b, d) for b, d in zip(back, new[:43], strict=True))
+
+
+def test_a_batch_of_more_keys_than_a_peer_acknowledges_at_once_is_stored_whole(monkeypatch):
+    """1,100 blocks to one owner: 35 slot rounds whose commits defer their acknowledgement. The
+    writer used to name every deferred key in the last round's commit, past the peer's limit of
+    MAX_BATCH acknowledge_keys, and the put failed with InvalidArgumentError (the `lru` bench
+    with one 48 MiB peer). Now a round's commit acknowledges the deferred keys before they would
+    pass the limit: no call names more, every key is reported stored and reads back whole."""
+    from mori.umbp.peer.service import PeerServicer
+
+    n, size = 1100, 4096  # by slots: 4 KiB blocks, far over a peer's inline share
+    deferred, acknowledged = [], []  # per call: keys committed deferred, keys acknowledged
+    commit = PeerServicer.BatchCommitSlots
+
+    def counting(self, req, ctx):
+        if req.defer_ack:
+            deferred.append(len(req.entries) or len(req.columns.keys))
+        if req.acknowledge_keys:
+            acknowledged.append(len(req.acknowledge_keys))
+        return commit(self, req, ctx)
+
+    monkeypatch.setattr(PeerServicer, "BatchCommitSlots", counting)
+    with owner_and_writer("owner", 1280 * PAGE, "writer") as (_master, owner, w):
+        data = random_blocks(n, 11, size)
+        keys = [f"k{i}" for i in range(n)]
+        assert n > MAX_BATCH
+        assert w.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [size] * n) == [True] * n
+        assert len(acknowledged) >= 2 and max(acknowledged) <= MAX_BATCH  # acknowledged on the way too
+        assert sum(acknowledged) == sum(deferred)  # every deferred commit acknowledged once
+        assert len(owner.store.keys()) == n
+        assert owner.store.unpublished() == []
+        back = [np.zeros(size, np.uint8) for _ in range(n)]
+        assert w.batch_get_into_ptr(keys, [b.ctypes.data for b in back], [size] * n) == [True] * n
+        assert all(np.array_equal(b, d) for b, d in zip(back, data, strict=True))
 
 
 def test_batch_room_is_the_per_key_eviction_of_the_same_policy():

@@ -34,6 +34,12 @@ class Allocation(NamedTuple):
     desc: bytes  # the packed mori-io MemoryDesc of the pages' buffer (b"": none)
     message: str
     buffer: int = 0  # the pages' PageRef.buffer_index (entries only: columns name the buffer by desc)
+    # FAILED_NO_SPACE, entries only (the single AllocateSlot of a put routed again): the peer's
+    # NoRoom report (NOTE [waiting for room] in mori.umbp.peer.store); the message names it too.
+    room_expected: bool = False
+    retry_after_ms: int = 0
+    bytes_needed: int = 0
+    bytes_evictable: int = 0
 
 
 #: (key, size, tier, depth): one AllocateSlotRequest.
@@ -88,7 +94,14 @@ def allocate_response(answers: Sequence[Allocation], columns: bool, pending_ttl_
         out = peer_pb.AllocateSlotResponse
         return peer_pb.BatchAllocateSlotsResponse(
             entries=[
-                out(outcome=a.outcome, message=a.message)
+                out(
+                    outcome=a.outcome,
+                    message=a.message,
+                    room_expected=a.room_expected,
+                    retry_after_ms=a.retry_after_ms,
+                    bytes_needed=a.bytes_needed,
+                    bytes_evictable=a.bytes_evictable,
+                )
                 if a.outcome != out.SUCCESS_ALLOCATED
                 else out(
                     outcome=a.outcome,
@@ -154,6 +167,10 @@ def allocations_of(res: Any, wanted: int) -> list[Allocation]:
             e.descs[0] if e.descs else b"",
             e.message,
             e.pages[0].buffer_index if e.pages else 0,
+            e.room_expected,
+            e.retry_after_ms,
+            e.bytes_needed,
+            e.bytes_evictable,
         )
         for e in res.entries
     ]

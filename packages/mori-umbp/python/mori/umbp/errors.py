@@ -74,3 +74,14 @@ class AuthenticationError(UMBPError, PermissionError):
 
 class PendingLimitError(UMBPError, RuntimeError):
     """This node already holds UMBP_MAX_PENDING_SLOTS_PER_NODE uncommitted slots on a peer."""
+
+
+class NoRoomError(UMBPError):
+    """No peer took a block within its put's deadline: what their tiers held that eviction must
+    skip (read leases, pins, writes in flight) left no room for it. ``peer`` names the last peer
+    that refused it, with the bytes the block ``needed`` and the bytes ``evictable`` there then.
+    A put reports the block not stored (False, as MORI does) and logs this error."""
+
+    def __init__(self, message: str, peer: str = "", needed: int = 0, evictable: int = 0) -> None:
+        super().__init__(message)
+        self.peer, self.needed, self.evictable = peer, needed, evictable

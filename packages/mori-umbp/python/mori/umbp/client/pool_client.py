@@ -18,6 +18,7 @@ import ctypes
 import logging
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,14 +42,21 @@ from mori.umbp.errors import (
     ConfigError,
     InvalidArgumentError,
     MasterUnavailableError,
+    NoRoomError,
     PeerUnavailableError,
     PendingLimitError,
 )
 from mori.umbp.peer.pools import DevicePagePool, HostPagePool, PagePool, host_memory
-from mori.umbp.peer.service import INLINE_MAX_BYTES, MAX_PEER_STREAMS, MAX_PEER_WIRE_CONNECTIONS, PeerServicer
+from mori.umbp.peer.service import (
+    INLINE_MAX_BYTES,
+    MAX_BATCH,
+    MAX_PEER_STREAMS,
+    MAX_PEER_WIRE_CONNECTIONS,
+    PeerServicer,
+)
 from mori.umbp.peer.ssd import SsdTier
 from mori.umbp.peer.ssd_staging import SsdStaging
-from mori.umbp.peer.store import PeerStore
+from mori.umbp.peer.store import NoRoom, PeerStore
 from mori.umbp.stream import StreamPool
 from mori.umbp.types import UMBPTierType, check_node_id
 from mori.umbp.wire import WireCall, WireChannel
@@ -155,7 +163,15 @@ class _Deferred:
     earlier rounds' commits too (a node's events reach the master in order, so the heartbeat that
     acknowledges the last ADDs applied every earlier one); the earlier rounds' keys are reported
     stored only then, so a put still returns True only for keys every reader can see. An owner
-    that fails or restarts before that acknowledgement has its deferred keys put again elsewhere."""
+    that fails or restarts before that acknowledgement has its deferred keys put again elsewhere.
+
+    A peer takes at most MAX_BATCH acknowledge_keys in one call (a bound on what it accepts), and
+    a batch of more keys for one owner than that used to name them all in its last commit, which
+    the peer refused (InvalidArgumentError: the `lru` bench with one 48 MiB peer). So a round
+    whose commits would take an owner's deferred keys past MAX_BATCH (``must_acknowledge``) does
+    not defer: it waits for the master, as the last round does, and acknowledges those before it;
+    the owner's later rounds defer again. An owner never has more than MAX_BATCH deferred keys,
+    and no call names more (a batch of n keys waits for about n / MAX_BATCH + 1 heartbeats)."""
 
     def __init__(self) -> None:
         self._by_node: dict[str, tuple[int, list[int]]] = {}
@@ -174,6 +190,11 @@ class _Deferred:
 
     def waiting(self, node: str) -> list[int]:
         return self._by_node.get(node, (0, []))[1]
+
+    def must_acknowledge(self, node: str, more: int) -> bool:
+        """Whether ``more`` commits deferred too would take ``node``'s past what one call may
+        acknowledge (MAX_BATCH): then the commit that brings them acknowledges the earlier ones."""
+        return len(self.waiting(node)) + more > MAX_BATCH
 
     def take(self, node: str) -> tuple[int, list[int]]:
         return self._by_node.pop(node, (0, []))
@@ -218,7 +239,32 @@ class _PutBatch:
 
 
 class _NoSpace(Exception):
-    """The routed peer had no free pages (or not the tier) after all: the master's view lagged."""
+    """The routed peer had no room (or not the tier) after all: the master's view lagged, or what
+    it holds is busy. ``error`` says what held it; ``retry_after_s`` when to ask it again (NOTE
+    [waiting for room] in mori.umbp.peer.store; None: room will not come by itself, 0: at once)."""
+
+    def __init__(self, error: NoRoomError, retry_after_s: float | None) -> None:
+        super().__init__(str(error))
+        self.error, self.retry_after_s = error, retry_after_s
+
+    @classmethod
+    def of_batch(cls, node: str) -> _NoSpace:
+        """A batch call's refusal, which carries no report: ask the peer again at once for one."""
+        return cls(NoRoomError(f"peer {node!r} had no room for it in a batch put", node), 0.0)
+
+    @classmethod
+    def of_store(cls, node: str, room: NoRoom | None) -> _NoSpace:
+        """A refusal of this node's own store (``room`` None: it has no such tier)."""
+        if room is None:
+            return cls(NoRoomError(f"node {node!r} (this one) has no such tier", node), None)
+        error = NoRoomError(f"node {node!r} (this one): {room}", node, room.needed, room.evictable)
+        return cls(error, room.retry_after_s)
+
+    @classmethod
+    def of_answer(cls, who: str, node: str, res: Any) -> _NoSpace:
+        """An AllocateSlot's FAILED_NO_SPACE answer from ``who`` (an older peer's has no report)."""
+        error = NoRoomError(f"{who}: {res.message}", node, int(res.bytes_needed), int(res.bytes_evictable))
+        return cls(error, res.retry_after_ms / 1000 if res.room_expected else None)
 
 
 def _check_config(config: UMBPConfig) -> None:
@@ -494,6 +540,7 @@ class DistributedClient(UMBPClient):
         dups: list[tuple[int, int]] = []
         local: list[int] = []
         remote: dict[str, list[int]] = {}
+        unrouted: list[int] = []
         for i, (key, route) in enumerate(zip(keys, routes, strict=True)):
             if key in first:  # a key twice in one batch: the later copy shares the first one's fate
                 dups.append((i, first[key]))
@@ -503,10 +550,19 @@ class DistributedClient(UMBPClient):
                 batch.out[i] = True
             elif route.outcome != pb.ROUTED:
                 batch.out[i] = False
+                unrouted.append(i)
             elif route.node_id == self.node_id:
                 local.append(i)
             else:
                 remote.setdefault(route.node_id, []).append(i)
+        if unrouted:  # said, as every other reason a block is not stored is
+            log.warning(
+                "put %r and %d more of a batch of %d: no node can hold them (the master placed the "
+                "batch by the capacity of the live nodes, and these are past it); not stored",
+                keys[unrouted[0]],
+                len(unrouted) - 1,
+                len(keys),
+            )
         if local:
             self._put_local(batch, local)
         inline = self._take_inline(remote, routes, sizes, devs)
@@ -517,11 +573,16 @@ class DistributedClient(UMBPClient):
         if remote:
             self._put_remote(batch, remote)
         moved = self._moved_owners(batch) if direct else set()
+        # NOTE [waiting for room] in mori.umbp.peer.store: one deadline for the whole batch's waits.
+        deadline = time.monotonic() + rpc.timeout_s()
         for i, node, failure in batch.retry:
+            again = partial(self._put_again, keys[i], ptrs[i], sizes[i], depths[i], devs[i])
             if node in moved:  # restarted elsewhere: its re-registration wiped what it held
-                batch.out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [], None)
+                batch.out[i] = again([], None, deadline)
+            elif failure is None:  # full: asked again for room if every other peer is full too
+                batch.out[i] = again([node], None, deadline, [(routes[i], _NoSpace.of_batch(node))])
             else:
-                batch.out[i] = self._put_again(keys[i], ptrs[i], sizes[i], depths[i], devs[i], [node], failure)
+                batch.out[i] = again([node], failure, deadline)
         for i, j in dups:
             batch.out[i] = batch.out[j]
         return batch.out
@@ -665,7 +726,7 @@ class DistributedClient(UMBPClient):
         and acknowledged before) or "PENDING" (another writer still holds it: not stored)."""
         outcome, slot_id, pages = self.store.allocate(key, size, tier, depth, self.node_id, rpc.timeout_s())
         if outcome in ("NO_SPACE", "NO_TIER"):
-            raise _NoSpace()
+            raise _NoSpace.of_store(self.node_id, self.store.no_room(tier, size) if outcome == "NO_SPACE" else None)
         if outcome == "LIMIT":
             raise PendingLimitError(
                 f"node {self.node_id!r} holds UMBP_MAX_PENDING_SLOTS_PER_NODE={self.store.max_pending_per_node} "
@@ -759,16 +820,19 @@ class DistributedClient(UMBPClient):
                     self._abort_all(stub, [a.slot_id for _, a in slots])
                     batch.retry.extend((i, node, exc) for i, _ in slots)
                     continue
-                final = r == last[node]
+                # NOTE [deferred acknowledgement]: the owner's last round, or one whose commits
+                # would take its deferred keys past MAX_BATCH, waits for the master and
+                # acknowledges the earlier rounds' commits.
+                ack = r == last[node] or deferred.must_acknowledge(node, len(slots))
                 req = columns.commit_request(
                     [(a.slot_id, batch.keys[i], batch.direct) for i, a in slots],
                     in_columns[node],
-                    defer_ack=not final,
-                    acknowledge_keys=[batch.keys[i] for i in deferred.waiting(node)] if final else [],
+                    defer_ack=not ack,
+                    acknowledge_keys=[batch.keys[i] for i in deferred.waiting(node)] if ack else [],
                 )
                 commits[node] = (
                     slots,
-                    final,
+                    ack,
                     rpc.start(
                         f"BatchCommitSlots on {who}",
                         self._peer_call(route.peer_address, "BatchCommitSlots"),
@@ -777,17 +841,17 @@ class DistributedClient(UMBPClient):
                         overlap=len(round_) > 1,
                     ),
                 )
-            for node, (slots, final, pending) in commits.items():
+            for node, (slots, ack, pending) in commits.items():
                 try:
                     done = pending.result()
                 except PeerUnavailableError as exc:
                     batch.retry.extend((i, node, exc) for i, _ in slots)
-                    if final:
+                    if ack:
                         batch.retry.extend((i, node, exc) for i in deferred.drop(node))
                     continue
                 route = batch.routes[slots[0][0]]
                 owner = self._owners.owner(node, route.peer_address, route.engine_desc)
-                if final:
+                if ack:
                     self._settle(batch, deferred, node, done, owner)
                 exists = list(done.already_exists) or [False] * len(slots)  # an older peer sends none
                 stored, placed = [], []
@@ -807,7 +871,8 @@ class DistributedClient(UMBPClient):
                     for i in stored:
                         batch.out[i] = True
         # Owners whose last round committed nothing (refused, full, or a failed write) still owe
-        # the acknowledgement of their deferred commits: one call with no entries asks for it.
+        # the acknowledgement of their deferred commits: one call with no entries asks for it
+        # (at most MAX_BATCH keys: must_acknowledge bounds them).
         for node in deferred.nodes():
             route = batch.routes[deferred.waiting(node)[0]]
             req = ppb.BatchCommitSlotsRequest(acknowledge_keys=[batch.keys[i] for i in deferred.waiting(node)])
@@ -849,9 +914,15 @@ class DistributedClient(UMBPClient):
         dev: int,
         exclude: list[str],
         failure: PeerUnavailableError | None,
+        deadline: float,
+        full: list[tuple[Any, _NoSpace]] | None = None,
     ) -> bool:
-        """Routes ``key`` again past the peers in ``exclude`` (they were full or failed)."""
+        """Routes ``key`` again past the peers in ``exclude`` (they were full or failed); ``full``:
+        the routes of those that were full, with their refusals. When every peer it may go to is
+        full, asks them again for room until ``deadline`` (NOTE [waiting for room] in
+        mori.umbp.peer.store)."""
         pb = rpc.pb
+        full = list(full or [])
         if failure is not None:
             log.warning("put %r: %s; routing again", key, failure)
         for _ in range(MAX_ATTEMPTS - 1):
@@ -862,18 +933,56 @@ class DistributedClient(UMBPClient):
                 break
             try:
                 return self._put_to(key, ptr, size, route, depth, dev)
-            except _NoSpace:
+            except _NoSpace as exc:
                 log.info("peer %r was full for %r: routing again", route.node_id, key)
+                full.append((route, exc))
             except PeerUnavailableError as exc:
                 log.warning("put %r: %s; routing again", key, exc)
                 failure = exc
             exclude.append(route.node_id)
+        refusal = None
+        if full:
+            stored, refusal = self._wait_for_room(key, ptr, size, depth, dev, full, deadline)
+            if stored is not None:
+                return stored
         if failure is not None:
             raise PeerUnavailableError(f"put {key!r}: no live peer took it (last error: {failure})")
         # Every peer tried was full of blocks it may not evict (read leases, pending or
-        # unacknowledged writes): said here, as the other reasons a put is not stored are.
-        log.warning("put %r: no peer had room (tried %s); not stored", key, ", ".join(exclude) or "none")
+        # unacknowledged writes) until the deadline: said here, as the other reasons a put is not
+        # stored are, with what the last refusal found.
+        tried = ", ".join(exclude) or "none"
+        if refusal is None:
+            log.warning("put %r: no peer had room (tried %s); not stored", key, tried)
+        else:
+            log.warning(
+                "put %r: no peer had room (tried %s) within its deadline: %s; not stored", key, tried, refusal.error
+            )
         return False
+
+    def _wait_for_room(
+        self, key: str, ptr: int, size: int, depth: int, dev: int, full: list[tuple[Any, _NoSpace]], deadline: float
+    ) -> tuple[bool | None, _NoSpace]:
+        """NOTE [waiting for room] in mori.umbp.peer.store: asks each peer of ``full`` (route,
+        refusal) again when its last refusal said room may come, the soonest first, until
+        ``deadline``. (the put's result, or None when no peer took it; the last refusal)."""
+        now = time.monotonic()
+        due = {r.node_id: (now + exc.retry_after_s, r) for r, exc in full if exc.retry_after_s is not None}
+        last = full[-1][1]
+        while due:
+            node = min(due, key=lambda n: due[n][0])
+            at, route = due.pop(node)
+            if at > deadline:
+                break
+            time.sleep(max(0.0, at - time.monotonic()))
+            try:
+                return self._put_to(key, ptr, size, route, depth, dev), last
+            except _NoSpace as exc:
+                last = exc
+                if exc.retry_after_s is not None:
+                    due[node] = (time.monotonic() + exc.retry_after_s, route)
+            except PeerUnavailableError as exc:
+                log.warning("put %r: %s; not asking it again", key, exc)
+        return None, last
 
     def _put_to(self, key: str, ptr: int, size: int, route: Any, depth: int, dev: int) -> bool:
         """True once the block is committed and visible (ours, or another writer's); False when
@@ -901,7 +1010,7 @@ class DistributedClient(UMBPClient):
             log.warning("put %r: %s; not stored", key, res.message)
             return False
         if res.outcome == out.FAILED_NO_SPACE:
-            raise _NoSpace()
+            raise _NoSpace.of_answer(who, route.node_id, res)
         if res.outcome != out.SUCCESS_ALLOCATED:
             raise PeerUnavailableError(f"AllocateSlot on {who} failed: {res.message}")
         remote = RemotePages(

@@ -8,6 +8,7 @@ staging buffer, 2 HBM), and ``descs[0]`` is that buffer's packed mori-io MemoryD
 from __future__ import annotations
 
 import ctypes
+import math
 import secrets
 import threading
 import time
@@ -20,7 +21,7 @@ from mori.umbp import columns, rpc, settings
 from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidKeyError
 from mori.umbp.peer.pools import STAGING_BUFFER, PagePool
-from mori.umbp.peer.store import PeerStore
+from mori.umbp.peer.store import NoRoom, PeerStore
 from mori.umbp.peer.store_ssd import PeerBusy
 from mori.umbp.rpc import PENDING_LIMIT_TAG, peer_grpc, peer_pb
 from mori.umbp.stream import StreamSlots
@@ -40,8 +41,9 @@ MAX_BATCH = 1024
 INLINE_MAX_BYTES = 64 << 10
 INLINE_BATCH_MAX_BYTES = 32 * INLINE_MAX_BYTES
 
-#: What _claim found, as the outcome of the two RPCs that claim pages.
-_Claim = tuple[str, int, list[int], str]
+#: What _claim found, as the outcome of the two RPCs that claim pages, and for NO_SPACE what held
+#: the tier (None: the peer has no such tier).
+_Claim = tuple[str, int, list[int], str, NoRoom | None]
 _ALLOCATE_OUTCOME = {
     "EXISTS": peer_pb.AllocateSlotResponse.SUCCESS_ALREADY_EXISTS,
     "PENDING": peer_pb.AllocateSlotResponse.FAILED_PENDING,
@@ -83,6 +85,17 @@ MAX_PEER_STREAMS = 16
 #: Connections a peer's NOTE [wire] server holds at once (a thread each; each client opens at most
 #: PEER_STREAMS of mori.umbp.client.pool_client); the next is closed and its client uses gRPC.
 MAX_PEER_WIRE_CONNECTIONS = 64
+
+
+def _refusal(outcome: str, why: str, room: NoRoom | None) -> columns.Allocation:
+    """The answer to a claim that got no slot; a NO_SPACE one carries the peer's NoRoom report
+    (NOTE [waiting for room] in mori.umbp.peer.store)."""
+    code = _ALLOCATE_OUTCOME[outcome]
+    if room is None:
+        return columns.Allocation(code, 0, [], 0, b"", why)
+    expected = room.retry_after_s is not None
+    after_ms = math.ceil((room.retry_after_s or 0.0) * 1000)
+    return columns.Allocation(code, 0, [], 0, b"", why, 0, expected, after_ms, room.needed, room.evictable)
 
 
 class _FrameContext:
@@ -207,9 +220,10 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
         self.s.expire_slots()  # once per call: the claims below skip it (expire=False)
         busy = self._make_room([(key, size, tier) for key, size, tier, _ in claims], owner)
+        rooms: dict[tuple[int, int], NoRoom] = {}
         try:
             for claim in claims:
-                res = self._allocate(claim, owner, max(0.0, deadline - time.monotonic()), key_limit, busy)
+                res = self._allocate(claim, owner, max(0.0, deadline - time.monotonic()), key_limit, busy, rooms)
                 if res is None:  # this node is at its pending cap: undo the batch's own slots
                     for done in out:
                         if done.outcome == _ALLOCATED:
@@ -223,18 +237,24 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         return out
 
     def _allocate(
-        self, claim: columns.Claim, owner: str, wait_s: float, key_limit: int, busy: set[int]
+        self,
+        claim: columns.Claim,
+        owner: str,
+        wait_s: float,
+        key_limit: int,
+        busy: set[int],
+        rooms: dict[tuple[int, int], NoRoom],
     ) -> columns.Allocation | None:
         """The answer to ``claim``; None when ``owner`` is at its pending cap. ``busy``: the tiers
-        where the call's eviction pass ran out of victims."""
+        where the call's eviction pass ran out of victims; ``rooms``: the call's NoRoom reports."""
         key, size, tier, depth = claim
-        outcome, slot_id, pages, why = self._claim(
-            key, size, tier, depth, owner, wait_s, key_limit, expire=False, watermark=tier not in busy
+        outcome, slot_id, pages, why, room = self._claim(
+            key, size, tier, depth, owner, wait_s, key_limit, expire=False, watermark=tier not in busy, rooms=rooms
         )
         if outcome == "LIMIT":
             return None
         if outcome != "ALLOCATED":
-            return columns.Allocation(_ALLOCATE_OUTCOME[outcome], 0, [], 0, b"", why)
+            return _refusal(outcome, why, room)
         pool = self.s.pools[tier]
         desc = self._packed(pool.desc) if pool.desc is not None else b""
         return columns.Allocation(_ALLOCATED, slot_id, pages, pool.page_size, desc, "", pool.buffer_index)
@@ -250,29 +270,36 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         key_limit: int | None = None,
         expire: bool = True,
         watermark: bool = True,
+        rooms: dict[tuple[int, int], NoRoom] | None = None,
     ) -> _Claim:
-        """(outcome, slot id, pages, why): outcome is ALLOCATED, EXISTS, PENDING, LIMIT (``owner``
-        is at its pending cap), NO_SPACE or FAILED (a request this peer must never store)."""
+        """(outcome, slot id, pages, why, room): outcome is ALLOCATED, EXISTS, PENDING, LIMIT
+        (``owner`` is at its pending cap), NO_SPACE (with what held the tier) or FAILED (a request
+        this peer must never store). ``rooms``: NoRoom reports by (tier, size) made earlier in the
+        same call, reused: a report walks the tier's blocks, and a full tier refuses a batch's
+        every key."""
         try:  # the client checked already; a peer still refuses what it must never store
             check_key(key, "key", key_limit)
         except InvalidKeyError as exc:
-            return "FAILED", 0, [], str(exc)
+            return "FAILED", 0, [], str(exc), None
         if size == 0:
-            return "FAILED", 0, [], "size=0 must be positive"
+            return "FAILED", 0, [], "size=0 must be positive", None
         if tier not in PAGE_TIERS:
             allowed = ", ".join(t.name for t in PAGE_TIERS)
-            return "FAILED", 0, [], f"tier={tier_name(tier)} is not a page tier (allowed: {allowed})"
+            return "FAILED", 0, [], f"tier={tier_name(tier)} is not a page tier (allowed: {allowed})", None
         pool = self.s.pool(tier)
         if pool is None or pool.desc is None:
             have = ", ".join(tier_name(t) for t in self.s.capacities() if t in PAGE_TIERS) or "none"
-            return "NO_SPACE", 0, [], f"tier={tier_name(tier)}: this peer has no such tier (has {have})"
+            return "NO_SPACE", 0, [], f"tier={tier_name(tier)}: this peer has no such tier (has {have})", None
         outcome, slot_id, pages = self.s.allocate(key, size, tier, depth, owner, wait_s, expire, watermark)
         if outcome == "PENDING":
             why = f"key {key!r} is held by another writer, still uncommitted after {wait_s:.2f}s"
-            return "PENDING", 0, [], why
+            return "PENDING", 0, [], why, None
         if outcome in ("EXISTS", "LIMIT", "ALLOCATED"):
-            return outcome, slot_id, pages, ""
-        return "NO_SPACE", 0, [], f"{pool.alloc.available} bytes free in {tier_name(tier)}"
+            return outcome, slot_id, pages, "", None
+        room = (rooms or {}).get((tier, size)) or self.s.no_room(tier, size)  # NOTE [waiting for room]
+        if rooms is not None:
+            rooms[(tier, size)] = room
+        return "NO_SPACE", 0, [], str(room), room
 
     def BatchPutInline(self, req: Any, ctx: Any) -> Any:
         """NOTE [inline put]: allocate, copy the bytes in, commit, and answer once the master
@@ -291,11 +318,12 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         key_limit = settings.get_int("UMBP_MAX_KEY_BYTES")  # once per call, not per key
         self.s.expire_slots()  # once per call: the claims below skip it (expire=False)
         busy = self._make_room([(e.key, len(d), int(e.tier)) for e, d in zip(entries, datas, strict=True)], owner)
+        rooms: dict[tuple[int, int], NoRoom] = {}
         try:
             for i, (e, data) in enumerate(zip(entries, datas, strict=True)):
                 tier = int(e.tier)
                 wait_s = max(0.0, deadline - time.monotonic())
-                outcome, slot_id, pages, why = self._claim(
+                outcome, slot_id, pages, why, _ = self._claim(
                     e.key,
                     len(data),
                     tier,
@@ -305,6 +333,7 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
                     key_limit,
                     expire=False,
                     watermark=tier not in busy,
+                    rooms=rooms,
                 )
                 if outcome == "LIMIT":  # undo this call's own slots, as BatchAllocateSlots does
                     for _, done in slots:

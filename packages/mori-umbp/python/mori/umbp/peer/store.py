@@ -30,6 +30,21 @@ master has not acknowledged yet; HBM victims are demoted to DRAM when it has roo
 REMOVE events reach the master with the commit's acknowledged heartbeat. Only when every block
 of the tier is busy does the allocation answer NO_SPACE.
 
+NOTE [waiting for room]: busy does not last. A read lease ends at a time the peer knows (500 ms
+at most), a commit is evictable once the master acknowledges it (one heartbeat), another writer's
+pending slot becomes a block at its commit (or is freed at its TTL), a spill or demotion ends with
+its copy. On the `lru` trace a request's own get can lease both peers through; the put of its
+misses was then refused by one peer, routed to the other, refused again and given up within a few
+milliseconds, while the first lease ended 175 ms later. Concurrent writers into a full peer were
+refused the same way while their own writes in flight held every page. So a NO_SPACE answer
+carries a ``NoRoom`` report: the bytes needed, free and evictable, what holds the rest, and when
+to ask again: at the soonest lease end, after a short poll for what ends without a clock here, at
+once when the room was there and another writer took it, never when what ends by itself cannot
+make the room. A writer whose every peer refused asks them again when they said, within its put's
+deadline (``_wait_for_room`` in mori.umbp.client.pool_client); it holds no slot meanwhile, so
+writers waiting for room never hold room another one waits for. Its put fails only when the
+deadline comes first, with a NoRoomError naming the peer, the bytes needed and those evictable.
+
 NOTE [direct put] (the master's side in mori.umbp.master.core): a commit the writer placed itself
 queues an ADD-if-absent and stays unpublished (so not evictable, and not spilled yet) until a
 heartbeat's answer decides it: indexed, it is published like any commit; refused (another node
@@ -59,9 +74,13 @@ from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, REMOVE, Event, EventLog
 from mori.umbp.peer.lru import EvictionOrder
 from mori.umbp.peer.pools import PagePool
 from mori.umbp.peer.store_ssd import SsdSide
-from mori.umbp.types import UMBPTierType
+from mori.umbp.types import UMBPTierType, tier_name
 
 log = logging.getLogger(__name__)
+
+#: NOTE [waiting for room]: when a writer asks again for room held by what ends without a clock
+#: here (a commit the master has not acknowledged, another writer's pending slot, a spill's copy).
+ROOM_POLL_S = 0.02
 
 #: Accessed keys kept for the next heartbeat (the master reads at most 4096 of them).
 ACCESSED_CAP = 4096
@@ -89,6 +108,37 @@ class Slot:
     deadline: float
     depth: int = -1
     owner: str = ""  # the node id that allocated it (its pending slots are capped)
+
+
+@dataclass(frozen=True)
+class NoRoom:
+    """Why a page tier had no room for ``needed`` bytes, in bytes (NOTE [waiting for room]): free,
+    evictable now, and held by what eviction skips; ``retry_after_s`` says when room may be there
+    (0: at once; None: not by itself, what holds the tier does not end or is too little)."""
+
+    tier: int
+    needed: int
+    free: int
+    evictable: int
+    leased: int
+    pinned: int  # being spilled to SSD or demoted to a slower tier
+    unacknowledged: int  # committed, the master has not acknowledged it yet
+    pending: int  # allocated by writers, not committed yet
+    draining: int  # freed once its last reader's lease ends
+    retry_after_s: float | None
+
+    def __str__(self) -> str:
+        when = (
+            "none of it frees room by itself"
+            if self.retry_after_s is None
+            else f"room may come in {self.retry_after_s * 1000:.0f} ms"
+        )
+        return (
+            f"no room in {tier_name(self.tier)} for {self.needed} bytes: {self.free} bytes free, "
+            f"{self.evictable} evictable; held by read leases {self.leased}, pins {self.pinned}, "
+            f"unacknowledged commits {self.unacknowledged}, pending slots {self.pending}, "
+            f"draining {self.draining}; {when}"
+        )
 
 
 class _Busy:
@@ -245,6 +295,55 @@ class PeerStore(SsdSide):
     def _over_watermark(self, pool: PagePool, need: int) -> bool:
         """Whether taking ``need`` more bytes puts ``pool`` past its high watermark."""
         return pool.capacity - pool.alloc.available + need > pool.capacity * self.high_watermark
+
+    def no_room(self, tier: int, size: int) -> NoRoom:
+        """NOTE [waiting for room]: what holds ``tier`` now that a block of ``size`` bytes found no
+        room in it. Walks the tier's blocks: only asked after a refusal."""
+        pool = self.pools[tier]
+        need = pool.alloc.pages_for(size) * pool.page_size
+        now = time.monotonic()
+        held = dict.fromkeys(("evictable", "leased", "pinned", "unacknowledged"), 0)
+        lease_ends: list[float] = []
+        with self._lock:
+            free = pool.alloc.available
+            for key, block in self._blocks.items():
+                if block.tier != tier:
+                    continue
+                lease = self._leases.get(key, 0.0)
+                if key in self._pinned or key in self._moving:
+                    kind = "pinned"
+                elif key in self._unpublished:
+                    kind = "unacknowledged"
+                elif lease > now:
+                    kind = "leased"
+                    lease_ends.append(lease)
+                else:
+                    kind = "evictable"
+                held[kind] += len(block.pages) * pool.page_size
+            pending = sum(len(s.pages) for s in self._slots.values() if s.tier == tier) * pool.page_size
+            drains = [(end, len(pages) * pool.page_size) for end, p, pages in self._draining if p is pool]
+        draining = sum(n for _, n in drains)
+        lease_ends += [end for end, _ in drains]
+        clockless = held["pinned"] + held["unacknowledged"] + pending
+        if need > free + sum(held.values()) + pending + draining:
+            retry: float | None = None
+        elif free + held["evictable"] >= need:
+            retry = 0.0  # the room was there: another writer took what this call's eviction made
+        else:
+            soonest = [end - now for end in lease_ends] + ([ROOM_POLL_S] if clockless else [])
+            retry = max(0.0, min(soonest)) if soonest else None
+        return NoRoom(
+            tier,
+            need,
+            free,
+            held["evictable"],
+            held["leased"],
+            held["pinned"],
+            held["unacknowledged"],
+            pending,
+            draining,
+            retry,
+        )
 
     def make_room(self, tier: int, size: int) -> bool:
         """NOTE [eviction on demand]: evicts victims of ``tier`` by the policy until ``size`` bytes
