@@ -8,7 +8,8 @@
 #   tests: test_device_proxy.py on new (under MPS);
 #   base:  1 .. 16 MiB on base ($BASE_SIZES: other bench size arguments);
 #   ab:    1 .. 16 MiB on new, and on new built with $AB_FLAGS (MORI_JIT_EXTRA_FLAGS, e.g. a define
-#          that switches a device-side variant) when set;
+#          that switches a device-side variant) when set, and on new with $AB_ENV (NAME=VALUE ..., e.g.
+#          a host-side setting) in the PEs' environment when set;
 #   rounds: $ROUNDS (3) rounds of base and ab, the order alternating, each round's JSON in
 #          $OUT/rounds.tgz, and a table of each build's median and range per size and of the
 #          put-with-signal latency (one run is within this machine's spread: 20 % between runs);
@@ -87,9 +88,10 @@ bench() {  # bench NAME LABEL ARGS...: under a fresh MPS daemon (a PE that died 
   grep -E "device proxy carried out" "$out/proxy-$label.out" | tee -a "$log"
 }
 
-bench_new() {  # the ab stage's runs: new, and new built with $AB_FLAGS when set
+bench_new() {  # the ab stage's runs: new, new built with $AB_FLAGS and new run with $AB_ENV, each when set
   bench new new --min-size 1M --max-size 16M
   if [ -n "${AB_FLAGS:-}" ]; then MORI_JIT_EXTRA_FLAGS="$AB_FLAGS" bench new new-flags --min-size 1M --max-size 16M; fi
+  if [ -n "${AB_ENV:-}" ]; then (export ${AB_ENV?}; bench new new-env --min-size 1M --max-size 16M); fi
 }
 
 sanitized() {  # sanitized LABEL TIMEOUT PYTEST_ARGS...: memcheck, then racecheck, of those tests on new, without MPS

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Summarises proxy_ab.sh's ``rounds`` stage: per build (base, new, new-flags), the median and the
+"""Summarises proxy_ab.sh's ``rounds`` stage: per build (base, new, new-flags, new-env), the median and the
 range over rounds of the proxy's GB/s per PE and its share of the conduit per size, and of the
 8-byte put-with-signal half round trip beside the socket ping-pong of the same runs."""
 

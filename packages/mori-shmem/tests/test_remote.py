@@ -43,7 +43,12 @@ MiB = 1 << 20
 # name: (PEs, environment, node of a rank)
 LAYOUTS: dict[str, tuple[int, dict[str, str], Callable[[int], int]]] = {
     "2pe-disable-p2p-1-stream": (2, {"MORI_DISABLE_P2P": "1", "MORI_SHMEM_REMOTE_STREAMS": "1"}, lambda r: r),
-    "4pe-2-nodes": (4, {"MORI_SHMEM_PES_PER_NODE": "2"}, lambda r: r // 2),
+    # Serving threads that poll for the next request before they sleep serve the same bytes.
+    "4pe-2-nodes-serve-spin": (
+        4,
+        {"MORI_SHMEM_PES_PER_NODE": "2", "MORI_SHMEM_REMOTE_SERVE_SPIN_US": "200"},
+        lambda r: r // 2,
+    ),
     "8pe-2-nodes-3-streams": (8, {"MORI_SHMEM_PES_PER_NODE": "4", "MORI_SHMEM_REMOTE_STREAMS": "3"}, lambda r: r // 4),
 }
 
@@ -228,7 +233,7 @@ case_strategy = st.tuples(size_strategy, st.integers(0, 4095), st.integers(0, 40
 @settings(max_examples=3, deadline=None)
 @given(cases=st.lists(case_strategy, min_size=1, max_size=6))
 def test_put_get_hypothesis_sizes(conduit: str, cases: list[tuple[int, int, int]]) -> None:
-    nranks, env, node_of = LAYOUTS["4pe-2-nodes"]
+    nranks, env, node_of = LAYOUTS["4pe-2-nodes-serve-spin"]
     results = run_pes(remote_programs.put_get, nranks, cases, env=conduit_env(conduit, env), timeout=60)
     check_layout([{"layout": r["layout"]} for r in results], node_of, conduit)
     check_put_get(results, node_of, len(cases))
@@ -318,12 +323,16 @@ def test_moris_num_qp_per_pe_sets_the_tcp_streams(settings: dict[str, str], stre
         assert r["received"] == 0x5EED_0000 + 1 - rank
 
 
-def test_num_qp_per_pe_out_of_range_is_refused_naming_it(tmp_path: Path) -> None:
-    env = conduit_env("tcp", {**TWO_NODES, "MORI_NUM_QP_PER_PE": "65"})
+@pytest.mark.parametrize(
+    ("name", "value", "limit"),
+    [("MORI_NUM_QP_PER_PE", "65", "[1, 64]"), ("MORI_SHMEM_REMOTE_SERVE_SPIN_US", "1001", "[0, 1000]")],
+)
+def test_conduit_setting_out_of_range_is_refused_naming_it(name: str, value: str, limit: str, tmp_path: Path) -> None:
+    env = conduit_env("tcp", {**TWO_NODES, name: value})
     results = run_pes(remote_programs.conduit_choice, 2, str(tmp_path), env=env, timeout=60)
     for r in results:
         assert r["error"] is not None and r["error"]["type"] == "ConfigError", r
-        assert "MORI_NUM_QP_PER_PE=65" in r["error"]["message"] and "[1, 64]" in r["error"]["message"], r
+        assert f"{name}={value}" in r["error"]["message"] and limit in r["error"]["message"], r
 
 
 @pytest.mark.skipif(not _ucx_findable(), reason="no UCX (pip install libucx-cu12)")

@@ -77,6 +77,11 @@ const std::vector<Var>& registry() {
        "TCP connections per remote PE of the tcp conduit (PEs on other hosts); transfers above 512 KiB are striped "
        "over them.",
        nullptr},
+      {"MORI_SHMEM_REMOTE_SERVE_SPIN_US", Type::Int, "0",
+       "Microseconds (0..1000) a tcp conduit's serving thread keeps looking for the next request on its connection "
+       "before it sleeps until one comes: a sleeping thread's wake-up is much of a small request's latency on an idle "
+       "host, and each spin costs a core that long. 0 never spins.",
+       nullptr},
       {"MORI_NUM_QP_PER_PE", Type::Int, "0",
        "MORI's queue pairs per remote PE. With the tcp conduit: its connections per remote PE when "
        "MORI_SHMEM_REMOTE_STREAMS is not set (1..64; 0 = unset). The ucx conduit keeps one endpoint per PE, whose "

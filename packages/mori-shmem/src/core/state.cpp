@@ -113,6 +113,12 @@ remote::ConduitConfig read_conduit_config(double wait_timeout_s) {
   config.choice = env::get_choice("MORI_SHMEM_REMOTE_CONDUIT");
   config.streams = remote_streams();
   config.timeout_s = wait_timeout_s;
+  const int64_t serve_spin_us = env::get_int("MORI_SHMEM_REMOTE_SERVE_SPIN_US");
+  if (serve_spin_us < 0 || serve_spin_us > 1000) {
+    throw_error(MORI_SHMEM_ERR_CONFIG, "MORI_SHMEM_REMOTE_SERVE_SPIN_US=", serve_spin_us,
+                " must be in [0, 1000] microseconds");
+  }
+  config.serve_spin_us = static_cast<int>(serve_spin_us);
   config.ifname = env::get_string("MORI_SOCKET_IFNAME");
   config.ucx_dir = env::get_string("MORI_SHMEM_UCX_DIR");
   config.ucx_atomics = env::get_choice("MORI_SHMEM_UCX_ATOMICS");

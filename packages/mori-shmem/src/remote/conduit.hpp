@@ -41,6 +41,7 @@ struct ConduitConfig {
   // tcp: transfers above this are split over the streams; from 1 MiB up a stripe per stream beat
   // one stream in A/B runs (docs/benchmarks/shmem.md), at 512 KiB a second stripe did not pay.
   size_t stripe_bytes = 512 << 10;
+  int serve_spin_us = 0;  // tcp: how long a serving thread polls for the next request before it sleeps
   std::string ucx_dir;            // where libucp.so.0 is; "" = the system's
   std::string ucx_atomics = "auto";  // MORI_SHMEM_UCX_ATOMICS: auto, ucx or am
   std::string rdma_devices;       // MORI_RDMA_DEVICES: the RDMA devices the ucx conduit may use ("" = all)

@@ -17,6 +17,11 @@ namespace mori::shmem::remote {
 
 namespace {
 
+// Kernels read both in one 16-byte load (ProxyHeadOf in device/proxy.cuh).
+static_assert(offsetof(mori_shmem_proxy_ring_t, features) == offsetof(mori_shmem_proxy_ring_t, device_words) + 8 &&
+                  offsetof(mori_shmem_proxy_ring_t, device_words) % 16 == 0,
+              "the ring's device_words and features must be one aligned 16-byte pair");
+
 uint64_t load_acquire(const unsigned long long* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 void store_release(unsigned long long* word, uint64_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
 

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -152,7 +153,14 @@ void StagingSlots::receive_then_set(uint8_t* dst, size_t nbytes, Source&& source
     const uint64_t t0 = monotonic_ns();
     source(slot(0), 0, nbytes);
     const uint64_t t1 = monotonic_ns();
-    if (nbytes > 0) context_.copy_async(dst, slot(0), nbytes, stream(0));  // a bare signal has none
+    if (nbytes == sizeof(uint64_t) && reinterpret_cast<uintptr_t>(dst) % sizeof(uint64_t) == 0) {
+      // A word (a flag, a count) is a stream write, as the signal is: cheaper than a copy's launch.
+      uint64_t bits;
+      std::memcpy(&bits, slot(0), sizeof bits);
+      context_.write_word_async(dst, bits, stream(0));
+    } else if (nbytes > 0) {  // a bare signal has none
+      context_.copy_async(dst, slot(0), nbytes, stream(0));
+    }
     context_.write_word_async(word, value, stream(0));
     context_.finish_stream(stream(0), "setting a put-with-signal's payload and signal in the GPU heap");
     times.add(phases.wire, t1 - t0);

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/host_rma.hpp"
 #include "core/log.hpp"
+#include "remote/time_account.hpp"
 #include "remote/wire.hpp"
 
 namespace mori::shmem::remote {
@@ -58,6 +59,16 @@ bool wait_readable_or_stop(int fd, int stop_fd) {
     if (fds[1].revents != 0) return false;
     if (fds[0].revents != 0) return true;
   }
+}
+
+// Polls fd without sleeping for up to spin_ns; true once it is readable (a request, or its close).
+bool readable_within(int fd, uint64_t spin_ns) {
+  const uint64_t start = monotonic_ns();
+  do {
+    pollfd one{fd, POLLIN, 0};
+    if (poll(&one, 1, 0) > 0) return true;
+  } while (monotonic_ns() - start < spin_ns);
+  return false;
 }
 
 }  // namespace
@@ -287,7 +298,12 @@ void TcpConduit::reap_inbound() {
 void TcpConduit::serve(Inbound* inbound) {
   Socket& socket = inbound->socket;
   try {
-    while (wait_readable_or_stop(socket.fd(), stop_pipe_[0])) serve_one(*inbound);
+    const uint64_t spin_ns = uint64_t(config_.serve_spin_us) * 1000;
+    while (wait_readable_or_stop(socket.fd(), stop_pipe_[0])) {
+      do {
+        serve_one(*inbound);
+      } while (spin_ns > 0 && !stopping_.load() && readable_within(socket.fd(), spin_ns));
+    }
   } catch (const Error& e) {
     // A peer that finalized (or died) closes its streams: that ends this thread, quietly unless
     // it happened in the middle of a request.

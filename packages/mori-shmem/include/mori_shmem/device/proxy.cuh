@@ -96,19 +96,29 @@ __device__ __forceinline__ bool ProxyOffset(const ProxyCtx& ctx, const void* add
 
 constexpr unsigned long long kNoTicket = ~0ull;
 
-// The head and done words to poll: the proxy's copy in GPU memory (see proxy_ring.h for why), or
-// the ring's own under a library that keeps none.
-__device__ __forceinline__ const mori_shmem_proxy_words_t* ProxyWords(const ProxyCtx& ctx) {
+// What a request needs of the ring's header: the head and done words to poll (the proxy's copy in
+// GPU memory, see proxy_ring.h for why, or the ring's own under a library that keeps none) and the
+// features the proxy serves. Both in one 16-byte load, since each load of the ring crosses PCIe: a
+// caller takes it before its ticket, so the two overlap, and hands it to ProxyPost and ProxyWaitDone.
+struct ProxyHead {
+  const mori_shmem_proxy_words_t* words;
+  unsigned long long features;
+};
+
+__device__ __forceinline__ ProxyHead ProxyHeadOf(const ProxyCtx& ctx) {
   auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
-  const unsigned long long words = *reinterpret_cast<volatile unsigned long long*>(&ring->device_words);
-  return words != 0 ? reinterpret_cast<const mori_shmem_proxy_words_t*>(words)
-                    : reinterpret_cast<const mori_shmem_proxy_words_t*>(&ring->head);
+  // device_words and features are one aligned 16-byte pair (checked where the proxy builds the ring).
+  unsigned long long words, features;
+  LdVolatilePair(&ring->device_words, &words, &features);
+  return {words != 0 ? reinterpret_cast<const mori_shmem_proxy_words_t*>(words)
+                     : reinterpret_cast<const mori_shmem_proxy_words_t*>(&ring->head),
+          features};
 }
 
 // Takes a ticket, waits for its slot, writes the request (with `inlineBytes` bytes of `inlineSrc`
 // as its payload, at most MORI_SHMEM_PROXY_INLINE_BYTES) and publishes it.
-__device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, unsigned int op, int pe, int amo,
-                                                        unsigned int type, unsigned long long local,
+__device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, const ProxyHead& head, unsigned int op,
+                                                        int pe, int amo, unsigned int type, unsigned long long local,
                                                         unsigned long long offset, unsigned long long bytes,
                                                         unsigned long long value, unsigned long long compare,
                                                         unsigned long long signalOffset,
@@ -117,8 +127,7 @@ __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, uns
   auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
   auto* tail = reinterpret_cast<unsigned long long*>(ctx.heapBase + MORI_SHMEM_SYNC_PROXY_TAIL_OFFSET);
   const unsigned long long ticket = atomicAdd_system(tail, 1ull);
-  const mori_shmem_proxy_words_t* words = ProxyWords(ctx);
-  if (!ProxySpin(ctx, [&] { return ticket - LdAcquireSys(&words->head) < MORI_SHMEM_PROXY_RING_ENTRIES; })) {
+  if (!ProxySpin(ctx, [&] { return ticket - LdAcquireSys(&head.words->head) < MORI_SHMEM_PROXY_RING_ENTRIES; })) {
     return kNoTicket;
   }
   mori_shmem_proxy_entry_t* e = &ring->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
@@ -145,10 +154,21 @@ __device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, uns
 }
 
 // Waits until the proxy has carried out `ticket` (and every earlier request).
-__device__ __forceinline__ void ProxyWaitDone(const ProxyCtx& ctx, unsigned long long ticket) {
+__device__ __forceinline__ void ProxyWaitDone(const ProxyCtx& ctx, const ProxyHead& head, unsigned long long ticket) {
   if (ticket == kNoTicket) return;
-  const mori_shmem_proxy_words_t* words = ProxyWords(ctx);
-  ProxySpin(ctx, [&] { return LdAcquireSys(&words->done) > ticket; });
+  ProxySpin(ctx, [&] { return LdAcquireSys(&head.words->done) > ticket; });
+}
+
+// The same, reading the ring's header themselves (for callers that post once, such as mori-cco's GDA).
+__device__ __forceinline__ unsigned long long ProxyPost(const ProxyCtx& ctx, unsigned int op, int pe, int amo,
+                                                        unsigned int type, unsigned long long local,
+                                                        unsigned long long offset, unsigned long long bytes,
+                                                        unsigned long long value, unsigned long long compare,
+                                                        unsigned long long signalOffset) {
+  return ProxyPost(ctx, ProxyHeadOf(ctx), op, pe, amo, type, local, offset, bytes, value, compare, signalOffset);
+}
+__device__ __forceinline__ void ProxyWaitDone(const ProxyCtx& ctx, unsigned long long ticket) {
+  if (ticket != kNoTicket) ProxyWaitDone(ctx, ProxyHeadOf(ctx), ticket);
 }
 
 // Puts or gets [symmetric, +bytes) of pe, from or into local memory; returns when the proxy has
@@ -156,9 +176,11 @@ __device__ __forceinline__ void ProxyWaitDone(const ProxyCtx& ctx, unsigned long
 __device__ inline __noinline__ void ProxyTransfer(MORI_SHMEM_PROXY_PARAMS, unsigned int op, const void* symmetric,
                                                   const void* local, unsigned long long bytes, int pe) {
   MORI_SHMEM_PROXY_CTX;
+  const ProxyHead head = ProxyHeadOf(ctx);
   unsigned long long offset;
   if (!ProxyOffset(ctx, symmetric, bytes, 1, &offset)) return;
-  ProxyWaitDone(ctx, ProxyPost(ctx, op, pe, 0, 0, reinterpret_cast<unsigned long long>(local), offset, bytes, 0, 0, 0));
+  ProxyWaitDone(ctx, head,
+                ProxyPost(ctx, head, op, pe, 0, 0, reinterpret_cast<unsigned long long>(local), offset, bytes, 0, 0, 0));
 }
 
 // A 4- or 8-byte word of pe gets `bits` by amo (SIGNAL_SET/ADD, AMO_*). No answer is awaited.
@@ -177,14 +199,14 @@ __device__ inline __noinline__ unsigned long long ProxyAmoFetch(MORI_SHMEM_PROXY
                                                                 unsigned long long compare, int amo, int pe) {
   MORI_SHMEM_PROXY_CTX;
   unsigned long long offset;
+  const ProxyHead head = ProxyHeadOf(ctx);
   if (!ProxyOffset(ctx, symmetric, width, width, &offset)) return 0;
-  const unsigned long long ticket =
-      ProxyPost(ctx, MORI_SHMEM_PROXY_AMO_FETCH, pe, amo, width == 4 ? 1u : 3u, 0, offset, width, bits, compare, 0);
+  const unsigned long long ticket = ProxyPost(ctx, head, MORI_SHMEM_PROXY_AMO_FETCH, pe, amo, width == 4 ? 1u : 3u, 0,
+                                              offset, width, bits, compare, 0);
   if (ticket == kNoTicket) return 0;
   auto* ring = reinterpret_cast<mori_shmem_proxy_ring_t*>(ctx.ring);
   mori_shmem_proxy_entry_t* e = &ring->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
-  const mori_shmem_proxy_words_t* words = ProxyWords(ctx);
-  if (!ProxySpin(ctx, [&] { return LdAcquireSys(&words->done) > ticket; }) ||
+  if (!ProxySpin(ctx, [&] { return LdAcquireSys(&head.words->done) > ticket; }) ||
       !ProxySpin(ctx, [&] { return LdAcquireSys(&e->state) == (MORI_SHMEM_PROXY_ANSWERED | ticket); })) {
     return 0;
   }
@@ -197,6 +219,7 @@ __device__ inline __noinline__ void ProxyPutSignal(MORI_SHMEM_PROXY_PARAMS, void
                                                    unsigned long long bytes, const void* sigDest,
                                                    unsigned long long sigVal, int sigOp, int pe) {
   MORI_SHMEM_PROXY_CTX;
+  const ProxyHead head = ProxyHeadOf(ctx);
   unsigned long long offset, signalOffset;
   if (!ProxyOffset(ctx, dest, bytes, 1, &offset) || !ProxyOffset(ctx, sigDest, 8, 8, &signalOffset)) return;
   // The device API also takes AMO_SET / AMO_ADD as signal ops; the wire knows the SIGNAL_ spelling.
@@ -208,15 +231,14 @@ __device__ inline __noinline__ void ProxyPutSignal(MORI_SHMEM_PROXY_PARAMS, void
 #define MORI_SHMEM_PROXY_INLINE_LIMIT MORI_SHMEM_PROXY_INLINE_BYTES
 #endif
   static_assert(MORI_SHMEM_PROXY_INLINE_LIMIT <= MORI_SHMEM_PROXY_INLINE_BYTES, "the entry holds no more");
-  const auto* ring = reinterpret_cast<const mori_shmem_proxy_ring_t*>(ctx.ring);
-  if (bytes <= MORI_SHMEM_PROXY_INLINE_LIMIT &&
-      (*reinterpret_cast<const volatile unsigned long long*>(&ring->features) & MORI_SHMEM_PROXY_FEATURE_INLINE)) {
-    ProxyPost(ctx, MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE, pe, sigOp, 0, 0, offset, bytes, sigVal, 0, signalOffset,
+  if (bytes <= MORI_SHMEM_PROXY_INLINE_LIMIT && (head.features & MORI_SHMEM_PROXY_FEATURE_INLINE)) {
+    ProxyPost(ctx, head, MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE, pe, sigOp, 0, 0, offset, bytes, sigVal, 0, signalOffset,
               static_cast<const unsigned char*>(src), static_cast<unsigned int>(bytes));
     return;
   }
-  ProxyWaitDone(ctx, ProxyPost(ctx, MORI_SHMEM_PROXY_PUT_SIGNAL, pe, sigOp, 0, reinterpret_cast<unsigned long long>(src),
-                               offset, bytes, sigVal, 0, signalOffset));
+  ProxyWaitDone(ctx, head,
+                ProxyPost(ctx, head, MORI_SHMEM_PROXY_PUT_SIGNAL, pe, sigOp, 0,
+                          reinterpret_cast<unsigned long long>(src), offset, bytes, sigVal, 0, signalOffset));
 }
 
 __device__ inline __noinline__ void ProxyPutImm(MORI_SHMEM_PROXY_PARAMS, void* dest, unsigned long long bits,
@@ -230,7 +252,8 @@ __device__ inline __noinline__ void ProxyPutImm(MORI_SHMEM_PROXY_PARAMS, void* d
 // Every request this PE posted before is complete at its target when this returns.
 __device__ inline __noinline__ void ProxyQuiet(MORI_SHMEM_PROXY_PARAMS, int myPe) {
   MORI_SHMEM_PROXY_CTX;
-  ProxyWaitDone(ctx, ProxyPost(ctx, MORI_SHMEM_PROXY_QUIET, myPe, 0, 0, 0, 0, 0, 0, 0, 0));
+  const ProxyHead head = ProxyHeadOf(ctx);
+  ProxyWaitDone(ctx, head, ProxyPost(ctx, head, MORI_SHMEM_PROXY_QUIET, myPe, 0, 0, 0, 0, 0, 0, 0, 0));
 }
 
 }  // namespace mori::shmem::detail

@@ -37,6 +37,11 @@ __device__ __forceinline__ unsigned long long LdAcquireSys(const unsigned long l
   asm volatile("ld.acquire.sys.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+// Two adjacent words in one 16-byte load (p 16-byte aligned): one round trip where p is host memory.
+__device__ __forceinline__ void LdVolatilePair(const unsigned long long* p, unsigned long long* first,
+                                               unsigned long long* second) {
+  asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(*first), "=l"(*second) : "l"(p) : "memory");
+}
 __device__ __forceinline__ unsigned int LdRelaxedSys(const unsigned int* p) {
   unsigned int v;
   asm volatile("ld.relaxed.sys.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
