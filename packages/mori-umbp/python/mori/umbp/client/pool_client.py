@@ -165,13 +165,12 @@ class _Deferred:
     stored only then, so a put still returns True only for keys every reader can see. An owner
     that fails or restarts before that acknowledgement has its deferred keys put again elsewhere.
 
-    A peer takes at most MAX_BATCH acknowledge_keys in one call (a bound on what it accepts), and
-    a batch of more keys for one owner than that used to name them all in its last commit, which
-    the peer refused (InvalidArgumentError: the `lru` bench with one 48 MiB peer). So a round
-    whose commits would take an owner's deferred keys past MAX_BATCH (``must_acknowledge``) does
-    not defer: it waits for the master, as the last round does, and acknowledges those before it;
-    the owner's later rounds defer again. An owner never has more than MAX_BATCH deferred keys,
-    and no call names more (a batch of n keys waits for about n / MAX_BATCH + 1 heartbeats)."""
+    A peer takes at most MAX_BATCH acknowledge_keys in one call (a bound on what it accepts), so
+    a round whose commits would take an owner's deferred keys past MAX_BATCH
+    (``must_acknowledge``) does not defer: it waits for the master, as the last round does, and
+    acknowledges those before it; the owner's later rounds defer again. An owner never has more
+    than MAX_BATCH deferred keys, and no call names more (a batch of n keys waits for about
+    n / MAX_BATCH + 1 heartbeats)."""
 
     def __init__(self) -> None:
         self._by_node: dict[str, tuple[int, list[int]]] = {}
