@@ -155,6 +155,24 @@ def _across(folder: str, client_pid: int, master_pid: int) -> list[tuple[float, 
     return sorted((statistics.median(v), k) for k, v in offsets.items() if len(v) > len(puts) / 2)
 
 
+def _bare_write_cpu(ceiling: Ceiling, pool: PoolProcess, block: int, batch: int, calls: int) -> tuple[float, float]:
+    """The CPU seconds one bare mori-io write of ``batch`` blocks takes in this process and in the
+    pool's (the ceiling's target is the first peer's process), over ``calls`` writes."""
+    offs = [i * block for i in range(batch)]
+    start = (time.process_time(), pool.cpu_s())
+    for _ in range(calls):
+        (status,) = ceiling.engine.batch_write(
+            [ceiling.local],
+            [offs],
+            [ceiling.remote],
+            [offs],
+            [[block] * batch],
+            [ceiling.engine.allocate_transfer_uid()],
+        )
+        status.WaitFor(30000)
+    return (time.process_time() - start[0]) / calls, (pool.cpu_s() - start[1]) / calls
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=30)
@@ -203,12 +221,14 @@ def main(argv: list[str] | None = None) -> int:
                 spans.setdefault(name, []).append((min(ats), max(ats)))
         cpu = [(time.process_time() - cpu[0]) / args.calls, (pool.cpu_s() - cpu[1]) / args.calls]
         bare = ceiling.measure(block, batch, args.calls)["write"]
+        bare_cpu = _bare_write_cpu(ceiling, pool, block, batch, args.calls)
         master_pid = pool.info.pids[0]
     p50 = statistics.median(totals)
     lines = [
         f"batch put of {batch} x {block} B: p50 {p50 * 1e3:.2f} ms ({batch * block / p50 / 1e9:.2f} GB/s); "
         f"a bare mori-io write of the same blocks: p50 {bare['p50_ms']:.2f} ms",
-        f"CPU per call: client {cpu[0] * 1e3:.2f} ms, pool (master and peers) {cpu[1] * 1e3:.2f} ms",
+        f"CPU per call: client {cpu[0] * 1e3:.2f} ms, pool (master and peers) {cpu[1] * 1e3:.2f} ms; "
+        f"the bare write's: {bare_cpu[0] * 1e3:.2f} ms, {bare_cpu[1] * 1e3:.2f} ms",
         f"{'phase':28s} {'first ms':>9s} {'last ms':>9s}",
     ]
     for name, occurrences in sorted(spans.items(), key=lambda kv: statistics.median(s[0] for s in kv[1])):

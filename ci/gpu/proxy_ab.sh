@@ -14,7 +14,8 @@
 #          $OUT/rounds.tgz, and a table of each build's median and range per size and of the
 #          put-with-signal latency (one run is within this machine's spread: 20 % between runs);
 #   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
-#          (2 x 2 PEs or $EP_WORLD as two nodes, $EP_TOKENS tokens, verified, beside a socket copy) and test_internode.py -k cuda;
+#          (2 x 2 PEs or $EP_WORLD as two nodes, $EP_TOKENS tokens, verified, beside a socket copy), each again with
+#          $EP_ENV (NAME=VALUE ...) in the PEs' environment when set, and test_internode.py -k cuda;
 #   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
 #          without MPS (the sanitizer does not attach to MPS clients);
 #   sanitize-ep: the same over the inter-node EP kernels: builds mori-viz and mori-ep against new,
@@ -149,13 +150,20 @@ case $stage in
     with new build packages/mori-viz viz || exit 1
     with new build packages/mori-ep ep || exit 1
     for type in ${EP_TYPES:-InterNodeV1 InterNodeV1LL InterNode AsyncLL}; do
-      step "mori-ep-bench $type ${EP_WORLD:-4} PEs"
-      mps_off
-      mps_on
-      with new timeout "${EP_BENCH_TIMEOUT:-100}" mori-ep-bench --world-size ${EP_WORLD:-4} --max-tokens ${EP_TOKENS:-128 4096} \
-        --iterations 10 --kernel-type "$type" --json "$out/ep-$type.json" >"$out/ep-$type.out" 2>&1
-      echo "exit $?" >>"$out/ep-$type.out"
-      grep -vE "^\[#" "$out/ep-$type.out" | tail -12 | tee -a "$log"
+      for arm in plain ${EP_ENV:+env}; do  # with $EP_ENV: each type again with it, right after
+        name=ep-$type
+        [ "$arm" = env ] && name=ep-env-$type
+        step "mori-ep-bench $type ${EP_WORLD:-4} PEs${EP_ENV:+ ($arm)}"
+        mps_off
+        mps_on
+        (
+          [ "$arm" = env ] && export ${EP_ENV?}
+          with new timeout "${EP_BENCH_TIMEOUT:-100}" mori-ep-bench --world-size ${EP_WORLD:-4} --max-tokens ${EP_TOKENS:-128 4096} \
+            --iterations 10 --kernel-type "$type" --json "$out/$name.json" >"$out/$name.out" 2>&1
+          echo "exit $?" >>"$out/$name.out"
+        )
+        grep -vE "^\[#" "$out/$name.out" | tail -12 | tee -a "$log"
+      done
     done
     if [ "${EP_TEST_TIMEOUT:-200}" != 0 ]; then
       step "test_internode -k cuda"

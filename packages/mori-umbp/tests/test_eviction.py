@@ -42,4 +42,11 @@ def test_lru_eviction_frees_pages_down_to_the_low_watermark(monkeypatch):
         assert w.put_from_ptr("e16", extra.ctypes.data, PAGE)
         assert w.get_into_ptr("e16", back.ctypes.data, PAGE)
         assert np.array_equal(back, extra)
-        assert master.evictor.run_once() == 0  # 12/16 = 0.75 is under the high watermark
+        # 12/16 = 0.75 is under the high watermark: nothing evicted, and the index not scanned.
+        scans: list[tuple[str, int]] = []
+        scan = master.master.store.candidates
+        monkeypatch.setattr(
+            master.master.store, "candidates", lambda node, tier: scans.append((node, tier)) or scan(node, tier)
+        )
+        assert master.evictor.run_once() == 0
+        assert scans == []

@@ -51,7 +51,9 @@ class Evictor:
         for node in self.m.alive_nodes(now).values():
             # HBM, then DRAM: a deterministic pass (a demotion shows in DRAM's usage next heartbeat).
             for tier, (total, avail) in sorted(node.capacities.items()):
-                if tier not in PAGE_TIERS:
+                # Under the high watermark there is nothing to select: the index is not scanned
+                # (the scan holds the master's lock, which heartbeats and routing wait on).
+                if tier not in PAGE_TIERS or total - avail <= self.high * total:
                     continue
                 victims = select_victims(
                     self.m.store.candidates(node.node_id, tier), total, total - avail, self.high, self.low, now
