@@ -151,3 +151,27 @@ def test_ops_case_checks_every_block_after_timing():
 class _NoPool:
     def cpu_s(self) -> float:  # the local mode has no processes of its own
         return 0.0
+
+
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_the_ceiling_spreads_a_batch_over_every_peer_process(layout):
+    """With a process per peer, the ceiling also moves each batch in even shares to every peer's
+    process at once, as a batch put spreads over its owners; in one process there is one target."""
+    from mori.umbp.bench.pool import PoolProcess
+
+    block, count = 65536, 5
+    with PoolProcess(2, 8 << 20, block, count * block, layout) as pool:
+        ceiling = ops.Ceiling(pool, count * block)
+        try:
+            got = ceiling.measure(block, count, 3)
+            single = ceiling.measure(block, 1, 3)
+        finally:
+            ceiling.close()
+    spread = layout == "processes"
+    assert len(pool.info.targets) == (2 if spread else 1)
+    names = ["write", "read"] + (["write_spread", "read_spread"] if spread else [])
+    assert sorted(k for k in got if k.startswith(("write", "read"))) == sorted(names)
+    assert all(got[n]["GB_per_s"] > 0 and got[n]["p50_ms"] > 0 for n in names)
+    assert "write_spread" not in single  # one block goes to one peer
+    assert ops._even(5, 2) == [range(0, 2), range(2, 5)]
+    assert ops._even(2, 3) == [range(0, 0), range(0, 1), range(1, 2)]

@@ -258,7 +258,8 @@ def _main_ops(args: argparse.Namespace) -> int:
     for c in out["summary"]:
         sys.stdout.write(
             f"{c['store']:>14} {c['block_bytes']:>8} {c['api']:>6} t={c['threads']} {c['op']}: "
-            f"{c['ops_per_s']:9.0f} ops/s {c['GB_per_s']:6.3f} GB/s ({c['ceiling_share']:.0%} of the ceiling) "
+            f"{c['ops_per_s']:9.0f} ops/s {c['GB_per_s']:6.3f} GB/s ({c['ceiling_share']:.0%} of the ceiling, "
+            f"{c['ceiling_share_spread']:.0%} of it spread over the peers) "
             f"p50={c['p50_ms']:.3f} ms p99={c['p99_ms']:.3f} ms "
             f"cpu={c['cpu_client_us_per_key']:.0f}+{c['cpu_pool_us_per_key']:.0f} us/key "
             f"failed={c['failed']} corrupt={c['corrupt']} (median of {c['rounds']} round(s))\n"
@@ -268,9 +269,14 @@ def _main_ops(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{mooncake.NAME}: not measured: {mc['not_measured']}\n")
     for c in out["ceiling"]:
         w, r = c["write"], c["read"]
+        spread = "".join(
+            f", {name} spread p50={c[name + '_spread']['p50_ms']:.3f} ms {c[name + '_spread']['GB_per_s']:.3f} GB/s"
+            for name in ("write", "read")
+            if name + "_spread" in c
+        )
         sys.stdout.write(
             f"ceiling {c['block_bytes']:>8} x{c['blocks_per_call']} round {c['round']}: write p50={w['p50_ms']:.3f} ms "
-            f"{w['GB_per_s']:.3f} GB/s, read p50={r['p50_ms']:.3f} ms {r['GB_per_s']:.3f} GB/s\n"
+            f"{w['GB_per_s']:.3f} GB/s, read p50={r['p50_ms']:.3f} ms {r['GB_per_s']:.3f} GB/s{spread}\n"
         )
     for f in out["floor"]:
         sys.stdout.write(f"floor {f['block_bytes']:>8}: one RPC p50={f['p50_ms']:.3f} ms p99={f['p99_ms']:.3f} ms\n")

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mori-umbp-bench --mode ops``: put/get cost per block size, API and thread count, beside the
-data-plane ceiling (a bare mori-io transfer of the same bytes between the same two processes)
+data-plane ceiling (a bare mori-io transfer of the same bytes to one peer's process, and spread over
+every peer's process as a batch is)
 and the control-plane floor (one authenticated gRPC round trip to the master), all in one run.
 
 Every get is checked byte for byte against what was put (outside the timed call).
@@ -158,40 +159,68 @@ def run_case(
 
 
 class Ceiling:
-    """Bare mori-io transfers from this process to the pool process's registered buffer."""
+    """Bare mori-io transfers from this process to the pool's registered buffers: to the first
+    peer's process (``write``, ``read``) and, where the peers have processes of their own, spread
+    over all of them at once, in even shares, as a batch is placed over its owners
+    (``write_spread``, ``read_spread``: the same bytes between the same processes as the batch)."""
 
     def __init__(self, pool: PoolProcess, max_bytes: int) -> None:
         self.engine = IOEngine("bench-ceiling-initiator", IOEngineConfig(host="127.0.0.1", port=0))
         self.engine.create_backend(BackendType.TCP, TcpBackendConfig(num_data_conns=2))
         self.buf = np.random.default_rng(1).integers(0, 256, max_bytes, dtype=np.uint8)
         self.local = self.engine.register_memory(self.buf.ctypes.data, max_bytes, -1, MemoryLocationType.CPU)
-        self.engine.register_remote_engine(EngineDesc.unpack(pool.info.target_engine))
-        self.remote = MemoryDesc.unpack(pool.info.target_mem)
+        self.remotes = []
+        for engine, mem in pool.info.targets:
+            self.engine.register_remote_engine(EngineDesc.unpack(engine))
+            self.remotes.append(MemoryDesc.unpack(mem))
+        self.remote = self.remotes[0]
         self.max_bytes = min(max_bytes, pool.info.target_bytes)
 
     def measure(self, block: int, count: int, calls: int) -> dict[str, Any]:
-        """``calls`` writes then reads of ``count`` blocks each (one batch transfer per call)."""
-        offs = [i * block for i in range(count)]
+        """``calls`` writes then reads of ``count`` blocks each (one batch transfer per call and
+        process), to the first peer's process and, for more than one block, spread over all."""
         out: dict[str, Any] = {"block_bytes": block, "blocks_per_call": count}
+        spread = len(self.remotes) > 1 and count > 1
         for name, op in (("write", self.engine.batch_write), ("read", self.engine.batch_read)):
-            lat = []
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                t = time.perf_counter()
+            out[name] = self._calls(name, op, block, [(self.remote, count)], calls)
+            if spread:
+                shares = [
+                    (r, len(part))
+                    for r, part in zip(self.remotes, _even(count, len(self.remotes)), strict=True)
+                    if part
+                ]
+                out[f"{name}_spread"] = self._calls(name, op, block, shares, calls)
+        return out
+
+    def _calls(
+        self, name: str, op: Callable[..., Any], block: int, shares: list[tuple[Any, int]], calls: int
+    ) -> dict[str, float]:
+        """``calls`` transfers of ``n`` blocks to each (remote, n) of ``shares``, posted at once
+        and waited for together: their p50/p99 and throughput."""
+        lat = []
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            t = time.perf_counter()
+            statuses, start = [], 0
+            for remote, n in shares:
+                offs = [(start + i) * block for i in range(n)]
                 uid = self.engine.allocate_transfer_uid()
-                (st,) = op([self.local], [offs], [self.remote], [offs], [[block] * count], [uid])
+                (st,) = op([self.local], [offs], [remote], [offs], [[block] * n], [uid])
+                statuses.append(st)
+                start += n
+            for st in statuses:
                 st.WaitFor(30000)
                 if st.Code() != StatusCode.SUCCESS:
                     raise RuntimeError(f"ceiling {name} failed: {st.Code().name}: {st.Message()}")
-                lat.append(time.perf_counter() - t)
-            wall = time.perf_counter() - t0
-            out[name] = {
-                "p50_ms": pct(lat, 50),
-                "p99_ms": pct(lat, 99),
-                "GB_per_s": calls * count * block / wall / 1e9,
-                "ops_per_s": calls * count / wall,
-            }
-        return out
+            lat.append(time.perf_counter() - t)
+        wall = time.perf_counter() - t0
+        total = sum(n for _, n in shares)
+        return {
+            "p50_ms": pct(lat, 50),
+            "p99_ms": pct(lat, 99),
+            "GB_per_s": calls * total * block / wall / 1e9,
+            "ops_per_s": calls * total / wall,
+        }
 
     def close(self) -> None:
         self.engine.deregister_memory(self.local)
@@ -287,11 +316,25 @@ def run(
     return out
 
 
+def _even(count: int, parts: int) -> list[range]:
+    """``range(count)`` cut into ``parts`` contiguous runs whose lengths differ by at most one."""
+    cuts = [count * k // parts for k in range(parts + 1)]
+    return [range(cuts[k], cuts[k + 1]) for k in range(parts)]
+
+
 def _share(case: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
     """``case`` with ``ceiling_share``: its GB/s over the same round's bare mori-io transfer of the
-    same blocks per call (a write for puts, a read for gets)."""
-    bare = bound["write" if case["op"] == "put" else "read"]["GB_per_s"]
-    return {**case, "ceiling_share": case["GB_per_s"] / bare if bare else 0.0}
+    same blocks per call to one peer's process (a write for puts, a read for gets), and
+    ``ceiling_share_spread``: over the same transfer spread over every peer's process (the same as
+    ``ceiling_share`` where there is one)."""
+    name = "write" if case["op"] == "put" else "read"
+    one = bound[name]["GB_per_s"]
+    spread = bound.get(f"{name}_spread", bound[name])["GB_per_s"]
+    return {
+        **case,
+        "ceiling_share": case["GB_per_s"] / one if one else 0.0,
+        "ceiling_share_spread": case["GB_per_s"] / spread if spread else 0.0,
+    }
 
 
 def medians(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -308,6 +351,7 @@ def medians(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "ops_per_s",
             "GB_per_s",
             "ceiling_share",
+            "ceiling_share_spread",
             "p50_ms",
             "p99_ms",
             "cpu_client_us_per_key",

@@ -47,6 +47,9 @@ class PoolInfo:
     target_mem: bytes
     target_bytes: int
     pids: tuple[int, ...]
+    #: (engine, memory) of a target of ``target_bytes`` in every process that holds peers, the
+    #: first one's first: the ceiling of a transfer spread over the peers as a batch is.
+    targets: tuple[tuple[bytes, bytes], ...] = ()
 
 
 def _target(stack: contextlib.ExitStack, target_bytes: int) -> tuple[bytes, bytes, np.ndarray | None]:
@@ -74,7 +77,7 @@ def _peer(stack: contextlib.ExitStack, master: str, i: int, spec: PeerSpec) -> N
 
 def _serve(conn: Connection, role: str, master: str, peers: list[int], spec: PeerSpec, target_bytes: int) -> None:
     """``role``: "master" (a master, plus ``peers`` in this process), or "peers" (``peers`` of the
-    pool at ``master``). A target of ``target_bytes`` comes with the first of ``peers``."""
+    pool at ``master``). A target of ``target_bytes`` comes with every process that holds peers."""
     from mori.umbp.master.server import MasterServer, MasterServerConfig
 
     logging.basicConfig(level=logging.WARNING)
@@ -84,7 +87,7 @@ def _serve(conn: Connection, role: str, master: str, peers: list[int], spec: Pee
                 master = stack.enter_context(MasterServer(MasterServerConfig(listen_address="127.0.0.1:0"))).address
             for i in peers:
                 _peer(stack, master, i, spec)
-            engine, mem, _buf = _target(stack, target_bytes if peers and peers[0] == 0 else 0)
+            engine, mem, _buf = _target(stack, target_bytes if peers else 0)
         except Exception as exc:  # the parent re-raises it (e.g. an HBM tier without a GPU)
             conn.send(("error", exc))
             return
@@ -114,8 +117,10 @@ class PoolProcess:
         except BaseException:
             self.close()
             raise
-        engine, mem = next(((e, m) for _, e, m, _ in answers if e), (b"", b""))
-        self.info = PoolInfo(master, engine, mem, target_bytes if engine else 0, tuple(a[3] for a in answers))
+        targets = tuple((e, m) for _, e, m, _ in answers if e)
+        engine, mem = targets[0] if targets else (b"", b"")
+        pids = tuple(a[3] for a in answers)
+        self.info = PoolInfo(master, engine, mem, target_bytes if engine else 0, pids, targets)
 
     def _start(self, role: str, master: str, peers: list[int], spec: PeerSpec, target: int) -> Any:
         ctx = mp.get_context("spawn")
