@@ -21,7 +21,8 @@ from conftest import (
 )
 
 from mori.umbp import InvalidArgumentError, MasterServer
-from mori.umbp.client.pool_client import INLINE_GROUP_MAX_BYTES, PEER_CHUNK, chunk_rounds
+from mori.umbp.client.pool_client import INLINE_GROUP_MAX_BYTES, PEER_CHUNK, PEER_STREAMS, chunk_rounds
+from mori.umbp.peer.service import MAX_BATCH, PeerServicer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -95,6 +96,46 @@ def test_chunk_rounds_hold_one_chunk_per_owner_head_last():
     assert [r["a"] for r in rounds] == [list(range(64, 70)), list(range(32, 64)), list(range(0, 32))]
     assert rounds[0]["b"] == groups["b"]
     assert chunk_rounds({}) == []
+
+
+def test_chunks_sent_at_once_fit_the_connections_of_a_channel():
+    """NOTE [wire chunks]: with ``calls``, an owner's keys go in at most that many chunks, of at
+    least PEER_CHUNK and at most MAX_BATCH keys each, head last."""
+    groups = {"a": list(range(150)), "b": list(range(500, 510)), "c": list(range(1000, 6000))}
+    rounds = chunk_rounds(groups, calls=4)
+    per_owner = {o: [r[o] for r in rounds if o in r] for o in groups}
+    assert [len(c) for c in per_owner["a"]] == [36, 38, 38, 38]  # 150 in ceil(150 / 4) = 38-key chunks
+    assert per_owner["a"][-1] == list(range(38))  # the head's chunk last
+    assert per_owner["b"] == [groups["b"]]  # fewer keys than PEER_CHUNK: one chunk
+    assert max(len(c) for c in per_owner["c"]) == MAX_BATCH and len(per_owner["c"]) == 5
+    assert sorted(i for c in per_owner["c"] for i in c) == groups["c"]
+
+
+def test_a_long_get_is_resolved_over_the_wire(monkeypatch):
+    """A 300-block get from one owner is resolved in at most PEER_STREAMS calls, every one over
+    the wire: with 32-key calls all in flight at once, the fifth went over gRPC (NOTE [wire chunks])."""
+    transports: list[str] = []
+    resolve = PeerServicer.BatchResolveKeys
+
+    def recording(self, req, ctx):
+        transports.append("wire" if type(ctx).__module__ == "mori.umbp.wire" else "grpc")
+        return resolve(self, req, ctx)
+
+    monkeypatch.setattr(PeerServicer, "BatchResolveKeys", recording)
+    n = 300
+    with (
+        MasterServer(master_config()) as master,
+        make_client(master.address, "owner", (n + 64) * PAGE),
+        make_client(master.address, "reader") as r,
+    ):
+        data = random_blocks(n, 11)
+        keys = [f"g{i}" for i in range(n)]
+        assert r.batch_put_from_ptr(keys, [d.ctypes.data for d in data], [PAGE] * n) == [True] * n
+        transports.clear()
+        back = [np.zeros_like(d) for d in data]
+        assert r.batch_get_into_ptr(keys, [b.ctypes.data for b in back], [PAGE] * n) == [True] * n
+        assert all(np.array_equal(b, d) for b, d in zip(back, data, strict=True))
+    assert transports == ["wire"] * PEER_STREAMS
 
 
 # The whole batch of 16 goes to one owner: inline while it is at most INLINE_GROUP_MAX_BYTES.
