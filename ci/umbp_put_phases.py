@@ -158,18 +158,8 @@ def _across(folder: str, client_pid: int, master_pid: int) -> list[tuple[float, 
 def _bare_write_cpu(ceiling: Ceiling, pool: PoolProcess, block: int, batch: int, calls: int) -> tuple[float, float]:
     """The CPU seconds one bare mori-io write of ``batch`` blocks takes in this process and in the
     pool's (the ceiling's target is the first peer's process), over ``calls`` writes."""
-    offs = [i * block for i in range(batch)]
     start = (time.process_time(), pool.cpu_s())
-    for _ in range(calls):
-        (status,) = ceiling.engine.batch_write(
-            [ceiling.local],
-            [offs],
-            [ceiling.remote],
-            [offs],
-            [[block] * batch],
-            [ceiling.engine.allocate_transfer_uid()],
-        )
-        status.WaitFor(30000)
+    ceiling.timed("write", block, [(ceiling.remote, batch)], calls)
     return (time.process_time() - start[0]) / calls, (pool.cpu_s() - start[1]) / calls
 
 

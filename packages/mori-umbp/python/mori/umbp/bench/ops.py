@@ -181,22 +181,21 @@ class Ceiling:
         process), to the first peer's process and, for more than one block, spread over all."""
         out: dict[str, Any] = {"block_bytes": block, "blocks_per_call": count}
         spread = len(self.remotes) > 1 and count > 1
-        for name, op in (("write", self.engine.batch_write), ("read", self.engine.batch_read)):
-            out[name] = self._calls(name, op, block, [(self.remote, count)], calls)
+        for name in ("write", "read"):
+            out[name] = self.timed(name, block, [(self.remote, count)], calls)
             if spread:
                 shares = [
                     (r, len(part))
                     for r, part in zip(self.remotes, _even(count, len(self.remotes)), strict=True)
                     if part
                 ]
-                out[f"{name}_spread"] = self._calls(name, op, block, shares, calls)
+                out[f"{name}_spread"] = self.timed(name, block, shares, calls)
         return out
 
-    def _calls(
-        self, name: str, op: Callable[..., Any], block: int, shares: list[tuple[Any, int]], calls: int
-    ) -> dict[str, float]:
-        """``calls`` transfers of ``n`` blocks to each (remote, n) of ``shares``, posted at once
-        and waited for together: their p50/p99 and throughput."""
+    def timed(self, name: str, block: int, shares: list[tuple[Any, int]], calls: int) -> dict[str, float]:
+        """``calls`` transfers (``name``: "write" or "read") of ``n`` blocks to each (remote, n) of
+        ``shares``, posted at once and waited for together: their p50/p99 and throughput."""
+        op = self.engine.batch_write if name == "write" else self.engine.batch_read
         lat = []
         t0 = time.perf_counter()
         for _ in range(calls):

@@ -103,13 +103,11 @@ def chunk_rounds(groups: dict[_G, list[int]], calls: int = 0) -> list[dict[_G, l
     many chunks, larger than PEER_CHUNK where needed (at most MAX_BATCH keys each), so they fit the
     wire connections of its channel (NOTE [wire chunks])."""
 
-    def size(n: int) -> int:
-        return min(MAX_BATCH, max(PEER_CHUNK, -(-n // calls))) if calls else PEER_CHUNK
+    def cut(idx: list[int]) -> list[list[int]]:
+        n = min(MAX_BATCH, max(PEER_CHUNK, -(-len(idx) // calls))) if calls else PEER_CHUNK
+        return [idx[k : k + n] for k in range(0, len(idx), n)][::-1]
 
-    chunks = {
-        owner: [idx[k : k + size(len(idx))] for k in range(0, len(idx), size(len(idx)))][::-1]
-        for owner, idx in groups.items()
-    }
+    chunks = {owner: cut(idx) for owner, idx in groups.items()}
     return [
         {owner: c[r] for owner, c in chunks.items() if r < len(c)}
         for r in range(max(map(len, chunks.values()), default=0))
