@@ -20,7 +20,7 @@ from mori.umbp import rpc
 from mori.umbp.auth import ClientAuth
 from mori.umbp.errors import PeerUnavailableError
 from mori.umbp.master.core import Master
-from mori.umbp.master.policy import select_victims
+from mori.umbp.master.policy import over_high_watermark, select_victims
 from mori.umbp.types import PAGE_TIERS
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class Evictor:
             for tier, (total, avail) in sorted(node.capacities.items()):
                 # Under the high watermark there is nothing to select: the index is not scanned
                 # (the scan holds the master's lock, which heartbeats and routing wait on).
-                if tier not in PAGE_TIERS or total - avail <= self.high * total:
+                if tier not in PAGE_TIERS or not over_high_watermark(total, total - avail, self.high):
                     continue
                 victims = select_victims(
                     self.m.store.candidates(node.node_id, tier), total, total - avail, self.high, self.low, now

@@ -146,12 +146,18 @@ def place_puts(
     return picks
 
 
+def over_high_watermark(total: int, used: int, high: float) -> bool:
+    """Whether a tier of ``total`` bytes with ``used`` in use is past its ``high`` watermark: only
+    then has the timed eviction anything to select."""
+    return total > 0 and used > high * total
+
+
 def select_victims(
     candidates: Sequence[Candidate], total: int, used: int, high: float, low: float, now: float
 ) -> list[Candidate]:
     """MORI's LruMasterEvictStrategy: nothing below ``high`` usage; above it, least recently used
     unleased blocks until usage would drop to ``low``."""
-    if total <= 0 or used <= high * total:
+    if not over_high_watermark(total, used, high):
         return []
     need = used - int(low * total)
     victims: list[Candidate] = []
