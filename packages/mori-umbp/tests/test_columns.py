@@ -98,6 +98,45 @@ def test_an_answer_of_the_wrong_shape_is_refused():
         columns.allocations_of(res, 1)
 
 
+def test_a_peer_resolves_in_columns_as_it_resolves_in_entries():
+    """BatchResolveKeys asked for columns answers, row for row, what its entries answer says (a
+    reader gets the same rows from either), leases and touches alike (the same victims after)."""
+    answers, victims = [], []
+    for form in (False, True):
+        store, peer = bare_peer(16)
+        claims = [(f"k{j}", PAGE * (1 + j % 3), DRAM, j) for j in range(5)]
+        allocated = columns.allocations_of(
+            peer.BatchAllocateSlots(columns.allocate_request(claims, True), StubContext()), len(claims)
+        )
+        commits = [(a.slot_id, key, False) for a, (key, *_) in zip(allocated, claims, strict=True)]
+        peer.BatchCommitSlots(columns.commit_request(commits, True, defer_ack=False), StubContext())
+        keys = ["k3", "gone", "k0", "k4"]
+        res = peer.BatchResolveKeys(peer_pb.BatchResolveKeysRequest(keys=keys, columns=form), StubContext())
+        assert res.HasField("columns") == form and (len(res.entries) == 0) == form
+        answers.append(columns.resolutions_of(res, len(keys)))
+        victims.append(list(store._orders[DRAM].victims()))
+    assert answers[1] == answers[0]
+    assert [r.found for r in answers[0]] == [True, False, True, True]
+    assert not answers[0][1].found and not answers[0][1].pages and not answers[0][1].desc
+    assert [len(r.pages) for r in answers[0]] == [1, 0, 1, 2] and answers[0][0].size == PAGE
+    assert victims[1] == victims[0] and victims[0][-3:] == ["k4", "k0", "k3"]  # resolved last to first
+
+
+def test_a_resolve_answer_of_the_wrong_shape_is_refused():
+    row = columns.Resolved(True, PAGE, DRAM, [3], PAGE, b"d", 500, 0)
+    res = columns.resolve_response([row, columns.MISSING])
+    assert columns.resolutions_of(res, 2) == [row, columns.MISSING]
+    with pytest.raises(ValueError, match="answered 2 of 3"):
+        columns.resolutions_of(res, 3)
+    res.columns.desc_indexes[0] = 5
+    with pytest.raises(ValueError, match="descriptor 5 of 2"):
+        columns.resolutions_of(res, 2)
+    res = columns.resolve_response([row])
+    res.columns.sizes.append(1)
+    with pytest.raises(ValueError, match="unequal lengths"):
+        columns.resolutions_of(res, 1)
+
+
 @pytest.mark.parametrize("reads_columns", [True, False], ids=["current-peer", "earlier-peer"])
 def test_a_client_sends_columns_only_to_a_peer_that_reads_them(monkeypatch, reads_columns):
     """The first call to a peer goes in entries (its GetPeerInfo is asked when the wire connects);

@@ -12,9 +12,18 @@ import time
 
 import numpy as np
 import pytest
-from conftest import PAGE, assert_reads_back, make_client, member_peer_stub, owner_and_writer, random_blocks
+from conftest import (
+    PAGE,
+    assert_reads_back,
+    count_peer_rpcs,
+    make_client,
+    master_config,
+    member_peer_stub,
+    owner_and_writer,
+    random_blocks,
+)
 
-from mori.umbp import NoRoomError, UMBPTierType
+from mori.umbp import MasterServer, NoRoomError, UMBPTierType
 from mori.umbp.peer.store import ROOM_POLL_S
 from mori.umbp.rpc import peer_pb
 
@@ -143,6 +152,77 @@ def test_a_pool_held_by_pending_writes_makes_a_put_wait_for_them(monkeypatch):
         assert w.put_from_ptr("new", block.ctypes.data, PAGE)
         assert owner.store.keys() == ["new"]
         assert_reads_back(w, ["new"], [block])
+
+
+@pytest.mark.parametrize("size", [PAGE, PAGE + 1], ids=["inline", "slots"])
+def test_blocks_a_leased_through_peer_refuses_are_routed_again_as_one_batch(monkeypatch, caplog, size):
+    """NOTE [batched re-route] in mori.umbp.client.pool_client: two full owners, one with every
+    block under a read lease. A batch put placed on both finds the leased one full; its refused
+    blocks go to the other owner in one BatchRoutePut and one batched put, not one route,
+    AllocateSlot and CommitSlot each, and every block of the batch is stored and reads back."""
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "20000")  # leases outlive the test
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
+    counted = count_peer_rpcs(monkeypatch, ("AllocateSlot", "CommitSlot", "BatchPutInline", "BatchAllocateSlots"))
+    pages = -(-size // PAGE)
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "leased", 8 * pages * PAGE) as leased,
+        make_client(master.address, "idle", 8 * pages * PAGE) as idle,
+        make_client(master.address, "writer") as w,
+    ):
+        old = random_blocks(16, 24, size)
+        for i, block in enumerate(old):  # one at a time: each goes to the owner with more room
+            assert w.put_from_ptr(f"old{i}", block.ctypes.data, size)
+        assert len(leased.store.keys()) == len(idle.store.keys()) == 8
+        held = sorted(leased.store.keys())
+        for key in held:  # a reader resolved these: they must not go
+            assert leased.store.resolve(key) is not None
+        routes = master.metrics.rpcs.labels("BatchRoutePut")
+        routes_before = routes._value.get()
+        counted.clear()
+        new = random_blocks(8, 25, size)
+        keys = [f"new{i}" for i in range(8)]
+        with caplog.at_level(logging.INFO, logger="mori.umbp.client.pool_client"):
+            assert w.batch_put_from_ptr(keys, [b.ctypes.data for b in new], [size] * 8) == [True] * 8
+        refused = [r for r in caplog.records if r.getMessage().startswith("peer 'leased' was full for")]
+        assert len(refused) >= 2  # both owners fill up alike, so the batch is placed on both
+        assert routes._value.get() == routes_before + 1
+        assert counted["AllocateSlot"] == counted["CommitSlot"] == 0
+        batched = "BatchPutInline" if size <= PAGE else "BatchAllocateSlots"
+        assert counted[batched] == 3  # the batch's share of each owner, then the refused share again
+        assert sorted(leased.store.keys()) == held
+        assert sorted(idle.store.keys()) == keys
+        assert_reads_back(w, keys, new)
+
+
+def test_a_batch_both_leased_through_peers_refuse_waits_for_their_leases_and_is_stored(monkeypatch):
+    """NOTE [batched re-route] in mori.umbp.client.pool_client: both owners full, every block under
+    a read lease that ends within the put's deadline. The batch is refused by the peer it was
+    placed on, then by the other one, asked again at once as a batch, and the rest wait key by key
+    for the leases to end: every block is stored and reads back, and each owner keeps its size."""
+    monkeypatch.setenv("UMBP_DRAM_READ_LEASE_MS", "600")
+    monkeypatch.setenv("UMBP_RPC_TIMEOUT_MS", "5000")  # the put's deadline outlasts the leases
+    monkeypatch.setenv("UMBP_DRAM_HIGH_WM", "1.0")  # evict only when full
+    with (
+        MasterServer(master_config(eviction_check_interval_s=3600)) as master,
+        make_client(master.address, "a", 4 * PAGE) as a,
+        make_client(master.address, "b", 4 * PAGE) as b,
+        make_client(master.address, "writer") as w,
+    ):
+        old = random_blocks(8, 26)
+        for i, block in enumerate(old):
+            assert w.put_from_ptr(f"old{i}", block.ctypes.data, PAGE)
+        for owner in (a, b):
+            held = owner.store.keys()
+            assert len(held) == 4
+            for key in held:
+                assert owner.store.resolve(key) is not None
+        new = random_blocks(6, 27)
+        keys = [f"new{i}" for i in range(6)]
+        assert w.batch_put_from_ptr(keys, [d.ctypes.data for d in new], [PAGE] * 6) == [True] * 6
+        assert len(a.store.keys()) == len(b.store.keys()) == 4
+        assert sorted(k for k in a.store.keys() + b.store.keys() if k.startswith("new")) == keys
+        assert_reads_back(w, keys, new)
 
 
 def test_many_writers_into_one_full_owner_fail_no_put(monkeypatch):

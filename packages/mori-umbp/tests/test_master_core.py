@@ -41,6 +41,21 @@ def test_bundles_apply_in_order_and_resends_are_idempotent():
     assert m.lookup(["k1", "k2"]) == [False, True]
 
 
+def test_a_probe_finds_a_key_held_by_a_live_node_only():
+    """held_by, the probe behind BatchLookup: with every holder live it answers by membership
+    alone, else it looks at each key's holders; both are what the holders' lookup says."""
+    store = InMemoryMetadataStore()
+    store.apply_events("a", 1, [("k1", DRAM, 10), ("both", DRAM, 10), ("k1", SSD, 10)], [], 0.0)
+    store.apply_events("b", 1, [("k2", DRAM, 10), ("both", HBM, 10)], [], 0.0)
+    keys = ["k1", "k2", "both", "none", "k1"]
+    for nodes in ({"a", "b"}, {"a", "b", "c"}, {"a"}, {"b"}, set()):
+        expected = [any(loc.node_id in nodes for loc in locs) for locs in store.lookup(keys)]
+        assert store.held_by(keys, nodes) == expected
+    assert store.held_by(keys, {"a"}) == [True, False, True, False, True]
+    store.apply_events("b", 2, [], [("k2", DRAM), ("both", HBM)], 0.0)  # b holds nothing now
+    assert store.held_by(keys, {"a"}) == [True, False, True, False, True]
+
+
 def test_events_of_one_bundle_apply_in_order():
     # An SSD eviction and a re-spill of the same key can share a bundle: the last event wins.
     m = new_master()

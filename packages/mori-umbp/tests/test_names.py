@@ -23,6 +23,7 @@ from mori.umbp import (
 )
 from mori.umbp.client.config import UMBPDistributedConfig, UMBPDramConfig, UMBPMasterClientConfig
 from mori.umbp.rpc import pb
+from mori.umbp.types import check_keys
 
 NOWHERE = f"127.0.0.1:{free_port()}"
 BAD_NODE_IDS = [
@@ -62,6 +63,19 @@ def test_bad_keys_raise_before_any_rpc(key, why):
         with pytest.raises(InvalidKeyError, match=why):
             call(*args)
     mc.close()
+
+
+@pytest.mark.parametrize("key", [key for key, _ in BAD_KEYS] + ["k" * 1025, "a\x00", "a b", 7])
+@pytest.mark.parametrize("where", [0, 150, 299])
+def test_one_bad_key_in_a_chain_is_named_by_its_place(key, where):
+    """check_keys takes a whole chain of valid ASCII keys in one pass (mori.umbp.types); one bad key
+    anywhere in it still raises, naming its index. Valid keys of every kind pass as given."""
+    chain = [f"req/{i:04d}/block" for i in range(300)]
+    assert check_keys(chain) == chain
+    assert check_keys(["é", "k" * 1024, "a/b:c#d"]) == ["é", "k" * 1024, "a/b:c#d"]
+    chain[where] = key
+    with pytest.raises(InvalidKeyError, match=rf"^keys\[{where}\]="):
+        check_keys(chain)
 
 
 def test_the_master_refuses_bad_keys_and_ids_from_a_member():

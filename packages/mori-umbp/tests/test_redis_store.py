@@ -54,8 +54,10 @@ def exercise(store, a: str = "a", b: str = "b") -> list:
     seen.append(
         [sorted((loc.node_id, loc.tier, loc.size) for loc in locs) for locs in store.lookup(["k1", "k2", "k3"])]
     )
+    seen.append([store.held_by(["k1", "k2", "k3"], nodes) for nodes in ({a, b}, {a}, {b}, set())])
     store.apply_events(a, 2, [], [("k1", 2)], now=3.0)
     store.record_access("k2", now=5.0, lease_until=7.0)
+    store.record_accesses(["k2", "k9"], now=5.5, lease_until=6.0)
     seen.append(sorted((c.key, c.size, c.last_access, c.lease_until) for c in store.candidates(a, 2)))
     store.replace_node_locations(b, 9, [("k9", 2, 1)], now=6.0)
     seen.append([[loc.node_id for loc in locs] for locs in store.lookup(["k1", "k9"])])

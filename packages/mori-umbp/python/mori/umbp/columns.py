@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""NOTE [columns]: the slot path's batch messages, and heartbeats' events, as one array per field.
+"""NOTE [columns]: the slot path's batch messages, the get path's resolves, and heartbeats'
+events, as one array per field.
 
 A put of a long chain sends each owner BatchAllocateSlots and BatchCommitSlots of up to
 PEER_CHUNK keys. As repeated submessages (one AllocateSlotRequest, AllocateSlotResponse or
@@ -9,9 +10,12 @@ the sixth round); repeated scalars are built and read by protobuf's C code in on
 
 Both forms stay: a peer reads either and answers in the form it was asked in, and says in
 ``GetPeerInfoResponse.columns`` that it reads columns; a client sends columns only to such a peer
-(an earlier version would see an empty request). The events of a heartbeat (an ADD and a REMOVE
-per block on a full pool) go the same way: a master says it reads them in
-``RegisterClientResponse.event_columns``, and a node heartbeats columns only to such a master.
+(an earlier version would see an empty request). A resolve asks for columns by a flag of the
+request, which an earlier peer does not know: it answers entries, and the client reads either
+(on the trace's long gets, parsing one ResolveKeyResponse per key was a tenth of the client's
+interpreter time). The events of a heartbeat (an ADD and a REMOVE per block on a full pool) go
+the same way: a master says it reads them in ``RegisterClientResponse.event_columns``, and a
+node heartbeats columns only to such a master.
 Both sides work on the plain tuples below, so the two forms cannot drift apart.
 """
 
@@ -40,6 +44,23 @@ class Allocation(NamedTuple):
     retry_after_ms: int = 0
     bytes_needed: int = 0
     bytes_evictable: int = 0
+
+
+class Resolved(NamedTuple):
+    """One ResolveKeyResponse, whichever form carried it (the fields a reader uses)."""
+
+    found: bool
+    size: int
+    tier: int
+    pages: list[int]
+    page_size: int
+    desc: bytes  # the packed mori-io MemoryDesc of the pages' buffer (b"": none)
+    lease_ms: int
+    ssd_lease_id: int
+
+
+#: Not found: one row of a resolve answer.
+MISSING = Resolved(False, 0, 0, [], 0, b"", 0, 0)  # never mutated
 
 
 #: (key, size, tier, depth): one AllocateSlotRequest.
@@ -77,6 +98,28 @@ def _rows(**columns: Sequence[Any]) -> list[Any]:
     if len(set(lengths.values())) > 1:
         raise ValueError("columns of unequal lengths (" + ", ".join(f"{n} {name}" for name, n in lengths.items()) + ")")
     return list(zip(*columns.values(), strict=True))
+
+
+def _paged_rows(
+    c: Any, wanted: int, what: str, **fields: Sequence[Any]
+) -> list[tuple[tuple[Any, ...], list[int], bytes]]:
+    """Per entry of an answer's columns ``c``: its ``fields`` (in order), its pages (the next
+    page_counts[i] of page_indexes) and its buffer's descriptor. ValueError unless there are
+    ``wanted`` entries (``what``), or when the columns differ in length or an index names no
+    descriptor."""
+    rows = _rows(page_counts=c.page_counts, desc_indexes=c.desc_indexes, **fields)
+    if len(rows) != wanted:
+        raise ValueError(f"answered {len(rows)} of {wanted} {what}")
+    counts = list(c.page_counts)
+    if sum(counts) != len(c.page_indexes):
+        raise ValueError(f"page columns of unequal lengths ({sum(counts)} counted, {len(c.page_indexes)} page_indexes)")
+    all_pages, descs, out, at = list(c.page_indexes), list(c.descs), [], 0
+    for count, d, *row in rows:
+        if d >= len(descs):
+            raise ValueError(f"desc_indexes names descriptor {d} of {len(descs)}")
+        out.append((tuple(row), all_pages[at : at + count], descs[d]))
+        at += count
+    return out
 
 
 def claims_of(req: Any, limit: int) -> tuple[list[Claim], bool]:
@@ -136,26 +179,13 @@ def allocations_of(res: Any, wanted: int) -> list[Allocation]:
     could not read the request's form answers with none)."""
     if res.HasField("columns"):
         c = res.columns
-        rows = _rows(
-            outcomes=c.outcomes,
-            slot_ids=c.slot_ids,
-            page_counts=c.page_counts,
-            page_sizes=c.page_sizes,
-            desc_indexes=c.desc_indexes,
-            messages=c.messages,
+        rows = _paged_rows(
+            c, wanted, "allocations", outcomes=c.outcomes, slot_ids=c.slot_ids, sizes=c.page_sizes, why=c.messages
         )
-        if len(rows) != wanted:
-            raise ValueError(f"answered {len(rows)} of {wanted} allocations")
-        if sum(c.page_counts) != len(c.page_indexes):
-            counted, given = sum(c.page_counts), len(c.page_indexes)
-            raise ValueError(f"page columns of unequal lengths ({counted} counted, {given} page_indexes)")
-        pages, descs, out, at = list(c.page_indexes), list(c.descs), [], 0
-        for outcome, slot_id, count, page_size, d, why in rows:
-            if d >= len(descs):
-                raise ValueError(f"desc_indexes names descriptor {d} of {len(descs)}")
-            out.append(Allocation(outcome, slot_id, pages[at : at + count], page_size, descs[d], why))
-            at += count
-        return out
+        return [
+            Allocation(outcome, slot_id, pages, page_size, desc, why)
+            for (outcome, slot_id, page_size, why), pages, desc in rows
+        ]
     if len(res.entries) != wanted:
         raise ValueError(f"answered {len(res.entries)} of {wanted} allocations")
     return [
@@ -194,6 +224,62 @@ def commits_of(req: Any, limit: int) -> list[Commit]:
         c = req.columns
         return _rows(slot_ids=c.slot_ids, keys=c.keys, if_absent=c.if_absent)
     return [(int(e.slot_id), e.key, e.if_absent) for e in req.entries]
+
+
+def resolve_response(rows: Sequence[Resolved]) -> Any:
+    """The columns form of a BatchResolveKeys answer (the entries form is built per key)."""
+    descs: dict[bytes, int] = {}
+    return peer_pb.BatchResolveKeysResponse(
+        columns=peer_pb.ResolvedColumns(
+            found=[r.found for r in rows],
+            sizes=[r.size for r in rows],
+            tiers=[r.tier for r in rows],
+            page_counts=[len(r.pages) for r in rows],
+            page_indexes=[p for r in rows for p in r.pages],
+            page_sizes=[r.page_size for r in rows],
+            desc_indexes=[descs.setdefault(r.desc, len(descs)) for r in rows],
+            descs=list(descs),
+            ssd_lease_ids=[r.ssd_lease_id for r in rows],
+            lease_ms=[r.lease_ms for r in rows],
+        )
+    )
+
+
+def resolutions_of(res: Any, wanted: int) -> list[Resolved]:
+    """The answer's rows, from either form; ValueError unless it holds exactly ``wanted`` of them
+    or when its columns differ in length."""
+    if not res.HasField("columns"):
+        if len(res.entries) != wanted:
+            raise ValueError(f"answered {len(res.entries)} of {wanted} keys")
+        return [
+            Resolved(
+                e.found,
+                e.size,
+                e.tier,
+                [p.page_index for p in e.pages],
+                e.page_size,
+                e.descs[0] if e.descs else b"",
+                e.lease_ms,
+                e.ssd_lease_id,
+            )
+            for e in res.entries
+        ]
+    c = res.columns
+    rows = _paged_rows(
+        c,
+        wanted,
+        "keys",
+        found=c.found,
+        sizes=c.sizes,
+        tiers=c.tiers,
+        page_sizes=c.page_sizes,
+        lease_ms=c.lease_ms,
+        ssd_lease_ids=c.ssd_lease_ids,
+    )
+    return [
+        Resolved(found, size, tier, pages, page_size, desc, lease_ms, ssd)
+        for (found, size, tier, page_size, lease_ms, ssd), pages, desc in rows
+    ]
 
 
 def event_bundle(seq: int, events: Sequence[Event], columns: bool) -> Any:

@@ -7,6 +7,7 @@ import enum
 import functools
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from mori.umbp import settings
 from mori.umbp.errors import (
@@ -67,14 +68,34 @@ def check_key(key: object, name: str = "key", limit: int | None = None) -> str:
 def check_keys(keys: Iterable[object], name: str = "keys") -> list[str]:
     """``check_key`` of each of ``keys`` (named ``name[i]``), UMBP_MAX_KEY_BYTES read once."""
     limit = settings.get_int("UMBP_MAX_KEY_BYTES")
-    forbidden = _forbidden(KEY_SEPARATORS).search
     out = list(keys)
+    if _all_plain_keys(out, limit):
+        return out  # type: ignore[return-value]  # each one checked to be a str
+    forbidden = _forbidden(KEY_SEPARATORS).search
     for i, k in enumerate(out):
         # An ASCII str passes or fails here at C speed; anything else takes the full check, which
         # names the key (the probe of a prompt sends its whole chain, a key per block).
         if not (type(k) is str and k and k.isascii() and len(k) <= limit and k.isprintable() and not forbidden(k)):
             _check_name(k, f"{name}[{i}]", "UMBP_MAX_KEY_BYTES", KEY_SEPARATORS, InvalidKeyError, limit)
     return out  # type: ignore[return-value]  # each one checked to be a str
+
+
+def _all_plain_keys(keys: list[Any], limit: int) -> bool:
+    """Whether every one of ``keys`` is a valid ASCII key, checked over them all at once at C speed
+    (a chain of 300 keys is checked on every hop; one by one that was 7 % of a client's and of the
+    master's interpreter time on the bench's trace). False: check them one by one."""
+    if not keys or set(map(type, keys)) != {str}:
+        return not keys
+    sep = KEY_SEPARATORS[0]
+    joined = sep.join(keys)
+    return (
+        joined.isascii()
+        and joined.isprintable()
+        and joined.count(sep) == len(keys) - 1  # no key holds the separator
+        and not _forbidden(KEY_SEPARATORS[1:]).search(joined)
+        and min(map(len, keys)) > 0
+        and max(map(len, keys)) <= limit
+    )
 
 
 #: Characters the master's stores use to build their own keys and fields (Redis: ``block:<key>``,

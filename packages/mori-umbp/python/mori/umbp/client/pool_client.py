@@ -137,6 +137,14 @@ def _wire_port(stub: Any, reads_columns: dict[str, bool], address: str, timeout:
     return int(info.wire_port)
 
 
+def _say_routing_again(keys: Sequence[str], blocks: list[tuple[int, PeerUnavailableError | None]]) -> None:
+    """One warning for the ``blocks`` (index in ``keys``, why) of a batch that failed on a peer
+    (no warning for those refused as full: a full peer is routine, said at info level)."""
+    failed = [(i, why) for i, why in blocks if why is not None]
+    if failed:
+        log.warning("put %r and %d more: %s; routing again", keys[failed[0][0]], len(failed) - 1, failed[0][1])
+
+
 def _nothing() -> None:
     return None
 
@@ -229,6 +237,19 @@ class _PutBatch:
     out: list[bool]
     #: (block, the peer it failed on, why; None: that peer was full): to route again past it.
     retry: list[tuple[int, str, PeerUnavailableError | None]] = field(default_factory=list)
+
+    def subset(self, idx: list[int], routes: Sequence[Any]) -> _PutBatch:
+        """Blocks ``idx`` of this batch as a batch of their own, placed by the master's ``routes``."""
+        return _PutBatch(
+            [self.keys[i] for i in idx],
+            [self.ptrs[i] for i in idx],
+            [self.sizes[i] for i in idx],
+            [self.depths[i] for i in idx],
+            [self.devs[i] for i in idx],
+            routes,
+            False,
+            [False] * len(idx),
+        )
 
     def not_taken(self, i: int, node: str, who: str, call: str, outcomes: Any, entry: Any) -> None:
         """Block ``i``'s ``entry`` in the answer of ``call`` on ``node`` (``who``) says it was neither
@@ -535,32 +556,20 @@ class DistributedClient(UMBPClient):
     # answers. A single put is a batch of one. Blocks of at most INLINE_MAX_BYTES in host memory
     # skip the allocate/write/commit sequence: one BatchPutInline per owning peer carries their
     # bytes (NOTE [inline put] in mori.umbp.peer.service). Keys a peer could not take (full,
-    # dead, refused) are routed again by the master one by one, excluding that peer.
+    # dead, refused) are routed again (NOTE [batched re-route]).
     def _put_batch(
         self, keys: Sequence[str], ptrs: Sequence[int], sizes: Sequence[int], depths: Sequence[int], devs: list[int]
     ) -> list[bool]:
-        pb = rpc.pb
         routes, direct = self._place(keys, sizes)
         batch = _PutBatch(keys, ptrs, sizes, depths, devs, routes, direct, [False] * len(keys))
         first: dict[str, int] = {}
         dups: list[tuple[int, int]] = []
-        local: list[int] = []
-        remote: dict[str, list[int]] = {}
-        unrouted: list[int] = []
-        for i, (key, route) in enumerate(zip(keys, routes, strict=True)):
+        for i, key in enumerate(keys):
             if key in first:  # a key twice in one batch: the later copy shares the first one's fate
                 dups.append((i, first[key]))
-                continue
-            first[key] = i
-            if route.outcome == pb.ALREADY_EXISTS:
-                batch.out[i] = True
-            elif route.outcome != pb.ROUTED:
-                batch.out[i] = False
-                unrouted.append(i)
-            elif route.node_id == self.node_id:
-                local.append(i)
             else:
-                remote.setdefault(route.node_id, []).append(i)
+                first[key] = i
+        unrouted = self._put_routed(batch, list(first.values()))
         if unrouted:  # said, as every other reason a block is not stored is
             log.warning(
                 "put %r and %d more of a batch of %d: no node can hold them (the master placed the "
@@ -569,29 +578,115 @@ class DistributedClient(UMBPClient):
                 len(unrouted) - 1,
                 len(keys),
             )
+        moved = self._moved_owners(batch) if direct else set()
+        # NOTE [waiting for room] in mori.umbp.peer.store: one deadline for the whole batch's waits.
+        self._put_rerouted(batch, moved, time.monotonic() + rpc.timeout_s())
+        for i, j in dups:
+            batch.out[i] = batch.out[j]
+        return batch.out
+
+    def _put_routed(self, batch: _PutBatch, which: list[int]) -> list[int]:
+        """Puts the blocks ``which`` of ``batch`` where their routes say: this node's own store,
+        inline or by slots (NOTE [batched data path]). Fills ``batch.out`` and ``batch.retry``;
+        returns the blocks that got no route (not stored)."""
+        pb = rpc.pb
+        local: list[int] = []
+        remote: dict[str, list[int]] = {}
+        unrouted: list[int] = []
+        for i in which:
+            route = batch.routes[i]
+            if route.outcome == pb.ALREADY_EXISTS:
+                batch.out[i] = True
+            elif route.outcome != pb.ROUTED:
+                unrouted.append(i)
+            elif route.node_id == self.node_id:
+                local.append(i)
+            else:
+                remote.setdefault(route.node_id, []).append(i)
         if local:
             self._put_local(batch, local)
-        inline = self._take_inline(remote, routes, sizes, devs)
+        inline = self._take_inline(remote, batch.routes, batch.sizes, batch.devs)
         if inline:
             older = self._put_inline(batch, inline)
             for node, idx in older.items():
                 remote.setdefault(node, []).extend(idx)  # peers without BatchPutInline: the slot path
         if remote:
             self._put_remote(batch, remote)
-        moved = self._moved_owners(batch) if direct else set()
-        # NOTE [waiting for room] in mori.umbp.peer.store: one deadline for the whole batch's waits.
-        deadline = time.monotonic() + rpc.timeout_s()
+        return unrouted
+
+    # NOTE [batched re-route]: the blocks of a batch that a peer could not take are routed again
+    # by the master past that peer in one BatchRoutePut per refusing peer, and put through the
+    # batched path again (on the `lru` trace a batch get leases a peer's every block for 500 ms,
+    # and a put that follows finds it full: one route and one or two peer calls for all of its
+    # refused blocks, where each used to cost a route, an AllocateSlot, a write and a
+    # CommitSlot). What that second pass could not store goes key by key (_put_again): more
+    # peers to try, and the wait for room of a pool that is full everywhere.
+    def _put_rerouted(self, batch: _PutBatch, moved: set[str], deadline: float) -> None:
+        by_peer: dict[str, list[tuple[int, PeerUnavailableError | None]]] = {}
         for i, node, failure in batch.retry:
-            again = partial(self._put_again, keys[i], ptrs[i], sizes[i], depths[i], devs[i])
-            if node in moved:  # restarted elsewhere: its re-registration wiped what it held
-                batch.out[i] = again([], None, deadline)
-            elif failure is None:  # full: asked again for room if every other peer is full too
-                batch.out[i] = again([node], None, deadline, [(routes[i], _NoSpace.of_batch(node))])
-            else:
-                batch.out[i] = again([node], failure, deadline)
-        for i, j in dups:
-            batch.out[i] = batch.out[j]
-        return batch.out
+            # Restarted elsewhere (NOTE [direct put]): routed again without excluding it, as a new peer.
+            by_peer.setdefault(node, []).append((i, None if node in moved else failure))
+        # Every peer's refused blocks take their batched passes before any block waits key by key:
+        # a wait outlasts the leases that made the peers refuse, and what one block then finds
+        # (room again on the peer that refused it) another block placed by the stale refusal would not.
+        one_by_one: list[tuple[int, list[str], PeerUnavailableError | None, list[tuple[Any, _NoSpace]]]] = []
+        for node, refused in by_peer.items():
+            idx = [i for i, _ in refused]
+            _say_routing_again(batch.keys, refused)
+            exclude = [] if node in moved else [node]
+            routes = self._master.batch_route_put([batch.keys[i] for i in idx], [batch.sizes[i] for i in idx], exclude)
+            sub = batch.subset(idx, routes)
+            unrouted = self._put_routed(sub, list(range(len(idx))))
+            for j, stored in enumerate(sub.out):
+                batch.out[idx[j]] = stored
+            _say_routing_again(sub.keys, [(j, f) for j, _, f in sub.retry])
+            again = [(j, node2, failure2) for j, node2, failure2 in sub.retry] + [(j, "", None) for j in unrouted]
+            if node not in moved:  # full on both peers: the first one asked again at once, as one batch
+                again = self._ask_again_at_once(batch, refused, again)
+            for j, node2, failure2 in again:
+                i, failure = refused[j]
+                # Full peers (no failure) are asked again for room if every other one is full too.
+                full = [(batch.routes[i], _NoSpace.of_batch(node))] if failure is None and node not in moved else []
+                tried = list(exclude)
+                if node2:  # "": the master had no route for it (it asks once more)
+                    tried.append(node2)
+                    if failure2 is None:
+                        full.append((sub.routes[j], _NoSpace.of_batch(node2)))
+                one_by_one.append((i, tried, failure2 or failure, full))
+        for i, tried, failure, full in one_by_one:
+            batch.out[i] = self._put_again(
+                batch.keys[i],
+                batch.ptrs[i],
+                batch.sizes[i],
+                batch.depths[i],
+                batch.devs[i],
+                tried,
+                failure,
+                deadline,
+                full,
+                attempts=MAX_ATTEMPTS - 2,
+            )
+
+    def _ask_again_at_once(
+        self,
+        batch: _PutBatch,
+        refused: list[tuple[int, PeerUnavailableError | None]],
+        again: list[tuple[int, str, PeerUnavailableError | None]],
+    ) -> list[tuple[int, str, PeerUnavailableError | None]]:
+        """NOTE [batched re-route]: the blocks of ``again`` (index in ``refused``, the second peer,
+        why) that both peers refused as full ask the first one again at once in one batch, as the
+        key-by-key wait for room would do first for each (on the `lru` trace a peer's leases end a
+        few at a time, so some room is there again). Returns those of ``again`` still not stored."""
+        full = [j for j, node2, failure2 in again if node2 and failure2 is None and refused[j][1] is None]
+        if not full:
+            return again
+        idx = [refused[j][0] for j in full]
+        sub = batch.subset(idx, [batch.routes[i] for i in idx])
+        self._put_routed(sub, list(range(len(idx))))
+        for k, stored in enumerate(sub.out):
+            batch.out[idx[k]] = stored
+        done = set(full) - {full[k] for k, _, _ in sub.retry}
+        return [item for item in again if item[0] not in done]
 
     def _moved_owners(self, batch: _PutBatch) -> set[str]:
         """NOTE [direct put]: the owners a direct put failed on that the master now lists at
@@ -921,17 +1016,16 @@ class DistributedClient(UMBPClient):
         exclude: list[str],
         failure: PeerUnavailableError | None,
         deadline: float,
-        full: list[tuple[Any, _NoSpace]] | None = None,
+        full: list[tuple[Any, _NoSpace]],
+        attempts: int,
     ) -> bool:
-        """Routes ``key`` again past the peers in ``exclude`` (they were full or failed); ``full``:
-        the routes of those that were full, with their refusals. When every peer it may go to is
-        full, asks them again for room until ``deadline`` (NOTE [waiting for room] in
-        mori.umbp.peer.store)."""
+        """Routes ``key`` again past the peers in ``exclude`` (they were full or failed; ``failure``:
+        the last error of one that failed), at most ``attempts`` times; ``full``: the routes of
+        those that were full, with their refusals. When every peer it may go to is full, asks them
+        again for room until ``deadline`` (NOTE [waiting for room] in mori.umbp.peer.store)."""
         pb = rpc.pb
-        full = list(full or [])
-        if failure is not None:
-            log.warning("put %r: %s; routing again", key, failure)
-        for _ in range(MAX_ATTEMPTS - 1):
+        full = list(full)
+        for _ in range(attempts):
             (route,) = self._master.batch_route_put([key], [size], exclude)
             if route.outcome == pb.ALREADY_EXISTS:
                 return True
@@ -1084,7 +1178,7 @@ class DistributedClient(UMBPClient):
         # through threads on both sides): 9-10 ms against a read ceiling of 5-6 ms.
         chunks = [item for round_ in chunk_rounds(groups, PEER_STREAMS) for item in round_.items()]
         for j, (owner, chunk) in enumerate(chunks):
-            req = rpc.peer_pb.BatchResolveKeysRequest(keys=[keys[i] for i in chunk])
+            req = rpc.peer_pb.BatchResolveKeysRequest(keys=[keys[i] for i in chunk], columns=True)
             what = f"BatchResolveKeys on peer {owner.node_id!r} at {owner.peer_address}"
             resolve = self._peer_call(owner.peer_address, "BatchResolveKeys")
             # NOTE [overlapped calls]: the last chunk's call runs in this thread, taken first below.
@@ -1098,8 +1192,7 @@ class DistributedClient(UMBPClient):
                 transfer.wait()
                 for i in done:
                     out[i] = True
-                    if not cached[i]:
-                        self._owners.remember(keys[i], owner)
+                self._owners.remember_many([keys[i] for i in done if not cached[i]], owner)
             except PeerUnavailableError as exc:
                 self._owners.forget_node(owner.node_id)
                 retry.extend((i, owner.node_id, exc) for i in done)
@@ -1129,7 +1222,10 @@ class DistributedClient(UMBPClient):
         for owner, chunk, call in reversed(pending):
             who = f"peer {owner.node_id!r} at {owner.peer_address}"
             try:
-                found = call.result().entries
+                try:  # NOTE [columns] in mori.umbp.columns: either form
+                    found = columns.resolutions_of(call.result(), len(chunk))
+                except ValueError as exc:
+                    raise PeerUnavailableError(f"BatchResolveKeys on {who}: {exc}") from None
             except PeerUnavailableError as exc:
                 self._owners.forget_node(owner.node_id)
                 retry.extend((i, owner.node_id, exc) for i in chunk)
@@ -1137,19 +1233,16 @@ class DistributedClient(UMBPClient):
             items, done, leases = [], [], []
             for i, e in zip(chunk, found, strict=True):
                 if e.found and e.ssd_lease_id:
-                    leases.append(int(e.ssd_lease_id))
+                    leases.append(e.ssd_lease_id)
                 if not e.found:  # evicted since it was routed or remembered: try another replica
                     self._owners.forget(keys[i])
                     retry.append((i, owner.node_id, None))
                     continue
-                if int(e.size) != sizes[i]:  # a remembered owner: the size is checked here
+                if e.size != sizes[i]:  # a remembered owner: the size is checked here
                     for lease in leases:
                         self._release_ssd(owner.peer_address, lease)
-                    raise InvalidArgumentError(f"size={sizes[i]} but block {keys[i]!r} holds {int(e.size)} bytes")
-                pages = [p.page_index for p in e.pages]
-                items.append(
-                    (ptrs[i], sizes[i], RemotePages(owner.engine_desc, e.descs[0], pages, e.page_size), devs[i])
-                )
+                    raise InvalidArgumentError(f"size={sizes[i]} but block {keys[i]!r} holds {e.size} bytes")
+                items.append((ptrs[i], sizes[i], RemotePages(owner.engine_desc, e.desc, e.pages, e.page_size), devs[i]))
                 done.append(i)
             # NOTE [overlapped writes] (reads here): started now, waited for once all are started.
             reading.append((owner, done, leases, self._mover.start_many(True, items, who)))

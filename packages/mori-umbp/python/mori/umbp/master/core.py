@@ -237,6 +237,7 @@ class Master:
         alive = self.alive_nodes()
         now = time.time()
         out: list[tuple[Location, NodeInfo] | None] = []
+        hits: list[str] = []
         for key, locations in zip(keys, self.store.lookup(keys), strict=True):
             usable = [loc for loc in locations if loc.node_id in alive and loc.node_id not in exclude]
             loc = pick_replica(usable, self._rng)
@@ -244,17 +245,16 @@ class Master:
                 out.append(None)
                 self.metrics.child(self.metrics.route_get, "miss").inc()
                 continue
-            self.store.record_access(key, now, now + self.timing.lease_s)
+            hits.append(key)
             out.append((loc, alive[loc.node_id]))
             self.metrics.child(self.metrics.route_get, "hit").inc()
+        self.store.record_accesses(hits, now, now + self.timing.lease_s)
         return out
 
     def record_accesses(self, keys: list[str]) -> None:
         """Reads an owner served without a route (NOTE [owner cache] in mori.umbp.client.owners):
         accesses for the eviction order, without a routing lease."""
-        now = time.time()
-        for key in keys:
-            self.store.record_access(key, now, 0.0)
+        self.store.record_accesses(keys, time.time(), 0.0)
 
     def route_put(self, keys: list[str], sizes: list[int], exclude: set[str], requester: str = "") -> list[PutRoute]:
         """Master-side dedup (also within the batch), then tier-first placement by the configured
@@ -288,5 +288,4 @@ class Master:
 
     def lookup(self, keys: list[str]) -> list[bool]:
         """A pure probe: no lease, no access bump."""
-        alive = self.alive_nodes()
-        return [any(loc.node_id in alive for loc in locs) for locs in self.store.lookup(keys)]
+        return self.store.held_by(keys, self.alive_nodes())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
 
@@ -95,9 +95,18 @@ class MetadataStore(ABC):
         of ``lookup``, which a store may answer without building a Location per replica."""
         return [tuple((loc.node_id, loc.tier) for loc in locs) for locs in self.lookup(keys)]
 
+    def held_by(self, keys: list[str], nodes: Container[str]) -> list[bool]:
+        """Per key, whether one of ``nodes`` holds it (a probe: no access recorded)."""
+        return [any(node in nodes for node, _ in held) for held in self.placements(keys)]
+
     @abstractmethod
     def record_access(self, key: str, now: float, lease_until: float) -> None:
         """Bumps the key's LRU time and extends its routing lease."""
+
+    def record_accesses(self, keys: list[str], now: float, lease_until: float) -> None:
+        """``record_access`` of each of ``keys``; a store may take them in one go."""
+        for key in keys:
+            self.record_access(key, now, lease_until)
 
     @abstractmethod
     def candidates(self, node_id: str, tier: int) -> list[Candidate]:
@@ -179,11 +188,25 @@ class InMemoryMetadataStore(MetadataStore):
         with self._lock:
             return [tuple(blocks[key]) if key in blocks else () for key in keys]
 
-    def record_access(self, key: str, now: float, lease_until: float) -> None:
+    def held_by(self, keys: list[str], nodes: Container[str]) -> list[bool]:
+        blocks = self._blocks
         with self._lock:
-            if key in self._blocks:
-                _, lease = self._meta.get(key, (0.0, 0.0))
-                self._meta[key] = (now, max(lease, lease_until))
+            # Every node holding blocks is among ``nodes`` (all alive, as usual): a probe of a
+            # prompt's chain is then one membership test per key, at C speed.
+            if all(node in nodes for node, held in self._by_node.items() if held):
+                return list(map(blocks.__contains__, keys))
+            return [any(node in nodes for node, _ in blocks.get(key, ())) for key in keys]
+
+    def record_access(self, key: str, now: float, lease_until: float) -> None:
+        self.record_accesses([key], now, lease_until)
+
+    def record_accesses(self, keys: list[str], now: float, lease_until: float) -> None:
+        blocks, meta = self._blocks, self._meta
+        with self._lock:  # once for the batch: owners report every block a get read
+            for key in keys:
+                if key in blocks:
+                    _, lease = meta.get(key, (0.0, 0.0))
+                    meta[key] = (now, max(lease, lease_until))
 
     def candidates(self, node_id: str, tier: int) -> list[Candidate]:
         with self._lock:

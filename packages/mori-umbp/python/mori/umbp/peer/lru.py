@@ -120,14 +120,15 @@ class EvictionOrder:
         """The keys ``victim`` would name one after another if each were evicted before the next
         call, in one pass over the order (NOTE [batch eviction] in mori.umbp.peer.store). The
         order must not change while the caller iterates (it holds the owner's lock)."""
-        keys = ((key, depth) for key, depth in self._items() if key not in skip)
+        # NOTE [running leases] in mori.umbp.peer.leases: the skipping runs in C (most of a full
+        # peer's blocks may be busy).
+        keys = itertools.filterfalse(skip.__contains__, itertools.chain(self._order, self._protected))
         if self.policy != "prefix_aware_lru":
-            for key, _ in keys:
-                yield key
+            yield from keys
             return
         window: list[tuple[str, int]] = []
-        for item in keys:
-            window.append(item)
+        for key in keys:
+            window.append((key, self._order[key]))  # prefix_aware_lru keeps no protected segment
             if len(window) < self.window:
                 continue
             yield self._take_deepest(window)

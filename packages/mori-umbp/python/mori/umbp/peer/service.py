@@ -21,7 +21,7 @@ from mori.umbp import columns, rpc, settings
 from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidKeyError
 from mori.umbp.peer.pools import STAGING_BUFFER, PagePool
-from mori.umbp.peer.store import NoRoom, PeerStore
+from mori.umbp.peer.store import Block, NoRoom, PeerStore
 from mori.umbp.peer.store_ssd import PeerBusy
 from mori.umbp.rpc import PENDING_LIMIT_TAG, peer_grpc, peer_pb
 from mori.umbp.stream import StreamSlots
@@ -456,8 +456,25 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"keys={len(req.keys)} exceeds the limit {MAX_BATCH}")
         # NOTE [chain order]: resolved last to first, so the head of a prompt's chain (the first
         # keys) is the most recently used and the tail goes first under LRU.
+        if req.columns:  # NOTE [columns] in mori.umbp.columns
+            rows = [self._resolved(key, block, ctx) for key, block in self.s.resolve_many(req.keys[::-1])]
+            return columns.resolve_response(rows[::-1])
         entries = [self._resolve(key, ctx) for key in reversed(req.keys)]
         return peer_pb.BatchResolveKeysResponse(entries=entries[::-1])
+
+    def _resolved(self, key: str, block: Block | None, ctx: Any) -> columns.Resolved:
+        """A row of the columns answer: ``block`` as resolve_many found it, else from the SSD tier."""
+        if block is None:
+            e = self._resolve_ssd(key, ctx)
+            if not e.found:
+                return columns.MISSING
+            page = e.pages[0].page_index
+            return columns.Resolved(True, e.size, e.tier, [page], e.page_size, e.descs[0], e.lease_ms, e.ssd_lease_id)
+        pool = self.s.pools[block.tier]
+        desc = self._packed(pool.desc) if pool.desc is not None else b""
+        return columns.Resolved(
+            True, block.size, block.tier, block.pages, pool.page_size, desc, int(self.s.read_lease_s * 1000), 0
+        )
 
     def _resolve(self, key: str, ctx: Any) -> Any:
         block = self.s.resolve(key)

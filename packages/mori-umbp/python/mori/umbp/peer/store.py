@@ -71,6 +71,7 @@ import numpy as np
 from mori.io import IOEngine
 from mori.umbp import devmem
 from mori.umbp.peer.events import ADD, ADD_IF_ABSENT, REMOVE, Event, EventLog
+from mori.umbp.peer.leases import ReadLeases
 from mori.umbp.peer.lru import EvictionOrder
 from mori.umbp.peer.pools import PagePool
 from mori.umbp.peer.store_ssd import SsdSide
@@ -141,23 +142,6 @@ class NoRoom:
         )
 
 
-class _Busy:
-    """The blocks on-demand eviction must skip, asked key by key (no set of every lease is built)."""
-
-    def __init__(self, store: PeerStore, tried: set[str]) -> None:
-        self.store, self.tried, self.now = store, tried, 0.0
-
-    def __contains__(self, key: object) -> bool:
-        s = self.store
-        return (
-            key in self.tried
-            or s._leases.get(key, 0.0) > self.now  # type: ignore[call-overload]
-            or key in s._pinned
-            or key in s._moving
-            or key in s._unpublished
-        )
-
-
 class PeerStore(SsdSide):
     def __init__(
         self,
@@ -192,7 +176,7 @@ class PeerStore(SsdSide):
         self._slot_of_key: dict[str, int] = {}
         self._pending_of: dict[str, int] = {}
         self._blocks: dict[str, Block] = {}
-        self._leases: dict[str, float] = {}
+        self._leases = ReadLeases()
         self._moving: set[str] = set()
         self._draining: list[tuple[float, PagePool, list[int]]] = []  # (free after, pool, pages)
         self._ids = itertools.count(1)
@@ -309,7 +293,7 @@ class PeerStore(SsdSide):
             for key, block in self._blocks.items():
                 if block.tier != tier:
                     continue
-                lease = self._leases.get(key, 0.0)
+                lease = self._leases.end(key)
                 if key in self._pinned or key in self._moving:
                     kind = "pinned"
                 elif key in self._unpublished:
@@ -384,7 +368,6 @@ class PeerStore(SsdSide):
         page = pool.page_size
         target = pool.capacity * self.high_watermark
         tried: set[str] = set()
-        busy = _Busy(self, tried)
         flushed = False
         while True:
             victims: list[str] = []
@@ -394,7 +377,8 @@ class PeerStore(SsdSide):
                     return True
                 # Bytes to free so that ``need`` fits, and fits under the watermark.
                 short = max(need - free, pool.capacity - free + need - int(target))
-                busy.now = time.monotonic()
+                # NOTE [running leases]: what must be skipped, as one set, so the scan runs in C.
+                busy = self._leases.running(time.monotonic()) | self._pinned | self._moving | self._unpublished | tried
                 for victim in order.victims(busy):
                     if short <= 0:
                         break
@@ -447,7 +431,7 @@ class PeerStore(SsdSide):
                 del self._blocks[key]
                 self._orders[block.tier].remove(key)
                 self._unpublished.discard(key)
-                lease = self._leases.pop(key, 0.0)
+                lease = self._leases.drop(key)
                 if lease > now:
                     self._draining.append((lease, self.pools[block.tier], block.pages))
                 else:
@@ -525,14 +509,22 @@ class PeerStore(SsdSide):
     # -- get ------------------------------------------------------------------------------------
     def resolve(self, key: str) -> Block | None:
         """The block, with a read lease that keeps eviction off it while a reader copies it."""
+        return self.resolve_many([key])[0][1]
+
+    def resolve_many(self, keys: Sequence[str]) -> list[tuple[str, Block | None]]:
+        """``resolve`` of each of ``keys`` in order, under one hold of the lock."""
+        out: list[tuple[str, Block | None]] = []
         with self._lock:
-            block = self._blocks.get(key)
-            if block is not None:
-                self._leases[key] = time.monotonic() + self.read_lease_s
-                self._orders[block.tier].touch(key)
-                if len(self._accessed) < ACCESSED_CAP:
-                    self._accessed.add(key)
-            return block
+            now = time.monotonic()  # under the lock: leases are granted in the order they end
+            for key in keys:
+                block = self._blocks.get(key)
+                if block is not None:
+                    self._leases.grant(key, now, self.read_lease_s)
+                    self._orders[block.tier].touch(key)
+                    if len(self._accessed) < ACCESSED_CAP:
+                        self._accessed.add(key)
+                out.append((key, block))
+        return out
 
     def take_accessed(self) -> list[str]:
         """The keys resolved since the last call, for the master's eviction order."""
@@ -561,7 +553,7 @@ class PeerStore(SsdSide):
         with self._lock:
             for i, key in enumerate(keys):
                 block = self._blocks.get(key)
-                busy = self._leases.get(key, 0.0) > now or key in self._pinned or key in self._moving
+                busy = self._leases.end(key) > now or key in self._pinned or key in self._moving
                 if block is None or busy or (tiers and int(tiers[i]) != block.tier):
                     continue
                 pool = self.pools[block.tier]
@@ -574,7 +566,7 @@ class PeerStore(SsdSide):
                     continue
                 del self._blocks[key]
                 self._orders[block.tier].remove(key)
-                self._leases.pop(key, None)
+                self._leases.drop(key)
                 self._unpublished.discard(key)
                 self._conditional.pop(key, None)
                 self.events.add(REMOVE, key, block.tier, block.size)
@@ -611,7 +603,7 @@ class PeerStore(SsdSide):
             self._orders[target.tier].add_oldest(block.key, block.depth)  # it keeps its last access time
             self.events.add(REMOVE, block.key, block.tier, block.size)
             self.events.add(ADD, block.key, target.tier, block.size)
-            lease = self._leases.get(block.key, 0.0)
+            lease = self._leases.end(block.key)
             if lease > now:  # a reader resolved the old pages during the copy
                 self._draining.append((lease, source, block.pages))
                 return True
@@ -633,7 +625,7 @@ class PeerStore(SsdSide):
             self._cond.notify_all()
             for b in blocks:
                 self.events.add(REMOVE, b.key, b.tier, b.size)
-                lease = self._leases.pop(b.key, 0.0)
+                lease = self._leases.drop(b.key)
                 if lease > now:
                     self._draining.append((lease, self.pools[b.tier], b.pages))
                 else:
