@@ -124,14 +124,14 @@ def test_a_peer_resolves_in_columns_as_it_resolves_in_entries():
 
 def test_a_resolve_answer_of_the_wrong_shape_is_refused():
     row = columns.Resolved(True, PAGE, DRAM, [3], PAGE, b"d", 500, 0)
-    res = columns.resolve_response([row, columns.MISSING])
+    res = columns.resolve_response([row, columns.MISSING], True)
     assert columns.resolutions_of(res, 2) == [row, columns.MISSING]
     with pytest.raises(ValueError, match="answered 2 of 3"):
         columns.resolutions_of(res, 3)
     res.columns.desc_indexes[0] = 5
     with pytest.raises(ValueError, match="descriptor 5 of 2"):
         columns.resolutions_of(res, 2)
-    res = columns.resolve_response([row])
+    res = columns.resolve_response([row], True)
     res.columns.sizes.append(1)
     with pytest.raises(ValueError, match="unequal lengths"):
         columns.resolutions_of(res, 1)

@@ -57,6 +57,7 @@ class Resolved(NamedTuple):
     desc: bytes  # the packed mori-io MemoryDesc of the pages' buffer (b"": none)
     lease_ms: int
     ssd_lease_id: int
+    buffer: int = 0  # the pages' PageRef.buffer_index (entries only: columns name the buffer by desc)
 
 
 #: Not found: one row of a resolve answer.
@@ -226,8 +227,25 @@ def commits_of(req: Any, limit: int) -> list[Commit]:
     return [(int(e.slot_id), e.key, e.if_absent) for e in req.entries]
 
 
-def resolve_response(rows: Sequence[Resolved]) -> Any:
-    """The columns form of a BatchResolveKeys answer (the entries form is built per key)."""
+def resolve_entry(r: Resolved) -> Any:
+    """``r`` as one ResolveKeyResponse (ResolveKey's answer, an entry of BatchResolveKeys')."""
+    if not r.found:
+        return peer_pb.ResolveKeyResponse(found=False)
+    return peer_pb.ResolveKeyResponse(
+        found=True,
+        pages=[peer_pb.PageRef(buffer_index=r.buffer, page_index=p) for p in r.pages],
+        page_size=r.page_size,
+        descs=[r.desc] if r.desc else [],
+        size=r.size,
+        tier=r.tier,
+        lease_ms=r.lease_ms,
+        ssd_lease_id=r.ssd_lease_id,
+    )
+
+
+def resolve_response(rows: Sequence[Resolved], columns: bool) -> Any:
+    if not columns:
+        return peer_pb.BatchResolveKeysResponse(entries=[resolve_entry(r) for r in rows])
     descs: dict[bytes, int] = {}
     return peer_pb.BatchResolveKeysResponse(
         columns=peer_pb.ResolvedColumns(
@@ -261,6 +279,7 @@ def resolutions_of(res: Any, wanted: int) -> list[Resolved]:
                 e.descs[0] if e.descs else b"",
                 e.lease_ms,
                 e.ssd_lease_id,
+                e.pages[0].buffer_index if e.pages else 0,
             )
             for e in res.entries
         ]

@@ -20,7 +20,7 @@ import grpc  # type: ignore[import-untyped]
 from mori.umbp import columns, rpc, settings
 from mori.umbp.auth import caller_node
 from mori.umbp.errors import InvalidKeyError
-from mori.umbp.peer.pools import STAGING_BUFFER, PagePool
+from mori.umbp.peer.pools import STAGING_BUFFER
 from mori.umbp.peer.store import Block, NoRoom, PeerStore
 from mori.umbp.peer.store_ssd import PeerBusy
 from mori.umbp.rpc import PENDING_LIMIT_TAG, peer_grpc, peer_pb
@@ -164,13 +164,6 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
 
     def BatchCommitSlotsStream(self, bodies: Any, ctx: Any) -> Any:
         return self._stream(bodies, ctx, peer_pb.BatchCommitSlotsRequest.FromString, self.BatchCommitSlots)
-
-    @staticmethod
-    def _pages(pool: PagePool, pages: list[int]) -> list[Any]:
-        return [peer_pb.PageRef(buffer_index=pool.buffer_index, page_index=p) for p in pages]
-
-    def _descs(self, pool: PagePool) -> list[bytes]:
-        return [self._packed(pool.desc)] if pool.desc is not None else []
 
     def _packed(self, desc: Any) -> bytes:
         """``desc.pack()``, packed once per descriptor: every resolved key's answer carries its
@@ -449,64 +442,46 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         return peer_pb.BatchAbortSlotsResponse(success=[True] * min(len(req.slot_ids), MAX_BATCH))
 
     def ResolveKey(self, req: Any, ctx: Any) -> Any:
-        return self._resolve(req.key, ctx)
+        ((key, block),) = self.s.resolve_many([req.key])
+        return columns.resolve_entry(self._resolved(key, block, ctx))
 
     def BatchResolveKeys(self, req: Any, ctx: Any) -> Any:
         if len(req.keys) > MAX_BATCH:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"keys={len(req.keys)} exceeds the limit {MAX_BATCH}")
         # NOTE [chain order]: resolved last to first, so the head of a prompt's chain (the first
         # keys) is the most recently used and the tail goes first under LRU.
-        if req.columns:  # NOTE [columns] in mori.umbp.columns
-            rows = [self._resolved(key, block, ctx) for key, block in self.s.resolve_many(req.keys[::-1])]
-            return columns.resolve_response(rows[::-1])
-        entries = [self._resolve(key, ctx) for key in reversed(req.keys)]
-        return peer_pb.BatchResolveKeysResponse(entries=entries[::-1])
+        rows = [self._resolved(key, block, ctx) for key, block in self.s.resolve_many(req.keys[::-1])]
+        return columns.resolve_response(rows[::-1], req.columns)  # NOTE [columns] in mori.umbp.columns
 
     def _resolved(self, key: str, block: Block | None, ctx: Any) -> columns.Resolved:
-        """A row of the columns answer: ``block`` as resolve_many found it, else from the SSD tier."""
+        """The answer for ``key``: ``block`` as resolve_many found it, else from the SSD tier."""
         if block is None:
-            e = self._resolve_ssd(key, ctx)
-            if not e.found:
-                return columns.MISSING
-            page = e.pages[0].page_index
-            return columns.Resolved(True, e.size, e.tier, [page], e.page_size, e.descs[0], e.lease_ms, e.ssd_lease_id)
+            return self._resolved_ssd(key, ctx)
         pool = self.s.pools[block.tier]
         desc = self._packed(pool.desc) if pool.desc is not None else b""
+        lease_ms = int(self.s.read_lease_s * 1000)
         return columns.Resolved(
-            True, block.size, block.tier, block.pages, pool.page_size, desc, int(self.s.read_lease_s * 1000), 0
+            True, block.size, block.tier, block.pages, pool.page_size, desc, lease_ms, 0, pool.buffer_index
         )
 
-    def _resolve(self, key: str, ctx: Any) -> Any:
-        block = self.s.resolve(key)
-        if block is None:
-            return self._resolve_ssd(key, ctx)
-        pool = self.s.pools[block.tier]
-        return peer_pb.ResolveKeyResponse(
-            found=True,
-            pages=self._pages(pool, block.pages),
-            page_size=pool.page_size,
-            descs=self._descs(pool),
-            size=block.size,
-            tier=block.tier,
-            lease_ms=int(self.s.read_lease_s * 1000),
-        )
-
-    def _resolve_ssd(self, key: str, ctx: Any) -> Any:
+    def _resolved_ssd(self, key: str, ctx: Any) -> columns.Resolved:
         try:
             staged = self.s.stage_ssd(key)
         except PeerBusy as exc:  # transient: the reader retries, it must not count as a miss
             ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        if staged is None or self.s.staging is None or self.s.staging.desc is None:
-            return peer_pb.ResolveKeyResponse(found=False)
-        return peer_pb.ResolveKeyResponse(
-            found=True,
-            pages=[peer_pb.PageRef(buffer_index=STAGING_BUFFER, page_index=staged.slot)],
-            page_size=self.s.staging.slot_size,
-            descs=[self._packed(self.s.staging.desc)],
-            size=staged.size,
-            tier=int(UMBPTierType.SSD),
-            lease_ms=int(self.s.staging.lease_s * 1000),
-            ssd_lease_id=staged.lease_id,
+        staging = self.s.staging
+        if staged is None or staging is None or staging.desc is None:
+            return columns.MISSING
+        return columns.Resolved(
+            True,
+            staged.size,
+            int(UMBPTierType.SSD),
+            [staged.slot],
+            staging.slot_size,
+            self._packed(staging.desc),
+            int(staging.lease_s * 1000),
+            staged.lease_id,
+            STAGING_BUFFER,
         )
 
     def ReleaseSsdLease(self, req: Any, ctx: Any) -> Any:
