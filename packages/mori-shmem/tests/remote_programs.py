@@ -51,8 +51,8 @@ HELLO = struct.Struct("<Iiii32s")  # version, rank, target, stream, mac
 REPLY = struct.Struct("<IIQ")  # status, reserved, value
 REQUEST = struct.Struct("<HBBiQQQQQ")  # magic, op, type, amo, offset, length, value, compare, signal_offset
 WIRE_MAGIC = 0x4D52
-WIRE_VERSION = 1
-OP_PUT, OP_FLUSH = 1, 6
+WIRE_VERSION = 2
+OP_PUT, OP_FLUSH, OP_PUT_SIGNAL_PART = 1, 6, 7
 NONCE_BYTES = 32
 STATUS_AUTH = 7
 UID_SECRET = slice(20, 52)  # the job secret inside the 128-byte unique id
@@ -514,7 +514,9 @@ def _until_eof(sock: socket.socket) -> str:
     return "eof" if extra == b"" else f"sent {extra!r}"
 
 
-def _hello(secret: bytes | None, nonce: bytes, rank: int, target: int, stream: int, version: int = 1) -> bytes:
+def _hello(
+    secret: bytes | None, nonce: bytes, rank: int, target: int, stream: int, version: int = WIRE_VERSION
+) -> bytes:
     head = struct.pack("<Iiii", version, rank, target, stream)
     mac = hmac.new(secret, nonce + head, hashlib.sha256).digest() if secret is not None else bytes(range(32))
     return HELLO.pack(version, rank, target, stream, mac)
@@ -534,6 +536,14 @@ def _handshake(endpoint: str, secret: bytes | None, rank: int, target: int, **kw
         return {"status": status, "after": after}
 
 
+def _signal_part(offset: int, data: bytes, parts: int, signal_offset: int) -> bytes:
+    """A PUT_SIGNAL_PART of join 2**40 (which PE 0's own striped puts never reach) that sets the
+    signal word to 42 once all ``parts`` have landed."""
+    sig_set = int(shmem.AmoType.SIGNAL_SET)
+    join = (1 << 40) << 8 | parts
+    return REQUEST.pack(WIRE_MAGIC, OP_PUT_SIGNAL_PART, 0, sig_set, offset, len(data), 42, join, signal_offset) + data
+
+
 def intruders(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
     """PE 0 attacks PE 1's remote-transport server (they are on different nodes) while both stay in
     the job; afterwards the PEs must still move data to each other."""
@@ -547,7 +557,9 @@ def intruders(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
         n = 1 << 20
         buf = shmem.shmem_malloc(n)
         flag = shmem.shmem_malloc(8)
+        joined = shmem.shmem_malloc(8)
         typed(flag, 1, np.uint64)[0] = 0
+        typed(joined, 1, np.uint64)[0] = 0
         mem(buf, n)[:] = 0
         info = shmem.shmem_heap_info()
         heap_tail = info.base + info.size - 8
@@ -560,7 +572,7 @@ def intruders(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
             out["wrong_mac"] = _handshake(target, None, 0, 1)
             out["wrong_secret"] = _handshake(target, bytes(32), 0, 1)
             out["wrong_target"] = _handshake(target, secret, 0, 0)
-            out["wrong_version"] = _handshake(target, secret, 0, 1, version=2)
+            out["wrong_version"] = _handshake(target, secret, 0, 1, version=WIRE_VERSION + 1)
             # Garbage the size of a Hello; then garbage shorter than one; then bare connects.
             with _connect(target) as sock:
                 _recv_exact(sock, NONCE_BYTES)
@@ -584,15 +596,34 @@ def intruders(rank: int, nranks: int, uid: bytes) -> dict[str, Any]:
                 sock.sendall(REQUEST.pack(WIRE_MAGIC, OP_PUT, 0, 0, buf - info.base + 64, 8, 0, 0, 0) + b"forged!!")
                 sock.sendall(REQUEST.pack(WIRE_MAGIC, OP_FLUSH, 0, 0, 0, 0, 0, 0, 0))
                 flushed = REPLY.unpack(_recv_exact(sock, REPLY.size))[0]
+                # A put-with-signal in two parts (NOTE [striped put-with-signal]): the signal waits
+                # for the second.
+                seen = np.zeros(2, dtype=np.uint64)
+                joins = []
+                for offset, data in ((128, b"part one"), (136, b"part two")):
+                    part = _signal_part(buf - info.base + offset, data, 2, joined - info.base)
+                    sock.sendall(part + REQUEST.pack(WIRE_MAGIC, OP_FLUSH, 0, 0, 0, 0, 0, 0, 0))
+                    REPLY.unpack(_recv_exact(sock, REPLY.size))
+                    shmem.shmem_getmem(seen.ctypes.data, joined, 8, 1)
+                    joins.append(int(seen[0]))
+                out["join"] = joins
                 # A put that runs past the end of the heap: dropped, nothing written.
                 sock.sendall(REQUEST.pack(WIRE_MAGIC, OP_PUT, 0, 0, info.size - 4, 8, 0, 0, 0) + b"x" * 8)
                 sock.settimeout(5.0)
                 out["authenticated"] = {"welcome": welcome, "flush": flushed, "after_bad_put": _until_eof(sock)}
+            with _connect(target) as sock:  # a part of a join of one part: dropped, nothing written
+                nonce = _recv_exact(sock, NONCE_BYTES)
+                sock.sendall(_hello(secret, nonce, 0, 1, 11))
+                REPLY.unpack(_recv_exact(sock, REPLY.size))
+                sock.sendall(_signal_part(buf - info.base + 144, b"one only", 1, joined - info.base))
+                sock.settimeout(5.0)
+                out["join_of_one"] = _until_eof(sock)
             for sock in silent:
                 sock.settimeout(0.2)
             out["silent_before"] = [_until_eof_nonce(sock) for sock in silent]
         shmem.shmem_barrier_all()
         out["forged_seen"] = bytes(mem(buf + 64, 8))
+        out["joined_seen"] = bytes(mem(buf + 128, 24))
         out["tail_after"] = bytes(mem(heap_tail, 8))
         shmem.shmem_barrier_all()
         # The PEs still work, in both directions.

@@ -375,6 +375,10 @@ def test_connections_without_the_secret_are_refused() -> None:
     assert r0["right_secret"] == {"status": 0, "after": "welcomed"}
     assert r0["authenticated"] == {"welcome": 0, "flush": 0, "after_bad_put": "eof"}
     assert r1["forged_seen"] == b"forged!!"
+    # A put-with-signal's parts: the signal with the last part only; a join of one part is refused.
+    assert r0["join"] == [0, 42], r0["join"]
+    assert r0["join_of_one"] == "eof"
+    assert r1["joined_seen"] == b"part onepart two" + bytes(8)
     assert r1["tail_after"] == r1["tail_before"]
     # Silent clients are kept waiting (not answered, not blocking anyone) ...
     assert r0["silent_before"] == ["open"] * 3

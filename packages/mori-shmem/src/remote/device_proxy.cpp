@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,10 @@ DeviceProxy::~DeviceProxy() {
   } catch (const std::exception& e) {
     log::emit(log::Level::Warning, "PE ", rank_, " device proxy: ", e.what());
   }
-  if (next_.load() > 0) log::emit(log::Level::Debug, "PE ", rank_, " device proxy: ", times_.summary());
+  if (next_.load() > 0) {
+    log::emit(log::Level::Debug, "PE ", rank_, " device proxy: ", times_.summary(), "; batches held ",
+              batched_requests_, " requests in ", batch_transfers_, " transfers");
+  }
 }
 
 void DeviceProxy::run() {
@@ -69,14 +73,13 @@ void DeviceProxy::run() {
   uint64_t head = 0;
   uint64_t idle = 0;
   uint64_t last_done_ns = 0;  // 0: no request yet, or the last one was long ago (the proxy napped)
-  constexpr size_t kWait = 10;
   while (!stopping_.load(std::memory_order_relaxed)) {
     const uint64_t ticket = next_.load(std::memory_order_relaxed);
     mori_shmem_proxy_entry_t& entry = ring_->entries[ticket % MORI_SHMEM_PROXY_RING_ENTRIES];
     if (load_acquire(&entry.state) == ticket + 1) {
       const uint64_t start_ns = monotonic_ns();
-      if (last_done_ns != 0) times_.add(kWait, start_ns - last_done_ns);
-      const unsigned op = entry.op < kWait ? entry.op : 0;
+      if (last_done_ns != 0) times_.add(kWaitPhase, start_ns - last_done_ns);
+      const unsigned op = entry.op < kWaitPhase ? entry.op : 0;
       uint64_t end = ticket + 1;
       if (batchable(entry.op)) {
         end = execute_batch(ticket);
@@ -119,17 +122,19 @@ void DeviceProxy::publish(size_t word_offset, uint64_t value) {
 
 void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
   const int pe = entry.pe;
+  // NOTE [done once staged]: the kernel waits only for its source to be free.
+  const auto staged = [this, ticket] { publish(offsetof(mori_shmem_proxy_words_t, done), ticket + 1); };
   try {
     switch (entry.op) {
       case MORI_SHMEM_PROXY_PUT:
-        io_.put(conduit_, pe, entry.offset, reinterpret_cast<const void*>(entry.local), entry.bytes);
+        io_.put(conduit_, pe, entry.offset, reinterpret_cast<const void*>(entry.local), entry.bytes, staged);
         break;
       case MORI_SHMEM_PROXY_GET:
         io_.get(conduit_, pe, entry.offset, reinterpret_cast<void*>(entry.local), entry.bytes);
         break;
       case MORI_SHMEM_PROXY_PUT_SIGNAL:
         io_.put_signal(conduit_, pe, entry.offset, reinterpret_cast<const void*>(entry.local), entry.bytes,
-                       entry.signal_offset, entry.value, entry.amo);
+                       entry.signal_offset, entry.value, entry.amo, staged);
         break;
       case MORI_SHMEM_PROXY_PUT_SIGNAL_INLINE:
         if (entry.bytes > MORI_SHMEM_PROXY_INLINE_BYTES) {
@@ -139,7 +144,17 @@ void DeviceProxy::execute(mori_shmem_proxy_entry_t& entry, uint64_t ticket) {
         conduit_.put_signal(pe, entry.offset, entry.payload, entry.bytes, entry.signal_offset, entry.value, entry.amo);
         break;
       case MORI_SHMEM_PROXY_SIGNAL: conduit_.signal(pe, entry.offset, entry.value, entry.amo); break;
-      case MORI_SHMEM_PROXY_AMO: conduit_.atomic(pe, entry.offset, entry.amo, int(entry.type), entry.value, entry.compare); break;
+      case MORI_SHMEM_PROXY_AMO:
+        // A signal set or add (the device barrier's arrivals among them) needs no answer: sent as a
+        // signal, it costs the proxy a send instead of a round trip, and is applied by the next
+        // quiet, as a non-fetching atomic must be.
+        if ((entry.amo == MORI_SHMEM_SIGNAL_SET || entry.amo == MORI_SHMEM_SIGNAL_ADD) &&
+            entry.type == MORI_SHMEM_TYPE_UINT64) {
+          conduit_.signal(pe, entry.offset, entry.value, entry.amo);
+        } else {
+          conduit_.atomic(pe, entry.offset, entry.amo, int(entry.type), entry.value, entry.compare);
+        }
+        break;
       case MORI_SHMEM_PROXY_AMO_FETCH:
         entry.answer = conduit_.atomic(pe, entry.offset, entry.amo, int(entry.type), entry.value, entry.compare);
         store_release(&entry.state, MORI_SHMEM_PROXY_ANSWERED | ticket);
@@ -176,23 +191,43 @@ uint64_t DeviceProxy::execute_batch(uint64_t first) {
   std::vector<PutPiece> puts;
   bool quiet = false;
   uint64_t end = first;
+  uint64_t first_quiet = 0;
   for (; end < first + MORI_SHMEM_PROXY_RING_ENTRIES; ++end) {
     const mori_shmem_proxy_entry_t& e = ring_->entries[end % MORI_SHMEM_PROXY_RING_ENTRIES];
     if (load_acquire(&e.state) != end + 1 || !batchable(e.op)) break;
     if (e.op == MORI_SHMEM_PROXY_QUIET) {
+      if (!quiet) first_quiet = end;
       quiet = true;
     } else {
       puts.push_back({e.pe, e.offset, e.local, e.bytes});
     }
   }
+  batched_requests_ += end - first;
+  // NOTE [done once staged]: the puts before the batch's first QUIET are carried out once their
+  // bytes are staged; `done` passes a QUIET only after the quiet.
+  const uint64_t staged_done = quiet ? first_quiet : end;
+  const std::vector<PutPiece> transfers = coalesce_puts(std::move(puts), kMaxTransferBytes);
   int pe = -1;
   try {
-    for (const PutPiece& transfer : coalesce_puts(std::move(puts), kMaxTransferBytes)) {
+    const uint64_t t0 = monotonic_ns();
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const PutPiece& transfer = transfers[i];
       pe = transfer.pe;
-      io_.put(conduit_, transfer.pe, transfer.offset, reinterpret_cast<const void*>(transfer.local), transfer.bytes);
+      std::function<void()> staged;
+      if (i + 1 == transfers.size() && staged_done > first) {
+        staged = [this, staged_done] { publish(offsetof(mori_shmem_proxy_words_t, done), staged_done); };
+      }
+      io_.put(conduit_, transfer.pe, transfer.offset, reinterpret_cast<const void*>(transfer.local), transfer.bytes,
+              staged);
+      ++batch_transfers_;
     }
     pe = -1;
-    if (quiet) conduit_.quiet();
+    const uint64_t t1 = monotonic_ns();
+    times_.add(kBatchTransfers, t1 - t0);
+    if (quiet) {
+      conduit_.quiet();
+      times_.add(kBatchQuiet, monotonic_ns() - t1);
+    }
   } catch (const std::exception& e) {
     // As in execute: the requests count as done, the error word says what happened.
     log::emit(log::Level::Error, "PE ", rank_, ": device proxy ", pe >= 0 ? "put to PE " : "quiet",

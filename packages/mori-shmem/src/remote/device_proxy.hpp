@@ -1,6 +1,16 @@
 // SPDX-License-Identifier: MIT
 // The host half of NOTE [device proxy] (mori_shmem/proxy_ring.h): a thread per PE that carries out
 // the requests kernels post for PEs they cannot load/store, over the remote transport.
+//
+// NOTE [done once staged]
+// A kernel's put (and staged put-with-signal) waits for `done` to pass its ticket only so that its
+// source may be reused; a QUIET is what waits for the target. So `done` passes a put as soon as
+// its bytes are in the staging slots, before they go on the wire, and the kernel's next request
+// (typically its QUIET) is posted while the proxy is still sending. Moving `done` only at a
+// batch's end cost a wait of the proxy for the GPU between every two batches: the stream write
+// that moves the GPU's copy of `done`, the kernel's look at it and its next post (issue 32: about
+// five such waits of 35 us per launch in a 1 MiB put with a quiet per block). `done` still moves
+// in ticket order: within a batch, only up to its first QUIET before the quiet is done.
 #pragma once
 
 #include <atomic>
@@ -59,10 +69,14 @@ class DeviceProxy {
   cuda::CUdeviceptr device_words_;
   std::atomic<uint64_t> next_{0};  // the next ticket to carry out
   // Per request op (proxy_ring.h's codes, 0 unused; a batch of puts and QUIETs under its first
-  // request's), and the waits between requests: the time from one request's completion to the
-  // next one's arrival, while kernels were posting.
-  TimeAccount<11> times_{{"-", "put", "get", "put_signal", "signal", "amo", "amo_fetch", "put_imm", "quiet",
-                          "put_signal_inline", "wait for the next request"}};
+  // request's), the waits between requests (the time from one request's completion to the next
+  // one's arrival, while kernels were posting), and a batch's two parts.
+  enum : size_t { kWaitPhase = 10, kBatchTransfers, kBatchQuiet };
+  TimeAccount<13> times_{{"-", "put", "get", "put_signal", "signal", "amo", "amo_fetch", "put_imm", "quiet",
+                          "put_signal_inline", "wait for the next request", "a batch's transfers", "a batch's quiet"}};
+  // Requests and merged transfers over all batches (proxy thread only; logged with times_).
+  uint64_t batched_requests_ = 0;
+  uint64_t batch_transfers_ = 0;
   bool publish_failed_ = false;  // proxy thread only
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -165,12 +165,13 @@ uint64_t GpuRemoteIo::amo(uint64_t offset, int amo_code, int type, uint64_t valu
   return *reinterpret_cast<volatile uint64_t*>(answer_.host());
 }
 
-void GpuRemoteIo::put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes) {
+void GpuRemoteIo::put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
+                      const std::function<void()>& on_staged) {
   std::lock_guard<std::mutex> lock(outbound_mutex_);
   outbound_.send_from(
       static_cast<const uint8_t*>(local), nbytes,
       [&](const uint8_t* host, uint64_t begin, size_t bytes) { conduit.put(pe, offset + begin, host, bytes); },
-      times_, {kOutCopy, kOutWire});
+      times_, {kOutCopy, kOutWire}, on_staged);
 }
 
 void GpuRemoteIo::get(Conduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes) {
@@ -182,13 +183,15 @@ void GpuRemoteIo::get(Conduit& conduit, int pe, uint64_t offset, void* local, si
 }
 
 void GpuRemoteIo::put_signal(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
-                             uint64_t signal_offset, uint64_t signal, int sig_op) {
+                             uint64_t signal_offset, uint64_t signal, int sig_op,
+                             const std::function<void()>& on_staged) {
   // One pipeline for the whole payload: every piece but the last goes as a plain put, then a quiet
   // completes them at the target before the last piece travels with the signal (which may not
   // overtake data sent on another stream). The last piece's staging copy overlaps the earlier
   // pieces' sends, where it used to start after the quiet.
   std::lock_guard<std::mutex> lock(outbound_mutex_);
   if (nbytes == 0) {
+    if (on_staged) on_staged();
     conduit.put_signal(pe, offset, nullptr, 0, signal_offset, signal, sig_op);
     return;
   }
@@ -202,7 +205,7 @@ void GpuRemoteIo::put_signal(Conduit& conduit, int pe, uint64_t offset, const vo
         if (begin > 0) conduit.quiet();
         conduit.put_signal(pe, offset + begin, host, bytes, signal_offset, signal, sig_op);
       },
-      times_, {kOutCopy, kOutWire});
+      times_, {kOutCopy, kOutWire}, on_staged);
 }
 
 }  // namespace mori::shmem::remote

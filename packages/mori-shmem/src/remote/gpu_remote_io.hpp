@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 #include "cuda/context.hpp"
@@ -36,11 +37,13 @@ class GpuRemoteIo final : public HeapAccess {
   void receive_signalled(Socket& socket, uint64_t offset, uint64_t length, const Deadline& deadline,
                          uint64_t signal_offset, uint64_t value, int sig_op) override;
 
-  // Outbound: `local` is any memory the driver can copy (device or host).
-  void put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes);
+  // Outbound: `local` is any memory the driver can copy (device or host). on_staged, when given,
+  // runs once every byte has left `local`, before the last of them go on the wire.
+  void put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
+           const std::function<void()>& on_staged = {});
   void get(Conduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes);
   void put_signal(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
-                  uint64_t signal_offset, uint64_t signal, int sig_op);
+                  uint64_t signal_offset, uint64_t signal, int sig_op, const std::function<void()>& on_staged = {});
 
  private:
   const cuda::DeviceContext& context_;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -41,8 +42,10 @@ class StagingSlots {
 
   // Hands [src, src + nbytes) (memory the driver can copy) to sink(host_bytes, begin, length) a slot
   // at a time, the next slots' copies running while sink has one. Returns once sink had them all.
+  // on_staged, when given, runs once every byte has left src (before the last slot goes to sink).
   template <typename Sink, typename Account>
-  void send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases);
+  void send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases,
+                 const std::function<void()>& on_staged = {});
   // Fills [dst, dst + nbytes) from source(host_bytes, begin, length) a slot at a time, each slot's
   // copy running while source fills the next. Returns once every byte is in place.
   template <typename Source, typename Account>
@@ -98,7 +101,8 @@ class StagingPool {
 };
 
 template <typename Sink, typename Account>
-void StagingSlots::send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases) {
+void StagingSlots::send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases,
+                             const std::function<void()>& on_staged) {
   const size_t pieces = (nbytes + slot_bytes_ - 1) / slot_bytes_;
   size_t staged = 0;
   try {
@@ -110,6 +114,7 @@ void StagingSlots::send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Acc
       const uint64_t t0 = monotonic_ns();
       context_.finish_stream(stream(piece), "staging a transfer out of the GPU heap");
       const uint64_t t1 = monotonic_ns();
+      if (piece + 1 == pieces && on_staged) on_staged();
       sink(slot(piece), piece * slot_bytes_, length(piece, nbytes));
       times.add(phases.copy, t1 - t0);
       times.add(phases.wire, monotonic_ns() - t1);

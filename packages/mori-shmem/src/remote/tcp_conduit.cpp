@@ -101,12 +101,14 @@ struct TcpConduit::Stream {
 struct TcpConduit::Peer {
   std::vector<std::unique_ptr<Stream>> streams;
   std::atomic<size_t> next{0};
+  std::atomic<uint64_t> next_join{0};  // NOTE [striped put-with-signal]
 };
 
 struct TcpConduit::Inbound {
   Socket socket;
   std::thread thread;
   std::string who;                // "PE 3 (stream 1) from 10.0.0.2:51000"
+  int rank = -1;                  // the initiator's PE
   std::atomic<bool> done{false};  // serve() returned: the acceptor joins the thread and frees this
 };
 
@@ -263,6 +265,7 @@ void TcpConduit::admit(Arrival& arrival, HandshakeGate& gate) {
   auto inbound = std::make_unique<Inbound>();
   inbound->who = "PE " + std::to_string(hello.rank) + " (stream " + std::to_string(hello.stream) + ") from " +
                  arrival.socket.peer();
+  inbound->rank = hello.rank;
   inbound->socket = std::move(arrival.socket);
   inbound->socket.set_peer(inbound->who);
   Inbound* raw = inbound.get();
@@ -351,6 +354,19 @@ void TcpConduit::serve_one(Inbound& inbound) {
       }
       return;
     }
+    case Op::PutSignalPart: {
+      if (!fits(request.offset, request.length, heap_size_)) reject("outside the heap");
+      if (!fits(request.signal_offset, 8, heap_size_) || request.signal_offset % 8 != 0) {
+        reject("signal word outside the heap or misaligned");
+      }
+      const uint32_t parts = uint32_t(request.compare & 0xff);
+      if (parts < 2) reject("a put-with-signal part of a join of fewer than 2 parts");
+      heap_.receive(socket, request.offset, request.length, deadline);
+      if (joins_.arrived(inbound.rank, request.compare >> 8, parts)) {
+        heap_.signal(request.signal_offset, request.value, request.amo);
+      }
+      return;
+    }
     case Op::Signal:
       if (!fits(request.offset, 8, heap_size_) || request.offset % 8 != 0) reject("signal word outside the heap");
       heap_.signal(request.offset, request.value, request.amo);
@@ -402,27 +418,27 @@ void TcpConduit::send_request(Stream& stream, const void* request, const void* p
   if (nbytes > 0) stream.socket.send_all(payload, nbytes, deadline, "a put's payload");
 }
 
-// Runs exchange(stream, begin, length) for each stripe of an nbytes transfer to pe, each on its own
-// stream, the first on the caller's thread and the others on the crew's (one stripe up to
-// stripe_bytes).
+// Runs exchange(stream, begin, length, parts) for each of the `parts` stripes of an nbytes transfer
+// to pe, each on its own stream, the first on the caller's thread and the others on the crew's (one
+// stripe up to stripe_bytes).
 template <typename Exchange>
 void TcpConduit::striped(int pe, size_t nbytes, Exchange&& exchange) {
   Peer& peer = *peers_[pe];
-  const size_t parts = nbytes > config_.stripe_bytes ? peer.streams.size() : 1;
+  const size_t streams = nbytes > config_.stripe_bytes ? peer.streams.size() : 1;
   const size_t first = peer.next.fetch_add(1);
-  const size_t chunk = ((nbytes + parts - 1) / parts + 63) & ~size_t(63);
+  const size_t chunk = ((nbytes + streams - 1) / streams + 63) & ~size_t(63);
+  const size_t parts = nbytes == 0 ? 1 : (nbytes + chunk - 1) / chunk;  // the stripes that hold bytes
   crew_->run(parts, [&](size_t i) {
     const size_t begin = i * chunk;
-    if (begin >= nbytes) return;
     Stream& stream = pick(pe, first + i);
     std::lock_guard<std::mutex> lock(stream.mutex);
-    stream.use(pe, [&] { exchange(stream, begin, std::min(chunk, nbytes - begin)); });
+    stream.use(pe, [&] { exchange(stream, begin, std::min(chunk, nbytes - begin), parts); });
   });
 }
 
 void TcpConduit::put(int pe, uint64_t offset, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
-  striped(pe, nbytes, [&](Stream& stream, size_t begin, size_t length) {
+  striped(pe, nbytes, [&](Stream& stream, size_t begin, size_t length, size_t) {
     const Request request{kWireMagic, uint8_t(Op::Put), 0, 0, offset + begin, length, 0, 0, 0};
     stream.dirty = true;
     send_request(stream, &request, static_cast<const uint8_t*>(src) + begin, length);
@@ -431,7 +447,7 @@ void TcpConduit::put(int pe, uint64_t offset, const void* src, size_t nbytes) {
 
 void TcpConduit::get(int pe, uint64_t offset, void* dest, size_t nbytes) {
   if (nbytes == 0) return;
-  striped(pe, nbytes, [&](Stream& stream, size_t begin, size_t length) {
+  striped(pe, nbytes, [&](Stream& stream, size_t begin, size_t length, size_t) {
     const Request request{kWireMagic, uint8_t(Op::Get), 0, 0, offset + begin, length, 0, 0, 0};
     const Deadline deadline = Deadline::after(config_.timeout_s);
     send_request(stream, &request, nullptr, 0);
@@ -444,8 +460,19 @@ void TcpConduit::get(int pe, uint64_t offset, void* dest, size_t nbytes) {
 
 void TcpConduit::put_signal(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
                             uint64_t signal, int sig_op) {
-  // One request on one stream: the server applies the signal after the last payload byte.
   Stream& stream = pick(pe, peers_[pe]->next.fetch_add(1));
+  if (nbytes > config_.stripe_bytes && peers_[pe]->streams.size() > 1) {
+    // NOTE [striped put-with-signal]: a part per stream; the target applies the signal after the last.
+    const uint64_t join = peers_[pe]->next_join.fetch_add(1) & (~0ull >> 8);
+    striped(pe, nbytes, [&](Stream& part_stream, size_t begin, size_t length, size_t parts) {
+      const Request request{kWireMagic, uint8_t(Op::PutSignalPart), 0, sig_op, offset + begin, length, signal,
+                            join << 8 | parts, signal_offset};
+      part_stream.dirty = true;
+      send_request(part_stream, &request, static_cast<const uint8_t*>(src) + begin, length);
+    });
+    return;
+  }
+  // One request on one stream: the server applies the signal after the last payload byte.
   const Request request{kWireMagic, uint8_t(Op::PutSignal), 0, sig_op, offset, nbytes, signal, 0, signal_offset};
   std::lock_guard<std::mutex> lock(stream.mutex);
   stream.use(pe, [&] {

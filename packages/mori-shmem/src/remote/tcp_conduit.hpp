@@ -13,7 +13,8 @@
 //   - Host memory is sent from and received into place (no staging copy).
 //   - Completion: puts pipeline; quiet sends FLUSH on every stream that carried puts since the last
 //     quiet and waits for the answers, so after quiet every earlier put is in the target's heap.
-//     A put-with-signal travels on one stream as one request, so its signal lands after its data.
+//     A put-with-signal travels on one stream as one request, so its signal lands after its data;
+//     above the stripe size, as a part per stream (NOTE [striped put-with-signal], signal_joins.hpp).
 //     Atomics wait for the server's answer, so they are applied when atomic() returns.
 //   - Every blocking step has a deadline (MORI_SHMEM_WAIT_TIMEOUT); a dead or stuck peer gives
 //     PEER_LOST or TIMEOUT naming it, never a hang.
@@ -33,6 +34,7 @@
 #include "bootstrap/socket.hpp"
 #include "remote/conduit.hpp"
 #include "remote/heap_access.hpp"
+#include "remote/signal_joins.hpp"
 #include "remote/stripe_crew.hpp"
 
 namespace mori::shmem::remote {
@@ -90,6 +92,7 @@ class TcpConduit final : public Conduit {
   int stop_pipe_[2] = {-1, -1};
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Peer>> peers_;  // by PE; null when not remote
+  SignalJoins joins_;  // of the striped puts-with-signal this PE serves
   std::mutex inbound_mutex_;
   std::vector<std::unique_ptr<Inbound>> inbound_;
   std::thread acceptor_;

@@ -5,7 +5,7 @@
 // PUT_SIGNAL are followed by `length` payload bytes. Addresses are heap offsets, never pointers:
 // the server checks each range against its heap and drops the connection on the first request
 // that does not fit, so a peer can never make it read or write outside the heap.
-// PUT, PUT_SIGNAL and SIGNAL are not answered (they pipeline); GET, AMO and FLUSH are, in order.
+// PUT, PUT_SIGNAL(_PART) and SIGNAL are not answered (they pipeline); GET, AMO and FLUSH are, in order.
 // A connection is served by one thread, in order, so FLUSH's answer means every request sent
 // before it on that connection has been applied.
 #pragma once
@@ -15,7 +15,7 @@
 namespace mori::shmem::remote {
 
 constexpr uint16_t kWireMagic = 0x4d52;  // "MR"
-constexpr uint32_t kWireVersion = 1;
+constexpr uint32_t kWireVersion = 2;  // 2: PUT_SIGNAL_PART
 
 enum class Op : uint8_t {
   Put = 1,        // payload -> heap[offset, offset+length)
@@ -24,6 +24,10 @@ enum class Op : uint8_t {
   Get = 4,        // answer: Reply, then heap[offset, offset+length)
   Amo = 5,        // atomic `amo` of integer `type` at offset; answer: Reply with the old value
   Flush = 6,      // answer: Reply once everything before it on this connection is applied
+  // As Put; `compare` = join id << 8 | parts: once all `parts` parts of that join from this PE are
+  // applied (on any of its connections), the signal word at signal_offset gets `value` by `amo`
+  // (NOTE [striped put-with-signal] in signal_joins.hpp).
+  PutSignalPart = 7,
 };
 
 #pragma pack(push, 1)
