@@ -9,8 +9,9 @@
 // (typically its QUIET) is posted while the proxy is still sending. Moving `done` only at a
 // batch's end cost a wait of the proxy for the GPU between every two batches: the stream write
 // that moves the GPU's copy of `done`, the kernel's look at it and its next post (issue 32: about
-// five such waits of 35 us per launch in a 1 MiB put with a quiet per block). `done` still moves
-// in ticket order: within a batch, only up to its first QUIET before the quiet is done.
+// four such waits of some 30 us per launch of the benchmark's puts with a quiet per block; with
+// this, 4 and 16 MiB moved up 14-18 % and 1 MiB did not, docs/benchmarks/shmem.md). `done` still
+// moves in ticket order: within a batch, only up to its first QUIET before the quiet is done.
 #pragma once
 
 #include <atomic>
