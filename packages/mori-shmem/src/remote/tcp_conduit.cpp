@@ -460,7 +460,6 @@ void TcpConduit::get(int pe, uint64_t offset, void* dest, size_t nbytes) {
 
 void TcpConduit::put_signal(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
                             uint64_t signal, int sig_op) {
-  Stream& stream = pick(pe, peers_[pe]->next.fetch_add(1));
   if (nbytes > config_.stripe_bytes && peers_[pe]->streams.size() > 1) {
     // NOTE [striped put-with-signal]: a part per stream; the target applies the signal after the last.
     const uint64_t join = peers_[pe]->next_join.fetch_add(1) & (~0ull >> 8);
@@ -473,6 +472,7 @@ void TcpConduit::put_signal(int pe, uint64_t offset, const void* src, size_t nby
     return;
   }
   // One request on one stream: the server applies the signal after the last payload byte.
+  Stream& stream = pick(pe, peers_[pe]->next.fetch_add(1));
   const Request request{kWireMagic, uint8_t(Op::PutSignal), 0, sig_op, offset, nbytes, signal, 0, signal_offset};
   std::lock_guard<std::mutex> lock(stream.mutex);
   stream.use(pe, [&] {
