@@ -15,7 +15,7 @@
 #          put-with-signal latency (one run is within this machine's spread: 20 % between runs);
 #   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
 #          (2 x 2 PEs or $EP_WORLD as two nodes, $EP_TOKENS tokens, verified, beside a socket copy), each again with
-#          $EP_ENV (NAME=VALUE ...) in the PEs' environment when set, and test_internode.py -k cuda;
+#          $EP_ENV (NAME=VALUE ...) in the PEs' environment when set, and test_internode.py -k cuda ($EP_TEST_K);
 #   sanitize: compute-sanitizer memcheck and racecheck of test_device_proxy.py's all-remote case,
 #          without MPS (the sanitizer does not attach to MPS clients);
 #   sanitize-ep: the same over the inter-node EP kernels: builds mori-viz and mori-ep against new,
@@ -166,9 +166,9 @@ case $stage in
       done
     done
     if [ "${EP_TEST_TIMEOUT:-200}" != 0 ]; then
-      step "test_internode -k cuda"
-      with new timeout "${EP_TEST_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider packages/mori-ep/tests/test_internode.py \
-        -k cuda -x 2>&1 | tail -8 | tee -a "$log"
+      step "test_internode -k ${EP_TEST_K:-cuda}"
+      with new timeout "${EP_TEST_TIMEOUT:-200}" python3 -m pytest -v -p no:cacheprovider packages/mori-ep/tests/test_internode.py \
+        -k "${EP_TEST_K:-cuda}" -x 2>&1 | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -45 | tee -a "$log"
     fi
     mps_off
     ;;
