@@ -7,8 +7,8 @@ anyway is refused INVALID_ARGUMENT by the master."""
 from __future__ import annotations
 
 import grpc
-import pytest
 import numpy as np
+import pytest
 from conftest import PAGE, StubContext, bare_peer, free_port, make_client, master_config, member_peer_stub
 from hypothesis import given
 from hypothesis import settings as hsettings
@@ -23,10 +23,10 @@ from mori.umbp import (
     UMBPMasterClient,
     UMBPTierType,
     auth,
+    columns,
     rpc,
 )
 from mori.umbp.client.config import UMBPDistributedConfig, UMBPDramConfig, UMBPMasterClientConfig
-from mori.umbp import columns
 from mori.umbp.rpc import pb, peer_pb
 from mori.umbp.types import all_plain_keys, check_key, check_keys
 
@@ -126,7 +126,7 @@ def test_a_chain_passes_in_one_pass_exactly_when_every_key_passes_its_own_check(
     limit = 16
     one_by_one = all(_passes(k, limit) for k in keys)
     assert all_plain_keys(keys, limit) == (one_by_one and all(k.isascii() for k in keys))
-    assert all_plain_keys(keys + [7], limit) is False  # a key that is not a str never passes in one pass
+    assert all_plain_keys([*keys, 7], limit) is False  # a key that is not a str never passes in one pass
 
 
 @pytest.mark.parametrize("bad", ["a|b", "a b", "a\x7fb", "", "k" * 1025])
