@@ -245,19 +245,9 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         """The answer to ``claim``; None when ``owner`` is at its pending cap. ``checked``: as
         ``_claim``'s; ``busy``: the tiers where the call's eviction pass ran out of victims;
         ``rooms``: the call's NoRoom reports."""
-        key, size, tier, depth = claim
+        tier = claim[2]
         outcome, slot_id, pages, why, room = self._claim(
-            key,
-            size,
-            tier,
-            depth,
-            owner,
-            wait_s,
-            key_limit,
-            checked,
-            expire=False,
-            watermark=tier not in busy,
-            rooms=rooms,
+            *claim, owner, wait_s, key_limit, checked, expire=False, watermark=tier not in busy, rooms=rooms
         )
         if outcome == "LIMIT":
             return None
