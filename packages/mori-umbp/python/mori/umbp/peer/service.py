@@ -275,9 +275,9 @@ class PeerServicer(peer_grpc.UMBPPeerServicer):
         (``owner`` is at its pending cap), NO_SPACE (with what held the tier) or FAILED (a request
         this peer must never store). ``rooms``: NoRoom reports by (tier, size) made earlier in the
         same call, reused: a report walks the tier's blocks, and a full tier refuses a batch's
-        every key. ``checked``: the caller checked the key with the rest of its call's
-        (``all_plain_keys``), which a peer does, although the client did, for what it must never store."""
-        if not checked:
+        every key. ``checked``: the caller checked the key already, with the rest of its call's keys
+        (``all_plain_keys``)."""
+        if not checked:  # the client checked already; a peer still refuses what it must never store
             try:
                 check_key(key, "key", key_limit)
             except InvalidKeyError as exc:
