@@ -187,6 +187,13 @@ void DeviceContext::finish_stream(CUstream stream, const char* what) const {
   finish(stream, what);
 }
 
+bool DeviceContext::stream_done(CUstream stream, const char* what) const {
+  const WorkScope work(*this);
+  const CUresult result = driver().cuStreamQuery(stream);
+  if (result != kErrorNotReady) check(result, "cuStreamQuery", what);
+  return result == kSuccess;
+}
+
 void DeviceContext::finish(CUstream stream, const char* what) const {
   const Driver& d = driver();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);

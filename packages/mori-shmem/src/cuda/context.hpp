@@ -71,6 +71,9 @@ class DeviceContext {
   // write_word's fenced store, queued on `stream` (after what is queued there) without waiting.
   void write_word_async(void* dst, uint64_t value, CUstream stream) const;
   void finish_stream(CUstream stream, const char* what) const;
+  // Whether everything queued on the stream has run; throws if the stream failed.
+  bool stream_done(CUstream stream, const char* what) const;
+  double timeout_s() const { return timeout_s_; }
 
  private:
   void release() noexcept;

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,11 @@ struct LocalHeap {
   bool gpu;            // GPU memory (the cuda backend): host code cannot touch it
 };
 
+// NOTE [streamed staging]: a payload still being copied into src while it is sent. staged(begin,
+// length) returns once src[begin] holds its byte and says how many of the `length` bytes from begin
+// do (at least 1); it may be called from several threads at once.
+using Staged = std::function<size_t(size_t begin, size_t length)>;
+
 class Conduit {
  public:
   virtual ~Conduit() = default;
@@ -61,6 +67,11 @@ class Conduit {
   virtual void get(int pe, uint64_t offset, void* dest, size_t nbytes) = 0;
   virtual void put_signal(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
                           uint64_t signal, int sig_op) = 0;
+  // put and put_signal of a payload that `staged` says is in place piece by piece (NOTE [streamed
+  // staging]). A conduit that sends a payload only whole waits for all of it first.
+  virtual void put_staged(int pe, uint64_t offset, const void* src, size_t nbytes, const Staged& staged);
+  virtual void put_signal_staged(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
+                                 uint64_t signal, int sig_op, const Staged& staged);
   virtual void signal(int pe, uint64_t signal_offset, uint64_t signal, int sig_op) = 0;
   // amo: MORI_SHMEM_AMO_* / SIGNAL_*; type: MORI_SHMEM_TYPE_*; returns the old value (0 when the
   // operation does not fetch), sign-extended for INT32.

@@ -115,8 +115,7 @@ void DeviceProxy::publish(size_t word_offset, uint64_t value) {
     context_.post_word(reinterpret_cast<void*>(device_words_ + word_offset), value);
   } catch (const std::exception& e) {
     // Kernels would wait on the GPU copy until they time out: say why once.
-    if (!publish_failed_) log::emit(log::Level::Error, "PE ", rank_, " device proxy: ", e.what());
-    publish_failed_ = true;
+    if (!publish_failed_.exchange(true)) log::emit(log::Level::Error, "PE ", rank_, " device proxy: ", e.what());
   }
 }
 

@@ -78,7 +78,8 @@ class DeviceProxy {
   // Requests and merged transfers over all batches (proxy thread only; logged with times_).
   uint64_t batched_requests_ = 0;
   uint64_t batch_transfers_ = 0;
-  bool publish_failed_ = false;  // proxy thread only
+  // Set by publish(), which a staged put may call from a conduit thread (NOTE [streamed staging]).
+  std::atomic<bool> publish_failed_{false};
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

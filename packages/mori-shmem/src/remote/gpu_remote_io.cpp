@@ -12,10 +12,11 @@ namespace mori::shmem::remote {
 
 namespace {
 
-// NOTE [staging pipeline]. Outbound: 8 MiB in 4 slots, so a transfer of 2 MiB or more is on the
-// wire while its next pieces copy out of the GPU. Inbound: 2 MiB in 4 slots for each connection
+// NOTE [staging pipeline]. Outbound: 8 MiB in 4 slots, a window of a transfer at a time, each on
+// the wire as its pieces land (NOTE [streamed staging]). Inbound: 2 MiB in 4 slots for each connection
 // being served (a TCP stream, which the conduit stripes transfers of 512 KiB and more over), at
-// most 8 such sets at once.
+// most 8 such sets at once. (Slots of 128 KiB, 8 to a set, were slower on the GPU: 9-12 % less
+// proxy throughput at 1-16 MiB, docs/benchmarks/shmem.md.)
 constexpr size_t kOutboundSlots = 4, kOutboundSlotBytes = 2 << 20;
 constexpr size_t kInboundSlots = 4, kInboundSlotBytes = 512 << 10, kInboundSets = 8;
 
@@ -168,10 +169,13 @@ uint64_t GpuRemoteIo::amo(uint64_t offset, int amo_code, int type, uint64_t valu
 void GpuRemoteIo::put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
                       const std::function<void()>& on_staged) {
   std::lock_guard<std::mutex> lock(outbound_mutex_);
-  outbound_.send_from(
+  outbound_.send_streamed(
       static_cast<const uint8_t*>(local), nbytes,
-      [&](const uint8_t* host, uint64_t begin, size_t bytes) { conduit.put(pe, offset + begin, host, bytes); },
+      [&](const uint8_t* host, uint64_t begin, size_t bytes, const Staged& staged) {
+        conduit.put_staged(pe, offset + begin, host, bytes, staged);
+      },
       times_, {kOutCopy, kOutWire}, on_staged);
+  if (nbytes == 0 && on_staged) on_staged();
 }
 
 void GpuRemoteIo::get(Conduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes) {
@@ -185,25 +189,24 @@ void GpuRemoteIo::get(Conduit& conduit, int pe, uint64_t offset, void* local, si
 void GpuRemoteIo::put_signal(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
                              uint64_t signal_offset, uint64_t signal, int sig_op,
                              const std::function<void()>& on_staged) {
-  // One pipeline for the whole payload: every piece but the last goes as a plain put, then a quiet
-  // completes them at the target before the last piece travels with the signal (which may not
-  // overtake data sent on another stream). The last piece's staging copy overlaps the earlier
-  // pieces' sends, where it used to start after the quiet.
+  // Windows of the staging slots: every one but the last goes as a plain put, then a quiet
+  // completes them at the target before the last travels with the signal (which may not overtake
+  // data sent on another stream).
   std::lock_guard<std::mutex> lock(outbound_mutex_);
   if (nbytes == 0) {
     if (on_staged) on_staged();
     conduit.put_signal(pe, offset, nullptr, 0, signal_offset, signal, sig_op);
     return;
   }
-  outbound_.send_from(
+  outbound_.send_streamed(
       static_cast<const uint8_t*>(local), nbytes,
-      [&](const uint8_t* host, uint64_t begin, size_t bytes) {
+      [&](const uint8_t* host, uint64_t begin, size_t bytes, const Staged& staged) {
         if (begin + bytes < nbytes) {
-          conduit.put(pe, offset + begin, host, bytes);
+          conduit.put_staged(pe, offset + begin, host, bytes, staged);
           return;
         }
         if (begin > 0) conduit.quiet();
-        conduit.put_signal(pe, offset + begin, host, bytes, signal_offset, signal, sig_op);
+        conduit.put_signal_staged(pe, offset + begin, host, bytes, signal_offset, signal, sig_op, staged);
       },
       times_, {kOutCopy, kOutWire}, on_staged);
 }

@@ -38,7 +38,8 @@ class GpuRemoteIo final : public HeapAccess {
                          uint64_t signal_offset, uint64_t value, int sig_op) override;
 
   // Outbound: `local` is any memory the driver can copy (device or host). on_staged, when given,
-  // runs once every byte has left `local`, before the last of them go on the wire.
+  // runs once every byte has left `local`, mostly before the last of them go on the wire, and
+  // possibly on one of the conduit's threads (NOTE [streamed staging]).
   void put(Conduit& conduit, int pe, uint64_t offset, const void* local, size_t nbytes,
            const std::function<void()>& on_staged = {});
   void get(Conduit& conduit, int pe, uint64_t offset, void* local, size_t nbytes);

@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: MIT
 #include "remote/staging_slots.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/back_off.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
 namespace mori::shmem::remote {
 
 StagingSlots::StagingSlots(const cuda::DeviceContext& context, size_t slots, size_t slot_bytes)
-    : context_(context), slot_bytes_(slot_bytes), buffer_(context, slots * slot_bytes) {
+    : context_(context),
+      slot_bytes_(slot_bytes),
+      buffer_(context, slots * slot_bytes),
+      flags_(context, std::max(kMaxPieces, slots) * sizeof(uint64_t)) {
+  std::memset(flags_.host(), 0, flags_.size());
   // send_from queues a copy into every slot but the one being sent: one slot would copy nothing ahead.
   if (slots < 2) throw_error(MORI_SHMEM_ERR_INTERNAL, "staging needs at least 2 slots, not ", slots);
   streams_.reserve(slots);
@@ -31,6 +40,37 @@ void StagingSlots::settle() noexcept {
     } catch (const std::exception& e) {
       log::emit(log::Level::Warning, "remote transport: ", e.what());
     }
+  }
+}
+
+size_t StagingSlots::stage(const uint8_t* src, size_t bytes, uint64_t serial) {
+  // Few pieces: each costs the proxy thread a copy's launch and a stream write (a few us each).
+  const size_t quarter = ((bytes + kMaxPieces - 1) / kMaxPieces + kMinPieceBytes - 1) / kMinPieceBytes * kMinPieceBytes;
+  const size_t piece = std::min(buffer_.size(), std::max(quarter, kMinPieceBytes));
+  uint64_t* flags = reinterpret_cast<uint64_t*>(flags_.device());
+  for (size_t index = 0, begin = 0; begin < bytes; ++index, begin += piece) {
+    context_.copy_async(buffer_.host() + begin, src + begin, std::min(piece, bytes - begin), stream(index));
+    context_.write_word_async(flags + index, serial, stream(index));
+  }
+  return piece;
+}
+
+bool StagingSlots::piece_landed(size_t piece, uint64_t serial) const {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(flags_.host()) + piece, __ATOMIC_ACQUIRE) == serial;
+}
+
+void StagingSlots::wait_piece(size_t piece, uint64_t serial) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(context_.timeout_s());
+  for (uint64_t round = 0; !piece_landed(piece, serial); ++round) {
+    if (round % 1024 == 1023) {
+      // A failed copy never sets its flag: its stream says so.
+      context_.stream_done(stream(piece), "staging a transfer out of the GPU heap");
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw_error(MORI_SHMEM_ERR_TIMEOUT, "staging a transfer out of the GPU heap: a copy did not finish within ",
+                    context_.timeout_s(), " s (MORI_SHMEM_WAIT_TIMEOUT)");
+      }
+    }
+    back_off(round, 2000, 20000);
   }
 }
 

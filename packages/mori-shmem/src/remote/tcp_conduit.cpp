@@ -405,17 +405,24 @@ TcpConduit::Stream& TcpConduit::pick(int pe, size_t index) {
   return *peer->streams[index % peer->streams.size()];
 }
 
-void TcpConduit::send_request(Stream& stream, const void* request, const void* payload, size_t nbytes) {
+void TcpConduit::send_request(Stream& stream, const void* request, const uint8_t* src, size_t begin, size_t nbytes,
+                              const Staged* staged) {
   const Deadline deadline = Deadline::after(config_.timeout_s);
+  const auto in_place = [&](size_t from) { return staged ? (*staged)(begin + from, nbytes - from) : nbytes - from; };
   if (nbytes > 0 && nbytes <= kCoalesceBytes) {
+    for (size_t ready = 0; ready < nbytes;) ready += in_place(ready);
     uint8_t buffer[sizeof(Request) + kCoalesceBytes];
     std::memcpy(buffer, request, sizeof(Request));
-    std::memcpy(buffer + sizeof(Request), payload, nbytes);
+    std::memcpy(buffer + sizeof(Request), src + begin, nbytes);
     stream.socket.send_all(buffer, sizeof(Request) + nbytes, deadline, "a put");
     return;
   }
   stream.socket.send_all(request, sizeof(Request), deadline, "a request");
-  if (nbytes > 0) stream.socket.send_all(payload, nbytes, deadline, "a put's payload");
+  for (size_t sent = 0; sent < nbytes;) {
+    const size_t ready = in_place(sent);
+    stream.socket.send_all(src + begin + sent, ready, deadline, "a put's payload");
+    sent += ready;
+  }
 }
 
 // Runs exchange(stream, begin, length, parts) for each of the `parts` stripes of an nbytes transfer
@@ -436,12 +443,12 @@ void TcpConduit::striped(int pe, size_t nbytes, Exchange&& exchange) {
   });
 }
 
-void TcpConduit::put(int pe, uint64_t offset, const void* src, size_t nbytes) {
+void TcpConduit::put_from(int pe, uint64_t offset, const void* src, size_t nbytes, const Staged* staged) {
   if (nbytes == 0) return;
   striped(pe, nbytes, [&](Stream& stream, size_t begin, size_t length, size_t) {
     const Request request{kWireMagic, uint8_t(Op::Put), 0, 0, offset + begin, length, 0, 0, 0};
     stream.dirty = true;
-    send_request(stream, &request, static_cast<const uint8_t*>(src) + begin, length);
+    send_request(stream, &request, static_cast<const uint8_t*>(src), begin, length, staged);
   });
 }
 
@@ -450,7 +457,7 @@ void TcpConduit::get(int pe, uint64_t offset, void* dest, size_t nbytes) {
   striped(pe, nbytes, [&](Stream& stream, size_t begin, size_t length, size_t) {
     const Request request{kWireMagic, uint8_t(Op::Get), 0, 0, offset + begin, length, 0, 0, 0};
     const Deadline deadline = Deadline::after(config_.timeout_s);
-    send_request(stream, &request, nullptr, 0);
+    send_request(stream, &request);
     Reply reply{};
     stream.socket.recv_all(&reply, sizeof(reply), deadline, "a get's answer");
     if (reply.status != 0) throw_error(mori_shmem_status_t(reply.status), "PE ", pe, " refused a get");
@@ -458,8 +465,9 @@ void TcpConduit::get(int pe, uint64_t offset, void* dest, size_t nbytes) {
   });
 }
 
-void TcpConduit::put_signal(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
-                            uint64_t signal, int sig_op) {
+void TcpConduit::put_signal_from(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
+                                 uint64_t signal, int sig_op, const Staged* staged) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(src);
   if (nbytes > config_.stripe_bytes && peers_[pe]->streams.size() > 1) {
     // NOTE [striped put-with-signal]: a part per stream; the target applies the signal after the last.
     const uint64_t join = peers_[pe]->next_join.fetch_add(1) & (~0ull >> 8);
@@ -467,7 +475,7 @@ void TcpConduit::put_signal(int pe, uint64_t offset, const void* src, size_t nby
       const Request request{kWireMagic, uint8_t(Op::PutSignalPart), 0, sig_op, offset + begin, length, signal,
                             join << 8 | parts, signal_offset};
       part_stream.dirty = true;
-      send_request(part_stream, &request, static_cast<const uint8_t*>(src) + begin, length);
+      send_request(part_stream, &request, bytes, begin, length, staged);
     });
     return;
   }
@@ -477,7 +485,7 @@ void TcpConduit::put_signal(int pe, uint64_t offset, const void* src, size_t nby
   std::lock_guard<std::mutex> lock(stream.mutex);
   stream.use(pe, [&] {
     stream.dirty = true;
-    send_request(stream, &request, src, nbytes);
+    send_request(stream, &request, bytes, 0, nbytes, staged);
   });
 }
 
@@ -487,7 +495,7 @@ void TcpConduit::signal(int pe, uint64_t signal_offset, uint64_t value, int sig_
   std::lock_guard<std::mutex> lock(stream.mutex);
   stream.use(pe, [&] {
     stream.dirty = true;
-    send_request(stream, &request, nullptr, 0);
+    send_request(stream, &request);
   });
 }
 
@@ -498,7 +506,7 @@ uint64_t TcpConduit::atomic(int pe, uint64_t offset, int amo, int type, uint64_t
   std::lock_guard<std::mutex> lock(stream.mutex);
   Reply reply{};
   stream.use(pe, [&] {
-    send_request(stream, &request, nullptr, 0);
+    send_request(stream, &request);
     stream.socket.recv_all(&reply, sizeof(reply), deadline, "an atomic's answer");
     if (reply.status != 0) throw_error(mori_shmem_status_t(reply.status), "PE ", pe, " refused an atomic");
   });
@@ -516,7 +524,7 @@ void TcpConduit::quiet() {
     for (auto& stream : peers_[pe]->streams) {
       std::unique_lock<std::mutex> lock(stream->mutex);
       if (!stream->dirty) continue;
-      stream->use(int(pe), [&] { send_request(*stream, &request, nullptr, 0); });
+      stream->use(int(pe), [&] { send_request(*stream, &request); });
       flushed.emplace_back(stream.get(), int(pe));
       locks.push_back(std::move(lock));
     }

@@ -50,10 +50,20 @@ class TcpConduit final : public Conduit {
   TcpConduit& operator=(const TcpConduit&) = delete;
 
   // Offsets are heap offsets of the target PE; callers have checked them against the heap size.
-  void put(int pe, uint64_t offset, const void* src, size_t nbytes) override;
+  void put(int pe, uint64_t offset, const void* src, size_t nbytes) override { put_from(pe, offset, src, nbytes, nullptr); }
   void get(int pe, uint64_t offset, void* dest, size_t nbytes) override;
   void put_signal(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset, uint64_t signal,
-                  int sig_op) override;
+                  int sig_op) override {
+    put_signal_from(pe, offset, src, nbytes, signal_offset, signal, sig_op, nullptr);
+  }
+  // Each stripe's header goes out at once, its payload as `staged` says it is in place.
+  void put_staged(int pe, uint64_t offset, const void* src, size_t nbytes, const Staged& staged) override {
+    put_from(pe, offset, src, nbytes, &staged);
+  }
+  void put_signal_staged(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
+                         uint64_t signal, int sig_op, const Staged& staged) override {
+    put_signal_from(pe, offset, src, nbytes, signal_offset, signal, sig_op, &staged);
+  }
   void signal(int pe, uint64_t signal_offset, uint64_t signal, int sig_op) override;
   uint64_t atomic(int pe, uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) override;
   // Waits until every put issued before it (by any thread of this PE) is applied at its target.
@@ -70,7 +80,13 @@ class TcpConduit final : public Conduit {
   Stream& pick(int pe, size_t index);
   template <typename Exchange>
   void striped(int pe, size_t nbytes, Exchange&& exchange);
-  void send_request(Stream& stream, const void* request, const void* payload, size_t nbytes);
+  void put_from(int pe, uint64_t offset, const void* src, size_t nbytes, const Staged* staged);
+  void put_signal_from(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
+                       uint64_t signal, int sig_op, const Staged* staged);
+  // Sends the request, then nbytes of payload (src + begin on, as *staged says they are in place
+  // when staged is given).
+  void send_request(Stream& stream, const void* request, const uint8_t* src = nullptr, size_t begin = 0,
+                    size_t nbytes = 0, const Staged* staged = nullptr);
   void stop() noexcept;
   void close_stop_pipe() noexcept;
   void accept_loop();
