@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import PACKAGE_ROOT
 
+import mori
+import mori.shmem
+
 
 def build_native_driver(work: Path, name: str, *library_sources: str) -> Path:
     """``work``/``name``, built from tests/native/``name``.cpp and ``library_sources`` (paths under src/)."""
@@ -20,7 +23,20 @@ def build_native_driver(work: Path, name: str, *library_sources: str) -> Path:
     exe = work / name
     sources = [PACKAGE_ROOT / "tests" / "native" / f"{name}.cpp", *(PACKAGE_ROOT / "src" / s for s in library_sources)]
     subprocess.run(
-        [compiler, "-std=c++17", "-O0", f"-I{PACKAGE_ROOT / 'src'}", "-o", str(exe), *map(str, sources)],
+        [
+            compiler,
+            "-std=c++17",
+            "-O0",
+            "-pthread",
+            f"-I{PACKAGE_ROOT / 'src'}",
+            # The installed SDK's headers: include/ with the version.h the build generates, and the
+            # root package's (mori/hmac_sha256.hpp).
+            f"-I{mori.shmem.get_include()}",
+            f"-I{mori.get_include()}",
+            "-o",
+            str(exe),
+            *map(str, sources),
+        ],
         check=True,
         timeout=120,
     )

@@ -13,6 +13,7 @@
 #include "core/env.hpp"
 #include "core/error.hpp"
 #include "core/host_rma.hpp"
+#include "core/rma_apply.hpp"
 #include "core/state.hpp"
 #include "core/symmetric_alloc.hpp"
 #include "cuda/cuda_driver.hpp"

@@ -4,10 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <type_traits>
 
 #include "core/back_off.hpp"
 #include "core/error.hpp"
+#include "core/rma_apply.hpp"
 #include "core/symmetric_alloc.hpp"
 #include "heap/cuda_heap.hpp"
 
@@ -58,75 +58,11 @@ void check_local(const void* ptr, size_t nbytes, const char* argument) {
   }
 }
 
-size_t type_width(int type) {
-  switch (type) {
-    case MORI_SHMEM_TYPE_INT32:
-    case MORI_SHMEM_TYPE_UINT32: return 4;
-    case MORI_SHMEM_TYPE_INT64:
-    case MORI_SHMEM_TYPE_UINT64: return 8;
-  }
-  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "type=", type,
-              " is not an integer type code (int32=0, uint32=1, int64=2, uint64=3)");
-}
-
 void check_aligned(const void* ptr, size_t width, const char* argument) {
   if (reinterpret_cast<uintptr_t>(ptr) % width != 0) {
     throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, argument, "=", ptr, " is not aligned to its ", width,
                 "-byte type");
   }
-}
-
-void check_amo(int amo) {
-  switch (amo) {
-    case MORI_SHMEM_AMO_SET:
-    case MORI_SHMEM_SIGNAL_SET:
-    case MORI_SHMEM_AMO_ADD:
-    case MORI_SHMEM_SIGNAL_ADD:
-    case MORI_SHMEM_AMO_FETCH_ADD:
-    case MORI_SHMEM_AMO_INC:
-    case MORI_SHMEM_AMO_FETCH_INC:
-    case MORI_SHMEM_AMO_AND:
-    case MORI_SHMEM_AMO_FETCH_AND:
-    case MORI_SHMEM_AMO_OR:
-    case MORI_SHMEM_AMO_FETCH_OR:
-    case MORI_SHMEM_AMO_XOR:
-    case MORI_SHMEM_AMO_FETCH_XOR:
-    case MORI_SHMEM_AMO_FETCH:
-    case MORI_SHMEM_AMO_SWAP:
-    case MORI_SHMEM_AMO_COMPARE_SWAP: return;
-  }
-  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "amo=", amo, " is not an atomic operation code");
-}
-
-template <typename T>
-T apply(T* target, int amo, T value, T compare) {
-  switch (amo) {
-    case MORI_SHMEM_AMO_SET:
-    case MORI_SHMEM_SIGNAL_SET: __atomic_store_n(target, value, __ATOMIC_SEQ_CST); return 0;
-    case MORI_SHMEM_AMO_ADD:
-    case MORI_SHMEM_SIGNAL_ADD:
-    case MORI_SHMEM_AMO_FETCH_ADD: return __atomic_fetch_add(target, value, __ATOMIC_SEQ_CST);
-    case MORI_SHMEM_AMO_INC:
-    case MORI_SHMEM_AMO_FETCH_INC: return __atomic_fetch_add(target, T{1}, __ATOMIC_SEQ_CST);
-    case MORI_SHMEM_AMO_AND:
-    case MORI_SHMEM_AMO_FETCH_AND: return __atomic_fetch_and(target, value, __ATOMIC_SEQ_CST);
-    case MORI_SHMEM_AMO_OR:
-    case MORI_SHMEM_AMO_FETCH_OR: return __atomic_fetch_or(target, value, __ATOMIC_SEQ_CST);
-    case MORI_SHMEM_AMO_XOR:
-    case MORI_SHMEM_AMO_FETCH_XOR: return __atomic_fetch_xor(target, value, __ATOMIC_SEQ_CST);
-    case MORI_SHMEM_AMO_FETCH: return __atomic_load_n(target, __ATOMIC_SEQ_CST);
-    case MORI_SHMEM_AMO_SWAP: return __atomic_exchange_n(target, value, __ATOMIC_SEQ_CST);
-    case MORI_SHMEM_AMO_COMPARE_SWAP:
-      __atomic_compare_exchange_n(target, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-      return compare;  // the old value, whether or not the swap happened
-  }
-  throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "amo=", amo, " is not an atomic operation code");
-}
-
-// Old values travel back as 64-bit patterns; signed 32-bit ones are sign-extended.
-template <typename T>
-uint64_t widen(T value) {
-  return static_cast<uint64_t>(static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(value));
 }
 
 template <typename T>
@@ -255,40 +191,6 @@ uint64_t atomic(PeState& state, void* dest, int amo, int type, uint64_t value, u
   if (target.mapped == nullptr) return state.remote->atomic(pe, target.offset, amo, type, value, compare_value);
   require_host_memory(state, "a host-side atomic");
   return apply_amo(target.mapped, amo, type, value, compare_value);
-}
-
-void check_signal_op(int sig_op) {
-  if (sig_op != MORI_SHMEM_SIGNAL_SET && sig_op != MORI_SHMEM_SIGNAL_ADD) {
-    throw_error(MORI_SHMEM_ERR_INVALID_ARGUMENT, "sig_op=", sig_op, " must be SIGNAL_SET (9) or SIGNAL_ADD (10)");
-  }
-}
-
-size_t amo_width(int type) { return type_width(type); }
-
-uint64_t apply_amo(void* target, int amo, int type, uint64_t value, uint64_t compare_value) {
-  switch (type) {
-    case MORI_SHMEM_TYPE_INT32:
-      return widen(apply(static_cast<int32_t*>(target), amo, static_cast<int32_t>(value),
-                         static_cast<int32_t>(compare_value)));
-    case MORI_SHMEM_TYPE_UINT32:
-      return widen(apply(static_cast<uint32_t*>(target), amo, static_cast<uint32_t>(value),
-                         static_cast<uint32_t>(compare_value)));
-    case MORI_SHMEM_TYPE_INT64:
-      return widen(apply(static_cast<int64_t*>(target), amo, static_cast<int64_t>(value),
-                         static_cast<int64_t>(compare_value)));
-    case MORI_SHMEM_TYPE_UINT64: return apply(static_cast<uint64_t*>(target), amo, value, compare_value);
-  }
-  type_width(type);  // throws, naming the bad code
-  return 0;
-}
-
-void apply_signal_word(uint64_t* word, uint64_t signal, int sig_op) {
-  check_signal_op(sig_op);
-  if (sig_op == MORI_SHMEM_SIGNAL_SET) {
-    __atomic_store_n(word, signal, __ATOMIC_RELEASE);
-  } else {
-    __atomic_fetch_add(word, signal, __ATOMIC_RELEASE);
-  }
 }
 
 bool test(PeState& state, const void* ivar, int type, int cmp, uint64_t value) {

@@ -24,10 +24,4 @@ bool test(PeState& state, const void* ivar, int type, int cmp, uint64_t value);
 // load/store peers.
 void quiet(PeState& state);
 
-// The conduit server applies requests with these, as the load/store path does.
-size_t amo_width(int type);  // 4 or 8; INVALID_ARGUMENT for an unknown type code
-void check_signal_op(int sig_op);  // INVALID_ARGUMENT unless SIGNAL_SET or SIGNAL_ADD
-uint64_t apply_amo(void* target, int amo, int type, uint64_t value, uint64_t compare);
-void apply_signal_word(uint64_t* word, uint64_t signal, int sig_op);  // release
-
 }  // namespace mori::shmem::rma

@@ -20,23 +20,7 @@ struct Verdict {
   char reason[kReasonBytes];  // NUL-terminated
 };
 
-// Returns once all nbytes are staged.
-void wait_staged(const Staged& staged, size_t nbytes) {
-  for (size_t ready = 0; ready < nbytes;) ready += staged(ready, nbytes - ready);
-}
-
 }  // namespace
-
-void Conduit::put_staged(int pe, uint64_t offset, const void* src, size_t nbytes, const Staged& staged) {
-  wait_staged(staged, nbytes);
-  put(pe, offset, src, nbytes);
-}
-
-void Conduit::put_signal_staged(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
-                                uint64_t signal, int sig_op, const Staged& staged) {
-  wait_staged(staged, nbytes);
-  put_signal(pe, offset, src, nbytes, signal_offset, signal, sig_op);
-}
 
 std::unique_ptr<Conduit> make_conduit(Bootstrap& bootstrap, const std::vector<uint8_t>& remote, const LocalHeap& heap,
                                       const ConduitConfig& config) {

@@ -57,7 +57,8 @@ struct LocalHeap {
 
 // NOTE [streamed staging]: a payload still being copied into src while it is sent. staged(begin,
 // length) returns once src[begin] holds its byte and says how many of the `length` bytes from begin
-// do (at least 1); it may be called from several threads at once.
+// do (at least 1); it may be called from several threads at once. The tcp conduit's side is
+// checked without a GPU by tests/test_conduit_staged.py.
 using Staged = std::function<size_t(size_t begin, size_t length)>;
 
 class Conduit {
@@ -69,9 +70,15 @@ class Conduit {
                           uint64_t signal, int sig_op) = 0;
   // put and put_signal of a payload that `staged` says is in place piece by piece (NOTE [streamed
   // staging]). A conduit that sends a payload only whole waits for all of it first.
-  virtual void put_staged(int pe, uint64_t offset, const void* src, size_t nbytes, const Staged& staged);
+  virtual void put_staged(int pe, uint64_t offset, const void* src, size_t nbytes, const Staged& staged) {
+    wait_staged(staged, nbytes);
+    put(pe, offset, src, nbytes);
+  }
   virtual void put_signal_staged(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
-                                 uint64_t signal, int sig_op, const Staged& staged);
+                                 uint64_t signal, int sig_op, const Staged& staged) {
+    wait_staged(staged, nbytes);
+    put_signal(pe, offset, src, nbytes, signal_offset, signal, sig_op);
+  }
   virtual void signal(int pe, uint64_t signal_offset, uint64_t signal, int sig_op) = 0;
   // amo: MORI_SHMEM_AMO_* / SIGNAL_*; type: MORI_SHMEM_TYPE_*; returns the old value (0 when the
   // operation does not fetch), sign-extended for INT32.
@@ -80,6 +87,11 @@ class Conduit {
   // How this PE is reached, for diagnostics and tests: "ip:port" (tcp) or "ucx:<worker> <transports>".
   virtual std::string endpoint() const = 0;
   virtual const char* name() const = 0;  // "tcp" or "ucx"
+
+ private:
+  static void wait_staged(const Staged& staged, size_t nbytes) {
+    for (size_t ready = 0; ready < nbytes;) ready += staged(ready, nbytes - ready);
+  }
 };
 
 // COLLECTIVE over bootstrap. remote[pe] says which PEs this PE reaches through the conduit (the

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "core/host_rma.hpp"
+#include "core/rma_apply.hpp"
 #include "core/log.hpp"
 
 namespace mori::shmem::remote {

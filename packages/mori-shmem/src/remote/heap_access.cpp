@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "remote/heap_access.hpp"
 
-#include "core/host_rma.hpp"
+#include "core/rma_apply.hpp"
 
 namespace mori::shmem::remote {
 

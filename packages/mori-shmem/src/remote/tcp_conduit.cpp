@@ -14,7 +14,7 @@
 #include "bootstrap/handshake_gate.hpp"
 #include "bootstrap/hmac_sha256.hpp"
 #include "core/error.hpp"
-#include "core/host_rma.hpp"
+#include "core/rma_apply.hpp"
 #include "core/log.hpp"
 #include "remote/time_account.hpp"
 #include "remote/wire.hpp"

@@ -4,7 +4,7 @@
 #include <exception>
 
 #include "core/error.hpp"
-#include "core/host_rma.hpp"
+#include "core/rma_apply.hpp"
 #include "core/log.hpp"
 #include "remote/ucx_conduit.hpp"
 
