@@ -25,7 +25,9 @@
 #   hang:  the small-size hang (docs/benchmarks/shmem.md): 4 KiB puts on new, each PE's threads'
 #          native stacks (cuda-gdb) $HANG_AFTER s (45) in, then Python's (faulthandler); with
 #          $HANG_ENV (e.g. CUDA_DEVICE_MAX_CONNECTIONS=32) in the PEs' environment when set.
-# Output (logs, JSON) lands in $OUT (or ./proxy-ab). Needs .whl/ as ci/gpu/setup.sh does.
+# Output (logs, JSON) lands in $OUT (or ./proxy-ab); with PACK=1, packed at the end into $OUT.tgz
+# and the folder removed (the device tool brings back only a few files: a call's others are lost).
+# Needs .whl/ as ci/gpu/setup.sh does.
 set -uo pipefail
 stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, rounds, ep, sanitize, sanitize-ep, pytest, hang}
 base_dir=${2:-}
@@ -213,3 +215,6 @@ case $stage in
 esac
 done
 step done
+if [ -n "${PACK:-}" ]; then
+  tar -C "$(dirname "$out")" -czf "$out.tgz" "$(basename "$out")" && rm -rf "$out"
+fi

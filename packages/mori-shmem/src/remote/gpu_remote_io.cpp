@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "core/rma_apply.hpp"
 #include "core/log.hpp"
+#include "core/rma_apply.hpp"
 
 namespace mori::shmem::remote {
 

@@ -14,8 +14,8 @@
 #include "bootstrap/handshake_gate.hpp"
 #include "bootstrap/hmac_sha256.hpp"
 #include "core/error.hpp"
-#include "core/rma_apply.hpp"
 #include "core/log.hpp"
+#include "core/rma_apply.hpp"
 #include "remote/time_account.hpp"
 #include "remote/wire.hpp"
 

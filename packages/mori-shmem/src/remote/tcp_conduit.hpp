@@ -50,7 +50,9 @@ class TcpConduit final : public Conduit {
   TcpConduit& operator=(const TcpConduit&) = delete;
 
   // Offsets are heap offsets of the target PE; callers have checked them against the heap size.
-  void put(int pe, uint64_t offset, const void* src, size_t nbytes) override { put_from(pe, offset, src, nbytes, nullptr); }
+  void put(int pe, uint64_t offset, const void* src, size_t nbytes) override {
+    put_from(pe, offset, src, nbytes, nullptr);
+  }
   void get(int pe, uint64_t offset, void* dest, size_t nbytes) override;
   void put_signal(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset, uint64_t signal,
                   int sig_op) override {

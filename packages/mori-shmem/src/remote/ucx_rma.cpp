@@ -4,8 +4,8 @@
 #include <exception>
 
 #include "core/error.hpp"
-#include "core/rma_apply.hpp"
 #include "core/log.hpp"
+#include "core/rma_apply.hpp"
 #include "remote/ucx_conduit.hpp"
 
 namespace mori::shmem::remote {
