@@ -15,7 +15,7 @@ StagingSlots::StagingSlots(const cuda::DeviceContext& context, size_t slots, siz
     : context_(context),
       slot_bytes_(slot_bytes),
       buffer_(context, slots * slot_bytes),
-      flags_(context, std::max(kMaxPieces, slots) * sizeof(uint64_t)) {
+      flags_(context, kMaxPieces * sizeof(uint64_t)) {
   std::memset(flags_.host(), 0, flags_.size());
   // send_from queues a copy into every slot but the one being sent: one slot would copy nothing ahead.
   if (slots < 2) throw_error(MORI_SHMEM_ERR_INTERNAL, "staging needs at least 2 slots, not ", slots);
