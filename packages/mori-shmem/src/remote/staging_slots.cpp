@@ -59,6 +59,13 @@ bool StagingSlots::piece_landed(size_t piece, uint64_t serial) const {
   return __atomic_load_n(reinterpret_cast<const uint64_t*>(flags_.host()) + piece, __ATOMIC_ACQUIRE) == serial;
 }
 
+bool StagingSlots::all_landed(size_t pieces, uint64_t serial) const {
+  for (size_t piece = 0; piece < pieces; ++piece) {
+    if (!piece_landed(piece, serial)) return false;
+  }
+  return true;
+}
+
 void StagingSlots::wait_piece(size_t piece, uint64_t serial) const {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(context_.timeout_s());
   for (uint64_t round = 0; !piece_landed(piece, serial); ++round) {

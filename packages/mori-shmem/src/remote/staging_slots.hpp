@@ -45,10 +45,8 @@ class StagingSlots {
 
   // Hands [src, src + nbytes) (memory the driver can copy) to sink(host_bytes, begin, length) a slot
   // at a time, the next slots' copies running while sink has one. Returns once sink had them all.
-  // on_staged, when given, runs once every byte has left src (before the last slot goes to sink).
   template <typename Sink, typename Account>
-  void send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases,
-                 const std::function<void()>& on_staged = {});
+  void send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases);
   // NOTE [streamed staging]: the copies of [src, src + nbytes) out of the GPU are queued all at once,
   // in a few pieces over the slots' streams, each followed by a stream write of its flag, and
   // send(host_bytes, begin, length, staged) runs while they land (staged: Conduit's, which waits
@@ -81,6 +79,7 @@ class StagingSlots {
   // buffer, each piece's flag set to `serial` behind it; returns the piece size.
   size_t stage(const uint8_t* src, size_t bytes, uint64_t serial);
   bool piece_landed(size_t piece, uint64_t serial) const;
+  bool all_landed(size_t pieces, uint64_t serial) const;
   void wait_piece(size_t piece, uint64_t serial) const;
 
   static constexpr size_t kMaxPieces = 4, kMinPieceBytes = 128 << 10;
@@ -123,8 +122,7 @@ class StagingPool {
 };
 
 template <typename Sink, typename Account>
-void StagingSlots::send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases,
-                             const std::function<void()>& on_staged) {
+void StagingSlots::send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases) {
   const size_t pieces = (nbytes + slot_bytes_ - 1) / slot_bytes_;
   size_t staged = 0;
   try {
@@ -136,7 +134,6 @@ void StagingSlots::send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Acc
       const uint64_t t0 = monotonic_ns();
       context_.finish_stream(stream(piece), "staging a transfer out of the GPU heap");
       const uint64_t t1 = monotonic_ns();
-      if (piece + 1 == pieces && on_staged) on_staged();
       sink(slot(piece), piece * slot_bytes_, length(piece, nbytes));
       times.add(phases.copy, t1 - t0);
       times.add(phases.wire, monotonic_ns() - t1);
@@ -167,10 +164,8 @@ void StagingSlots::send_streamed(const uint8_t* src, size_t nbytes, Send&& send,
         if (std::this_thread::get_id() == caller) caller_waits += monotonic_ns() - w0;
         size_t end = (from / piece + 1) * piece;
         while (end < from + length && piece_landed(end / piece, serial)) end += piece;
-        if (!announced.load(std::memory_order_relaxed) && piece_landed(pieces - 1, serial)) {
-          bool all = true;
-          for (size_t i = 0; all && i + 1 < pieces; ++i) all = piece_landed(i, serial);
-          if (all && !announced.exchange(true)) on_staged();
+        if (!announced.load(std::memory_order_relaxed) && all_landed(pieces, serial) && !announced.exchange(true)) {
+          on_staged();
         }
         return std::min(end, from + length) - from;
       };
