@@ -143,9 +143,35 @@ def test_ops_case_checks_every_block_after_timing():
         name = lambda t, i: f"{tag}-{block}-batch-2-{t}-{i}"  # noqa: E731 - run_case's naming
         client = _Spoiling(real, spoil=name(1, 5), drop=name(0, 2))
         put, get = ops.run_case(client, _NoPool(), tag, block, "batch", 2, keys, batch)
+        # The untimed warm-up put a batch per thread too: stored, not counted.
+        warm = [f"{tag}-{block}-batch-2-{t}-warm-{j}" for t in range(2) for j in range(batch)]
+        assert real.batch_exists(warm) == [True] * len(warm)
     assert put.keys == get.keys == keys and put.failed == 0
     assert get.failed == 1 and get.corrupt == 1
-    assert len(get.call_s) == keys // batch and get.wall_s > 0
+    assert len(put.call_s) == len(get.call_s) == keys // batch and get.wall_s > 0
+
+
+def test_ops_cases_time_at_least_min_calls_whatever_the_bytes_per_case():
+    """A case's p50 is over several calls even where --bytes-per-case holds fewer blocks than a
+    batch (2 MiB blocks: 32 MiB is one batch of 16), and the ceiling's share is of warmed calls."""
+    block, batch = 65536, 4
+    out = ops.run(
+        [block], ["single", "batch"], [1], batch, block, 2000, 2, 8 << 20,
+        lambda master, page: cli._client(master, "bench-client", 0, page, 4 << 20),
+        "single", 1, False,
+    )  # fmt: skip
+    calls = {(c["api"], c["op"]): c["calls"] for c in out["cases"]}
+    assert calls == {(api, op): ops.MIN_CALLS for api in ("single", "batch") for op in ("put", "get")}
+    keys = {c["api"]: c["keys"] for c in out["cases"]}
+    assert keys == {"single": ops.MIN_CALLS, "batch": ops.MIN_CALLS * batch}
+    assert all(c["failed"] == 0 and c["corrupt"] == 0 for c in out["cases"])
+    # The defaults' 2 MiB batch (32 MiB a case) takes four calls; 8 MiB blocks stop at half the pool.
+    mib, pool = 1 << 20, 2 * (256 << 20)
+    assert ops.case_keys("batch", 2 * mib, 16, 32 * mib, 2000, pool) == 64
+    assert ops.case_keys("single", 2 * mib, 16, 32 * mib, 2000, pool) == 16
+    assert ops.case_keys("batch", 8 * mib, 16, 32 * mib, 2000, pool) == 32
+    assert ops.case_keys("batch", 64 * mib, 16, 32 * mib, 2000, pool) == 16  # one call, whatever the pool
+    assert ops.case_keys("single", 16384, 16, 32 * mib, 2000, pool) == 2000
 
 
 class _NoPool:
