@@ -172,6 +172,23 @@ def test_ops_cases_time_at_least_min_calls_whatever_the_bytes_per_case():
     assert ops.case_keys("batch", 8 * mib, 16, 32 * mib, 2000, pool) == 32
     assert ops.case_keys("batch", 64 * mib, 16, 32 * mib, 2000, pool) == 16  # one call, whatever the pool
     assert ops.case_keys("single", 16384, 16, 32 * mib, 2000, pool) == 2000
+    # A case whose one call per thread holds more than half the pool is not measured, and says so.
+    assert ops.overfills("batch", 2 * mib, 16, 4, pool) == ""
+    assert "over half the pool" in ops.overfills("batch", 8 * mib, 16, 4, pool)
+    assert ops.overfills("batch", 8 * mib, 16, 1, pool) == ""
+    assert out["skipped"] == []
+
+
+def test_an_ops_case_that_would_overfill_the_pool_is_skipped_by_name():
+    block, batch = 65536, 16
+    out = ops.run(
+        [block], ["single", "batch"], [1, 2], batch, block, 2000, 2, 512 << 10,
+        lambda master, page: cli._client(master, "bench-client", 0, page, 4 << 20),
+        "single", 1, False,
+    )  # fmt: skip
+    # 2 x 512 KiB of peers: half is 8 blocks; a batch of 16 on any thread count overfills it.
+    assert [(c["api"], c["threads"]) for c in out["skipped"]] == [("batch", 1), ("batch", 2)]
+    assert {(c["api"], c["threads"]) for c in out["cases"]} == {("single", 1), ("single", 2)}
 
 
 class _NoPool:

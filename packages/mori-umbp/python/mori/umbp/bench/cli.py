@@ -264,6 +264,10 @@ def _main_ops(args: argparse.Namespace) -> int:
             f"cpu={c['cpu_client_us_per_key']:.0f}+{c['cpu_pool_us_per_key']:.0f} us/key "
             f"failed={c['failed']} corrupt={c['corrupt']} (median of {c['rounds']} round(s))\n"
         )
+    for c in out["skipped"]:
+        sys.stdout.write(
+            f"{'both stores':>14} {c['block_bytes']:>8} {c['api']:>6} t={c['threads']}: not measured: {c['why']}\n"
+        )
     mc = out["mooncake_store"]
     if mc["not_measured"]:
         sys.stdout.write(f"{mooncake.NAME}: not measured: {mc['not_measured']}\n")

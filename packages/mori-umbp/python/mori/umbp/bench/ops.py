@@ -100,10 +100,24 @@ def case_keys(api: str, block: int, batch: int, bytes_per_case: int, max_keys: i
     """Keys a case puts: ``bytes_per_case`` of blocks (at most ``max_keys``), but at least
     MIN_CALLS calls' worth, and at most half the pool's bytes (a case that fills the pool evicts
     its own blocks before its gets, and its threads' batches wait for each other's room), though
-    never less than a call (``run_case`` also gives each thread a call at least)."""
+    never less than a call (``run_case`` gives each thread a call at least; ``overfills`` says
+    when that alone is too much)."""
     step = batch if api == "batch" else 1
     wanted = max(MIN_CALLS * step, min(max_keys, bytes_per_case // block))
     return max(step, min(wanted, pool_bytes // 2 // block))
+
+
+def overfills(api: str, block: int, batch: int, threads: int, pool_bytes: int) -> str:
+    """Why a case cannot be measured ('' when it can): one call per thread in flight at once holds
+    more than half the pool, so its puts would wait for each other's room and for read leases
+    (16 x 8 MiB on four threads against two 256 MiB peers: 570 ms a call) or evict their own blocks."""
+    step = batch if api == "batch" else 1
+    held = threads * step * block
+    if held <= pool_bytes // 2:
+        return ""
+    return (
+        f"{threads} thread(s) x {step} block(s) of {block} bytes = {held} bytes, over half the pool ({pool_bytes // 2})"
+    )
 
 
 def run_case(
@@ -299,7 +313,9 @@ def run(
     and (unless skipped or not installed) a Mooncake Store of the same peers and capacity. Each
     round runs every case on mori-umbp and then on Mooncake Store, case by case, so both see the
     same machine load."""
-    out: dict[str, Any] = {"cases": [], "ceiling": [], "floor": [], "pool_layout": layout, "rounds": rounds}
+    out: dict[str, Any] = {
+        "cases": [], "ceiling": [], "floor": [], "skipped": [], "pool_layout": layout, "rounds": rounds,
+    }  # fmt: skip
     why: str | None = None if with_mooncake else "skipped (--skip_mooncake)"
     measured_mooncake = False
     info: dict[str, Any] = {}
@@ -326,6 +342,12 @@ def run(
                 out["ceiling"].extend({"round": r, **c} for c in bare.values())
                 for api in apis:
                     for n in threads:
+                        why = overfills(api, block, batch, n, peers * peer_capacity)
+                        if why:
+                            if r == 0:
+                                log.warning("block=%d %s threads=%d not measured: %s", block, api, n, why)
+                                out["skipped"].append({"block_bytes": block, "api": api, "threads": n, "why": why})
+                            continue
                         tag = f"r{time.time_ns()}"
                         bound = bare[1 if api == "single" else batch]
                         for case in run_case(client, pool, tag, block, api, n, keys[api], batch):
