@@ -83,14 +83,19 @@ def summary(c: Case) -> dict[str, Any]:
     }
 
 
-def _timed(pool: CpuMeter, case: Case, threads: int, work: Callable[[int], None]) -> None:
-    cpu0, pcpu0 = time.process_time(), pool.cpu_s()
-    t0 = time.perf_counter()
+def _in_threads(threads: int, work: Callable[[int], None]) -> None:
+    """``work(t)`` for each of ``threads`` threads at once; returns when all are done."""
     ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
+
+
+def _timed(pool: CpuMeter, case: Case, threads: int, work: Callable[[int], None]) -> None:
+    cpu0, pcpu0 = time.process_time(), pool.cpu_s()
+    t0 = time.perf_counter()
+    _in_threads(threads, work)
     case.wall_s = time.perf_counter() - t0
     case.cpu_client_s = time.process_time() - cpu0
     case.cpu_pool_s = pool.cpu_s() - pcpu0
@@ -184,7 +189,7 @@ def run_case(
         )
 
     try:
-        _timed(pool, Case(block, api, threads, "warm-up"), threads, warm_up)
+        _in_threads(threads, warm_up)
         _timed(pool, put, threads, do_put)
         _timed(pool, get, threads, do_get)
         for t, calls in enumerate(got):
