@@ -347,11 +347,11 @@ def run(
                 out["ceiling"].extend({"round": r, **c} for c in bare.values())
                 for api in apis:
                     for n in threads:
-                        why = overfills(api, block, batch, n, peers * peer_capacity)
-                        if why:
+                        too_much = overfills(api, block, batch, n, peers * peer_capacity)
+                        if too_much:
                             if r == 0:
-                                log.warning("block=%d %s threads=%d not measured: %s", block, api, n, why)
-                                out["skipped"].append({"block_bytes": block, "api": api, "threads": n, "why": why})
+                                log.warning("block=%d %s threads=%d not measured: %s", block, api, n, too_much)
+                                out["skipped"].append({"block_bytes": block, "api": api, "threads": n, "why": too_much})
                             continue
                         tag = f"r{time.time_ns()}"
                         bound = bare[1 if api == "single" else batch]
