@@ -101,13 +101,18 @@ def _timed(pool: CpuMeter, case: Case, threads: int, work: Callable[[int], None]
     case.cpu_pool_s = pool.cpu_s() - pcpu0
 
 
+def _per_call(api: str, batch: int) -> int:
+    """Blocks one call of ``api`` moves."""
+    return batch if api == "batch" else 1
+
+
 def case_keys(api: str, block: int, batch: int, bytes_per_case: int, max_keys: int, pool_bytes: int) -> int:
     """Keys a case puts: ``bytes_per_case`` of blocks (at most ``max_keys``), but at least
     MIN_CALLS calls' worth, and at most half the pool's bytes (a case that fills the pool evicts
     its own blocks before its gets, and its threads' batches wait for each other's room), though
     never less than a call (``run_case`` gives each thread a call at least; ``overfills`` says
     when that alone is too much)."""
-    step = batch if api == "batch" else 1
+    step = _per_call(api, batch)
     wanted = max(MIN_CALLS * step, min(max_keys, bytes_per_case // block))
     return max(step, min(wanted, pool_bytes // 2 // block))
 
@@ -116,7 +121,7 @@ def overfills(api: str, block: int, batch: int, threads: int, pool_bytes: int) -
     """Why a case cannot be measured ('' when it can): one call per thread in flight at once holds
     more than half the pool, so its puts would wait for each other's room and for read leases
     (16 x 8 MiB on four threads against two 256 MiB peers: 570 ms a call) or evict their own blocks."""
-    step = batch if api == "batch" else 1
+    step = _per_call(api, batch)
     held = threads * step * block
     if held <= pool_bytes // 2:
         return ""
@@ -131,7 +136,7 @@ def run_case(
     """Puts ``keys`` fresh blocks (split over ``threads``), then gets them back and checks them,
     after one untimed put and get per thread."""
     per = max(1, keys // threads)
-    step = batch if api == "batch" else 1
+    step = _per_call(api, batch)
     per = max(step, per - per % step)
     src = np.random.default_rng(block).integers(0, 256, (threads, step, block), dtype=np.uint8)
     # Every block read lands in a place of its own and is checked after the timed phase, so the
@@ -339,42 +344,37 @@ def run(
                 stack.enter_context(mc)
                 info = {"version": mc.version, **mc.info}
             keys = {api: case_keys(api, block, batch, bytes_per_case, max_keys, peers * peer_capacity) for api in apis}
+            measured: list[tuple[str, int]] = []
+            for api in apis:
+                for n in threads:
+                    too_much = overfills(api, block, batch, n, peers * peer_capacity)
+                    if too_much:
+                        log.warning("block=%d %s threads=%d not measured: %s", block, api, n, too_much)
+                        out["skipped"].append({"block_bytes": block, "api": api, "threads": n, "why": too_much})
+                    else:
+                        measured.append((api, n))
             client = stack.enter_context(client_factory(pool.info.master, page))
             for r in range(rounds):
                 # The data plane's ceiling in every round, beside the cases it bounds: it moves by
                 # half between runs on a shared machine, so a share of another round's misleads.
                 bare = {n: ceiling.measure(block, n, calls * 4 if n == 1 else calls) for n in dict.fromkeys((1, batch))}
                 out["ceiling"].extend({"round": r, **c} for c in bare.values())
-                for api in apis:
-                    for n in threads:
-                        too_much = overfills(api, block, batch, n, peers * peer_capacity)
-                        if too_much:
-                            if r == 0:
-                                log.warning("block=%d %s threads=%d not measured: %s", block, api, n, too_much)
-                                out["skipped"].append({"block_bytes": block, "api": api, "threads": n, "why": too_much})
-                            continue
-                        tag = f"r{time.time_ns()}"
-                        bound = bare[1 if api == "single" else batch]
-                        for case in run_case(client, pool, tag, block, api, n, keys[api], batch):
-                            out["cases"].append({"store": UMBP, "round": r, **_share(summary(case), bound)})
-                        if mc is None:
-                            continue
-                        try:
-                            kw = {
-                                "tag": tag,
-                                "block": block,
-                                "api": api,
-                                "threads": n,
-                                "keys": keys[api],
-                                "batch": batch,
-                            }
-                            for got in mc.ops_case(**kw):
-                                out["cases"].append({"store": mooncake.NAME, "round": r, **_share(got, bound)})
-                            measured_mooncake = True
-                        except mooncake.MooncakeUnavailableError as exc:
-                            why = f"failed at block={block} {api} threads={n}: {exc}; not measured further"
-                            log.warning("%s", why)
-                            mc = None
+                for api, n in measured:
+                    tag = f"r{time.time_ns()}"
+                    bound = bare[_per_call(api, batch)]
+                    for case in run_case(client, pool, tag, block, api, n, keys[api], batch):
+                        out["cases"].append({"store": UMBP, "round": r, **_share(summary(case), bound)})
+                    if mc is None:
+                        continue
+                    try:
+                        kw = {"tag": tag, "block": block, "api": api, "threads": n, "keys": keys[api], "batch": batch}
+                        for got in mc.ops_case(**kw):
+                            out["cases"].append({"store": mooncake.NAME, "round": r, **_share(got, bound)})
+                        measured_mooncake = True
+                    except mooncake.MooncakeUnavailableError as exc:
+                        why = f"failed at block={block} {api} threads={n}: {exc}; not measured further"
+                        log.warning("%s", why)
+                        mc = None
     out["mooncake_store"] = {"measured": measured_mooncake, "not_measured": why, "version": mooncake.version(), **info}
     out["summary"] = medians(out["cases"])
     return out
