@@ -13,6 +13,7 @@
 #   rounds: $ROUNDS (3) rounds of base and ab, the order alternating, each round's JSON in
 #          $OUT/rounds.tgz, and a table of each build's median and range per size and of the
 #          put-with-signal latency (one run is within this machine's spread: 20 % between runs);
+#   arms:  $ROUNDS (2) rounds of new with each arm of $ARMS (NAME=VALUE[,...] each) in the PEs' environment, the order rotating;
 #   ep:    builds mori-viz and mori-ep against new, then mori-ep-bench for each inter-node type
 #          (2 x 2 PEs or $EP_WORLD as two nodes, $EP_TOKENS tokens, verified, beside a socket copy), each again with
 #          $EP_ENV (NAME=VALUE ...) in the PEs' environment when set, and test_internode.py -k cuda ($EP_TEST_K);
@@ -29,7 +30,7 @@
 # and the folder removed (the device tool brings back only a few files: a call's others are lost).
 # Needs .whl/ as ci/gpu/setup.sh does.
 set -uo pipefail
-stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, rounds, ep, sanitize, sanitize-ep, pytest, hang}
+stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, rounds, arms, ep, sanitize, sanitize-ep, pytest, hang}
 base_dir=${2:-}
 out=${OUT:-proxy-ab}
 mkdir -p "$out"
@@ -146,6 +147,23 @@ case $stage in
     mps_off
     python3 ci/gpu/proxy_rounds.py "$out/rounds" | tee -a "$log"
     tar -C "$out" -czf "$out/rounds.tgz" rounds && rm -rf "$out/rounds" "$out"/proxy-*.out
+    ;;
+  arms)
+    # $ROUNDS (2) rounds of new with each arm of $ARMS (NAME=VALUE[,NAME=VALUE...], space-separated)
+    # in the PEs' environment, the order rotating, summarised as the rounds stage is.
+    read -r -a arm_list <<<"${ARMS:?arms stage: set ARMS}"
+    for k in "${!arm_list[@]}"; do echo "arm-$k: ${arm_list[$k]}" | tee -a "$log"; done
+    for round in $(seq 1 "${ROUNDS:-2}"); do
+      for i in "${!arm_list[@]}"; do
+        k=$(((i + round - 1) % ${#arm_list[@]}))
+        (IFS=,; for setting in ${arm_list[$k]}; do export "$setting"; done; unset IFS
+          bench new "arm-$k" ${ARM_SIZES:---min-size 1M --max-size 16M})
+      done
+      mkdir -p "$out/arms/r$round" && mv "$out"/proxy-arm-*.json "$out/arms/r$round/"
+    done
+    mps_off
+    python3 ci/gpu/proxy_rounds.py "$out/arms" | tee -a "$log"
+    tar -C "$out" -czf "$out/arms.tgz" arms && rm -rf "$out/arms" "$out"/proxy-*.out
     ;;
   ep)
     # mori-ep compiles against the installed mori-shmem's SDK: built with the new one on the path.

@@ -80,6 +80,12 @@ class Conduit {
     put_signal(pe, offset, src, nbytes, signal_offset, signal, sig_op);
   }
   virtual void signal(int pe, uint64_t signal_offset, uint64_t signal, int sig_op) = 0;
+  // The bytes each connection carries of an nbytes put to pe (nbytes when one carries it all):
+  // staging copies the start of every stripe first (NOTE [stripe-first staging]).
+  virtual size_t stripe_bytes(int pe, size_t nbytes) const {
+    (void)pe;
+    return nbytes;
+  }
   // amo: MORI_SHMEM_AMO_* / SIGNAL_*; type: MORI_SHMEM_TYPE_*; returns the old value (0 when the
   // operation does not fetch), sign-extended for INT32.
   virtual uint64_t atomic(int pe, uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) = 0;

@@ -170,7 +170,7 @@ void GpuRemoteIo::put(Conduit& conduit, int pe, uint64_t offset, const void* loc
                       const std::function<void()>& on_staged) {
   std::lock_guard<std::mutex> lock(outbound_mutex_);
   outbound_.send_streamed(
-      static_cast<const uint8_t*>(local), nbytes,
+      static_cast<const uint8_t*>(local), nbytes, [&](size_t bytes) { return conduit.stripe_bytes(pe, bytes); },
       [&](const uint8_t* host, uint64_t begin, size_t bytes, const Staged& staged) {
         conduit.put_staged(pe, offset + begin, host, bytes, staged);
       },
@@ -199,7 +199,7 @@ void GpuRemoteIo::put_signal(Conduit& conduit, int pe, uint64_t offset, const vo
     return;
   }
   outbound_.send_streamed(
-      static_cast<const uint8_t*>(local), nbytes,
+      static_cast<const uint8_t*>(local), nbytes, [&](size_t bytes) { return conduit.stripe_bytes(pe, bytes); },
       [&](const uint8_t* host, uint64_t begin, size_t bytes, const Staged& staged) {
         if (begin + bytes < nbytes) {
           conduit.put_staged(pe, offset + begin, host, bytes, staged);

@@ -2,12 +2,14 @@
 #include "remote/staging_slots.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 
 #include "core/back_off.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "remote/stripe_first.hpp"
 
 namespace mori::shmem::remote {
 
@@ -43,14 +45,21 @@ void StagingSlots::settle() noexcept {
   }
 }
 
-size_t StagingSlots::stage(const uint8_t* src, size_t bytes, uint64_t serial) {
-  // Few pieces: each costs the proxy thread a copy's launch and a stream write (a few us each).
-  const size_t quarter = ((bytes + kMaxPieces - 1) / kMaxPieces + kMinPieceBytes - 1) / kMinPieceBytes * kMinPieceBytes;
-  const size_t piece = std::min(buffer_.size(), std::max(quarter, kMinPieceBytes));
+size_t StagingSlots::stage(const uint8_t* src, size_t bytes, uint64_t serial, size_t stripe) {
+  // Pieces of an eighth, 64 KiB at least: each costs the proxy thread a copy's launch and a stream
+  // write (a few us each), and the smaller the first ones, the sooner the wire has bytes.
+  const size_t share = ((bytes + kMaxPieces - 1) / kMaxPieces + kMinPieceBytes - 1) / kMinPieceBytes * kMinPieceBytes;
+  const size_t piece = std::min(buffer_.size(), std::max(share, kMinPieceBytes));
+  std::array<size_t, kMaxPieces> order{};
+  std::array<bool, kMaxPieces> taken{};
+  const size_t pieces = stripe_first_order(bytes, piece, stripe, order.data(), taken.data());
+  // One stream, so the pieces land in the order queued (NOTE [stripe-first staging]); queued on a
+  // stream each, they shared the copy engines and landed together.
   uint64_t* flags = reinterpret_cast<uint64_t*>(flags_.device());
-  for (size_t index = 0, begin = 0; begin < bytes; ++index, begin += piece) {
-    context_.copy_async(buffer_.host() + begin, src + begin, std::min(piece, bytes - begin), stream(index));
-    context_.write_word_async(flags + index, serial, stream(index));
+  for (size_t k = 0; k < pieces; ++k) {
+    const size_t begin = order[k] * piece;
+    context_.copy_async(buffer_.host() + begin, src + begin, std::min(piece, bytes - begin), stream(0));
+    context_.write_word_async(flags + order[k], serial, stream(0));
   }
   return piece;
 }
@@ -71,7 +80,7 @@ void StagingSlots::wait_piece(size_t piece, uint64_t serial) const {
   for (uint64_t round = 0; !piece_landed(piece, serial); ++round) {
     if (round % 1024 == 1023) {
       // A failed copy never sets its flag: its stream says so.
-      context_.stream_done(stream(piece), "staging a transfer out of the GPU heap");
+      context_.stream_done(stream(0), "staging a transfer out of the GPU heap");
       if (std::chrono::steady_clock::now() > deadline) {
         throw_error(MORI_SHMEM_ERR_TIMEOUT, "staging a transfer out of the GPU heap: a copy did not finish within ",
                     context_.timeout_s(), " s (MORI_SHMEM_WAIT_TIMEOUT)");

@@ -48,16 +48,19 @@ class StagingSlots {
   template <typename Sink, typename Account>
   void send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Account& times, Phases phases);
   // NOTE [streamed staging]: the copies of [src, src + nbytes) out of the GPU are queued all at once,
-  // in a few pieces over the slots' streams, each followed by a stream write of its flag, and
+  // in a few pieces on one stream (NOTE [stripe-first staging]), each followed by a stream write of
+  // its flag, and
   // send(host_bytes, begin, length, staged) runs while they land (staged: Conduit's, which waits
   // for the flags), a window of all slots at a time. So a transfer is on the wire as soon as its
   // first piece is out of the GPU: send_from copied a slot (2 MiB) whole before sending any of it,
   // which was the whole transfer below 2 MiB (issue 32: 60-75 us of an inter-node EP batch's
   // 330-400). on_staged, when given, runs once every byte has left src, on whichever of send's
   // threads sees that first, else when send returns.
-  template <typename Send, typename Account>
-  void send_streamed(const uint8_t* src, size_t nbytes, Send&& send, Account& times, Phases phases,
-                     const std::function<void()>& on_staged = {});
+  // stripe_of(bytes): the bytes each of send's connections carries of a window of `bytes` (NOTE
+  // [stripe-first staging]).
+  template <typename StripeOf, typename Send, typename Account>
+  void send_streamed(const uint8_t* src, size_t nbytes, StripeOf&& stripe_of, Send&& send, Account& times,
+                     Phases phases, const std::function<void()>& on_staged = {});
   // Fills [dst, dst + nbytes) from source(host_bytes, begin, length) a slot at a time, each slot's
   // copy running while source fills the next. Returns once every byte is in place.
   template <typename Source, typename Account>
@@ -76,13 +79,14 @@ class StagingSlots {
   // After a failed transfer: the copies still queued finish before anyone refills their slots.
   void settle() noexcept;
   // NOTE [streamed staging]: queues the copies of [src, src + bytes) (at most all slots) into the
-  // buffer, each piece's flag set to `serial` behind it; returns the piece size.
-  size_t stage(const uint8_t* src, size_t bytes, uint64_t serial);
+  // buffer, each piece's flag set to `serial` behind it, the start of each `stripe` first (NOTE
+  // [stripe-first staging]); returns the piece size.
+  size_t stage(const uint8_t* src, size_t bytes, uint64_t serial, size_t stripe);
   bool piece_landed(size_t piece, uint64_t serial) const;
   bool all_landed(size_t pieces, uint64_t serial) const;
   void wait_piece(size_t piece, uint64_t serial) const;
 
-  static constexpr size_t kMaxPieces = 4, kMinPieceBytes = 128 << 10;
+  static constexpr size_t kMaxPieces = 8, kMinPieceBytes = 64 << 10;
   const cuda::DeviceContext& context_;
   size_t slot_bytes_;
   PinnedBuffer buffer_;
@@ -144,9 +148,9 @@ void StagingSlots::send_from(const uint8_t* src, size_t nbytes, Sink&& sink, Acc
   }
 }
 
-template <typename Send, typename Account>
-void StagingSlots::send_streamed(const uint8_t* src, size_t nbytes, Send&& send, Account& times, Phases phases,
-                                 const std::function<void()>& on_staged) {
+template <typename StripeOf, typename Send, typename Account>
+void StagingSlots::send_streamed(const uint8_t* src, size_t nbytes, StripeOf&& stripe_of, Send&& send, Account& times,
+                                 Phases phases, const std::function<void()>& on_staged) {
   const size_t window = streams_.size() * slot_bytes_;
   const std::thread::id caller = std::this_thread::get_id();
   try {
@@ -154,7 +158,7 @@ void StagingSlots::send_streamed(const uint8_t* src, size_t nbytes, Send&& send,
       const size_t bytes = std::min(window, nbytes - begin);
       const uint64_t t0 = monotonic_ns();
       const uint64_t serial = ++serial_;
-      const size_t piece = stage(src + begin, bytes, serial);
+      const size_t piece = stage(src + begin, bytes, serial, stripe_of(bytes));
       const size_t pieces = (bytes + piece - 1) / piece;
       std::atomic<bool> announced{!on_staged || begin + bytes < nbytes};
       uint64_t caller_waits = 0;  // the copy phase: the caller's waits for pieces

@@ -425,15 +425,29 @@ void TcpConduit::send_request(Stream& stream, const void* request, const uint8_t
   }
 }
 
+namespace {
+size_t stripe_chunk(size_t nbytes, size_t streams) { return ((nbytes + streams - 1) / streams + 63) & ~size_t(63); }
+}  // namespace
+
+size_t TcpConduit::stripes_for(int pe, size_t nbytes) const {
+  const Peer* peer = (pe >= 0 && size_t(pe) < peers_.size()) ? peers_[pe].get() : nullptr;
+  return peer != nullptr && nbytes > config_.stripe_bytes ? peer->streams.size() : 1;
+}
+
+size_t TcpConduit::stripe_bytes(int pe, size_t nbytes) const {
+  const size_t streams = stripes_for(pe, nbytes);
+  return streams > 1 ? stripe_chunk(nbytes, streams) : nbytes;
+}
+
 // Runs exchange(stream, begin, length, parts) for each of the `parts` stripes of an nbytes transfer
 // to pe, each on its own stream, the first on the caller's thread and the others on the crew's (one
 // stripe up to stripe_bytes).
 template <typename Exchange>
 void TcpConduit::striped(int pe, size_t nbytes, Exchange&& exchange) {
   Peer& peer = *peers_[pe];
-  const size_t streams = nbytes > config_.stripe_bytes ? peer.streams.size() : 1;
+  const size_t streams = stripes_for(pe, nbytes);
   const size_t first = peer.next.fetch_add(1);
-  const size_t chunk = ((nbytes + streams - 1) / streams + 63) & ~size_t(63);
+  const size_t chunk = stripe_chunk(nbytes, streams);
   const size_t parts = nbytes == 0 ? 1 : (nbytes + chunk - 1) / chunk;  // the stripes that hold bytes
   crew_->run(parts, [&](size_t i) {
     const size_t begin = i * chunk;
@@ -468,7 +482,7 @@ void TcpConduit::get(int pe, uint64_t offset, void* dest, size_t nbytes) {
 void TcpConduit::put_signal_from(int pe, uint64_t offset, const void* src, size_t nbytes, uint64_t signal_offset,
                                  uint64_t signal, int sig_op, const Staged* staged) {
   const uint8_t* bytes = static_cast<const uint8_t*>(src);
-  if (nbytes > config_.stripe_bytes && peers_[pe]->streams.size() > 1) {
+  if (stripes_for(pe, nbytes) > 1) {
     // NOTE [striped put-with-signal]: a part per stream; the target applies the signal after the last.
     const uint64_t join = peers_[pe]->next_join.fetch_add(1) & (~0ull >> 8);
     striped(pe, nbytes, [&](Stream& part_stream, size_t begin, size_t length, size_t parts) {

@@ -67,6 +67,7 @@ class TcpConduit final : public Conduit {
     put_signal_from(pe, offset, src, nbytes, signal_offset, signal, sig_op, &staged);
   }
   void signal(int pe, uint64_t signal_offset, uint64_t signal, int sig_op) override;
+  size_t stripe_bytes(int pe, size_t nbytes) const override;
   uint64_t atomic(int pe, uint64_t offset, int amo, int type, uint64_t value, uint64_t compare) override;
   // Waits until every put issued before it (by any thread of this PE) is applied at its target.
   void quiet() override;
@@ -80,6 +81,8 @@ class TcpConduit final : public Conduit {
   struct Inbound;
 
   Stream& pick(int pe, size_t index);
+  // How many streams an nbytes transfer to pe is striped over.
+  size_t stripes_for(int pe, size_t nbytes) const;
   template <typename Exchange>
   void striped(int pe, size_t nbytes, Exchange&& exchange);
   void put_from(int pe, uint64_t offset, const void* src, size_t nbytes, const Staged* staged);
