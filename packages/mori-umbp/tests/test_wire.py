@@ -27,6 +27,7 @@ import time
 import grpc
 import numpy as np
 import pytest
+import wire_reference as ref
 from conftest import (
     PAGE,
     MasterProcess,
@@ -44,7 +45,7 @@ from mori.umbp.rpc import pb
 
 WRONG = b"w" * 32
 HOST = "127.0.0.1"
-HELLO = len(wire._MAGIC) + wire._NONCE
+HELLO = len(ref.MAGIC) + ref.NONCE
 
 
 @pytest.fixture(autouse=True)
@@ -62,14 +63,7 @@ def _raw(port: int, timeout: float = 5.0) -> socket.socket:
     return socket.create_connection((HOST, port), timeout=timeout)
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        got = sock.recv(n - len(out))
-        if not got:
-            break
-        out += got
-    return out
+_read_exactly = ref.read_exactly
 
 
 def _closed_within(sock: socket.socket, bound: float) -> float:
@@ -88,17 +82,11 @@ def _closed_within(sock: socket.socket, bound: float) -> float:
 def _prove(sock: socket.socket, secret: bytes, node: bytes) -> bytes:
     """Plays the caller's side of the handshake with ``secret``; returns the server's first byte."""
     hello = _read_exactly(sock, HELLO)
-    assert hello[: len(wire._MAGIC)] == wire._MAGIC
-    s_nonce, c_nonce = hello[len(wire._MAGIC) :], secrets.token_bytes(wire._NONCE)
-    tag = wire._mac(secret, b"client", s_nonce, c_nonce, node)
-    sock.sendall(wire._MAGIC + c_nonce + wire._NODE_LEN.pack(len(node)) + node + tag)
+    assert hello[: len(ref.MAGIC)] == ref.MAGIC
+    s_nonce, c_nonce = hello[len(ref.MAGIC) :], secrets.token_bytes(ref.NONCE)
+    tag = ref.mac(secret, b"client", s_nonce, c_nonce, node)
+    sock.sendall(ref.MAGIC + c_nonce + ref.NODE_LEN.pack(len(node)) + node + tag)
     return sock.recv(1)
-
-
-def _frame(conn, name: bytes, body: bytes, seq: int | None = None, tag: bytes | None = None) -> bytes:
-    """A request frame on ``conn`` (a wire._Connection), signed with its key unless ``tag`` is given."""
-    header = wire._REQ.pack(len(body), conn.seq if seq is None else seq, len(name))
-    return header + name + body + (tag if tag is not None else wire._tag(conn.c2s, header + name, body))
 
 
 def _counting(server: wire.WireServer, name: str) -> list:
@@ -197,10 +185,10 @@ def test_a_caller_proving_a_wrong_secret_is_refused_and_closed():
     with MasterServer(master_config()) as master:
         seen = _counting(master._wire, "Heartbeat")
         with _raw(master._wire.port) as sock:
-            assert _prove(sock, WRONG, b"n1") == wire._REFUSED
+            assert _prove(sock, WRONG, b"n1") == ref.REFUSED
             _closed_within(sock, 2)
         with _raw(master._wire.port) as sock:  # the right secret, but a node id that is not UTF-8
-            assert _prove(sock, _secret(master), b"\xff\xfe") == wire._REFUSED
+            assert _prove(sock, _secret(master), b"\xff\xfe") == ref.REFUSED
             _closed_within(sock, 2)
         assert seen == [] and not master.master.alive_nodes()
 
@@ -217,7 +205,7 @@ def test_wire_connect_with_a_wrong_secret_raises_unauthenticated():
 def test_a_caller_that_stalls_in_the_handshake_is_closed_after_the_timeout(monkeypatch):
     monkeypatch.setattr(wire, "HANDSHAKE_TIMEOUT_S", 0.5)  # read when the connection is served
     with MasterServer(master_config()) as master, _raw(master._wire.port) as sock:
-        assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC
+        assert _read_exactly(sock, HELLO)[: len(ref.MAGIC)] == ref.MAGIC
         took = _closed_within(sock, 3)
         assert 0.3 <= took < 1.5
 
@@ -225,11 +213,11 @@ def test_a_caller_that_stalls_in_the_handshake_is_closed_after_the_timeout(monke
 def test_a_caller_that_drips_its_handshake_is_closed_after_the_timeout(monkeypatch):
     monkeypatch.setattr(wire, "HANDSHAKE_TIMEOUT_S", 0.5)
     with MasterServer(master_config()) as master, _raw(master._wire.port) as sock:
-        assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC
+        assert _read_exactly(sock, HELLO)[: len(ref.MAGIC)] == ref.MAGIC
         start, closed_after = time.monotonic(), None
         # One byte every 0.2 s, for 2.4 s: 12 bytes, still short of the handshake's fixed head.
         sock.settimeout(0.2)
-        for byte in wire._MAGIC + b"\0" * 6:
+        for byte in ref.MAGIC + b"\0" * 6:
             try:
                 sock.sendall(bytes([byte]))
                 if sock.recv(1) == b"":
@@ -251,7 +239,7 @@ def test_past_max_handshakes_a_connection_is_closed_at_once_until_the_idle_ones_
     try:
         for _ in range(wire.MAX_HANDSHAKES):
             sock = _raw(server.port)
-            assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC  # its handshake started
+            assert _read_exactly(sock, HELLO)[: len(ref.MAGIC)] == ref.MAGIC  # its handshake started
             idle.append(sock)
         with _raw(server.port) as extra:
             assert _closed_within(extra, 1) < 0.5  # no hello at all
@@ -270,18 +258,18 @@ def test_past_max_handshakes_a_connection_is_closed_at_once_until_the_idle_ones_
 def test_an_announced_node_id_is_bounded_and_garbage_is_refused():
     with MasterServer(master_config()) as master:
         with _raw(master._wire.port) as sock:
-            assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC
+            assert _read_exactly(sock, HELLO)[: len(ref.MAGIC)] == ref.MAGIC
             # The longest id allowed, then garbage for the id and the MAC: read, then refused.
             n = wire.MAX_NODE_ID_BYTES
-            garbage = os.urandom(n + wire._TAG)
-            sock.sendall(wire._MAGIC + secrets.token_bytes(wire._NONCE) + wire._NODE_LEN.pack(n) + garbage)
-            assert sock.recv(1) == wire._REFUSED
+            garbage = os.urandom(n + ref.TAG)
+            sock.sendall(ref.MAGIC + secrets.token_bytes(ref.NONCE) + ref.NODE_LEN.pack(n) + garbage)
+            assert sock.recv(1) == ref.REFUSED
             _closed_within(sock, 2)
         with _raw(master._wire.port) as sock:
-            assert _read_exactly(sock, HELLO)[: len(wire._MAGIC)] == wire._MAGIC
+            assert _read_exactly(sock, HELLO)[: len(ref.MAGIC)] == ref.MAGIC
             # A longer one is closed on its length alone: the server waits for none of its bytes.
-            too_long = wire._NODE_LEN.pack(wire.MAX_NODE_ID_BYTES + 1)
-            sock.sendall(wire._MAGIC + secrets.token_bytes(wire._NONCE) + too_long)
+            too_long = ref.NODE_LEN.pack(wire.MAX_NODE_ID_BYTES + 1)
+            sock.sendall(ref.MAGIC + secrets.token_bytes(ref.NONCE) + too_long)
             assert _closed_within(sock, 2) < 1
         assert not master.master.alive_nodes()
 
@@ -321,10 +309,10 @@ def test_a_caller_detects_a_server_that_does_not_prove_the_secret():
         def impostor():
             conn, _ = listener.accept()
             with conn:
-                conn.sendall(wire._MAGIC + secrets.token_bytes(wire._NONCE))
-                head = _read_exactly(conn, len(wire._MAGIC) + wire._NONCE + 1)
-                _read_exactly(conn, head[-1] + wire._TAG)
-                conn.sendall(wire._OK + os.urandom(wire._TAG))
+                conn.sendall(ref.MAGIC + secrets.token_bytes(ref.NONCE))
+                head = _read_exactly(conn, len(ref.MAGIC) + ref.NONCE + 1)
+                _read_exactly(conn, head[-1] + ref.TAG)
+                conn.sendall(ref.OK + os.urandom(ref.TAG))
                 conn.recv(1)
 
         t = threading.Thread(target=impostor, daemon=True)
@@ -343,24 +331,22 @@ def test_a_frame_that_does_not_verify_closes_the_connection_unanswered(case):
     with MasterServer(master_config()) as master:
         secret = _secret(master)
         seen = _counting(master._wire, "Heartbeat")
-        conn = wire._connect(HOST, master._wire.port, "n1", secret, 5)
-        other = wire._connect(HOST, master._wire.port, "n1", secret, 5)
+        conn = ref.connect(HOST, master._wire.port, "n1", secret)
+        other = ref.connect(HOST, master._wire.port, "n1", secret)
         try:
             body = pb.HeartbeatRequest(node_id="n1", is_full_sync=True).SerializeToString()
-            good = _frame(conn, b"Heartbeat", body)
+            good = conn.frame(b"Heartbeat", body)
             if case == "replayed":
                 conn.sock.sendall(good)
-                head = _read_exactly(conn.sock, wire._ANS.size)
-                size, seq, status = wire._ANS.unpack(head)
+                seq, status, _ = conn.answer()
                 assert (seq, status) == (0, 0)
-                _read_exactly(conn.sock, size + wire._TAG)
                 assert len(seen) == 1
                 bad = good
             else:
                 bad = {
-                    "wrong mac": _frame(conn, b"Heartbeat", body, tag=os.urandom(wire._TAG)),
-                    "wrong sequence": _frame(conn, b"Heartbeat", body, seq=1),
-                    "another connection's": _frame(other, b"Heartbeat", body),
+                    "wrong mac": conn.frame(b"Heartbeat", body, tag=os.urandom(ref.TAG)),
+                    "wrong sequence": conn.frame(b"Heartbeat", body, seq=1),
+                    "another connection's": other.frame(b"Heartbeat", body),
                 }[case]
             before = len(seen)
             conn.sock.sendall(bad)
@@ -372,13 +358,51 @@ def test_a_frame_that_does_not_verify_closes_the_connection_unanswered(case):
             other.close()
 
 
+class _Blob:
+    """A message that is its bytes (what a handler's parse and SerializeToString see)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def SerializeToString(self) -> bytes:  # protobuf's name
+        return self.data
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 1 << 20, wire.MAX_FRAME_BYTES])
+def test_bodies_of_every_size_cross_both_ways_byte_for_byte(size):
+    """Frames shorter and longer than the native reader's 64 KiB buffer, up to the frame cap, on
+    one connection after another call (so a frame's bytes never leak into the next)."""
+    secret = secrets.token_bytes(32)
+    server = wire.WireServer(secret, {"Flip": (_Blob, lambda req, ctx: _Blob(req.data[::-1]))}, HOST, "test")
+    channel = wire.WireChannel(f"{HOST}:{server.port}", lambda _t: server.port, auth.ClientAuth("n", lambda: secret), 1)
+    try:
+        payload = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+        for _ in range(2):
+            assert channel.call("Flip", _Blob(payload), _Blob, 10).data == payload[::-1]
+        assert channel._made == 1
+    finally:
+        channel.close()
+        server.stop()
+
+
+def test_a_stopped_server_refuses_connections_at_once():
+    secret = secrets.token_bytes(32)
+    server = wire.WireServer(secret, {}, HOST, "test").start()
+    port = server.port
+    server.stop()
+    start = time.monotonic()
+    with pytest.raises(wire.WireRefused):
+        wire._connect(HOST, port, "member", secret, 5)
+    assert time.monotonic() - start < 1
+
+
 def test_a_frame_announcing_more_than_max_frame_bytes_closes_before_the_body():
     with MasterServer(master_config()) as master:
         seen = _counting(master._wire, "Heartbeat")
-        conn = wire._connect(HOST, master._wire.port, "n1", _secret(master), 5)
+        conn = ref.connect(HOST, master._wire.port, "n1", _secret(master))
         try:
             # The header alone: a server that waited for the body would not close.
-            conn.sock.sendall(wire._REQ.pack(wire.MAX_FRAME_BYTES + 1, 0, len(b"Heartbeat")))
+            conn.sock.sendall(ref.REQ.pack(wire.MAX_FRAME_BYTES + 1, 0, len(b"Heartbeat")))
             assert _closed_within(conn.sock, 2) < 1
             assert seen == []
         finally:
@@ -523,7 +547,7 @@ def test_overlapped_calls_are_written_at_once_and_answered_in_the_callers_thread
         assert unread is not None and channels[2]._made == 1 and not channels[2]._idle
         conn = unread._conn
         del unread
-        assert channels[2]._made == 0 and conn.sock.fileno() == -1  # closed: its answer may still come
+        assert channels[2]._made == 0 and conn.closed  # closed: its answer may still come
         assert echo_call(pb.HeartbeatRequest(delta_seq_baseline=8), timeout=5).acked_seq == 8
     finally:
         for ch in channels:
