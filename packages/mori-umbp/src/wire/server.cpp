@@ -66,10 +66,11 @@ Server::Server(std::string secret, const std::string& host, size_t max_connectio
 Server::~Server() { stop(); }
 
 void Server::stop() {
-  stopping_.store(true);
-  listener_.shutdown();
-  if (acceptor_.joinable()) acceptor_.join();
-  listener_.close();  // a caller now gets a refused connection at once, not a silent backlog
+  if (!stopping_.exchange(true)) {  // the first stop (Python's, then the destructor's) ends the acceptor
+    listener_.shutdown();
+    acceptor_.join();
+    listener_.close();  // a caller now gets a refused connection at once, not a silent backlog
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   for (int fd : live_) ::shutdown(fd, SHUT_RDWR);
   idle_.wait(lock, [this] { return live_.empty(); });
