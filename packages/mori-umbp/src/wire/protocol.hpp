@@ -50,25 +50,12 @@ inline Header unpack(const uint8_t* in) {
   return h;
 }
 
-// HMAC-SHA256 keyed once: each message starts from copies of the padded key's two states, which
-// is what Python's hmac.copy() does, so a frame costs its own bytes and two final blocks.
+// A frame's MAC over its parts, keyed once per connection direction (the root package's
+// HmacSha256, which starts each message from the padded key's states).
 class KeyedMac {
  public:
-  KeyedMac() = default;
-  explicit KeyedMac(std::string_view key) {
-    uint8_t block[Sha256::kBlockBytes] = {};
-    if (key.size() > sizeof(block)) {
-      const Digest d = ::mori::common::sha256(reinterpret_cast<const uint8_t*>(key.data()), key.size());
-      std::memcpy(block, d.data(), d.size());
-    } else {
-      std::memcpy(block, key.data(), key.size());
-    }
-    uint8_t pad[sizeof(block)];
-    for (size_t i = 0; i < sizeof(block); ++i) pad[i] = block[i] ^ 0x36;
-    inner_.update(pad, sizeof(pad));
-    for (size_t i = 0; i < sizeof(block); ++i) pad[i] = block[i] ^ 0x5c;
-    outer_.update(pad, sizeof(pad));
-  }
+  KeyedMac() : mac_(nullptr, 0) {}
+  explicit KeyedMac(std::string_view key) : mac_(reinterpret_cast<const uint8_t*>(key.data()), key.size()) {}
 
   struct Parts {
     const void* data;
@@ -76,17 +63,13 @@ class KeyedMac {
   };
   template <size_t N>
   Digest over(const Parts (&parts)[N]) const {
-    Sha256 inner = inner_;
-    for (const Parts& p : parts) inner.update(static_cast<const uint8_t*>(p.data), p.size);
-    const Digest inner_digest = inner.finish();
-    Sha256 outer = outer_;
-    outer.update(inner_digest.data(), inner_digest.size());
-    return outer.finish();
+    Sha256 message = mac_.begin();
+    for (const Parts& p : parts) message.update(static_cast<const uint8_t*>(p.data), p.size);
+    return mac_.finish(message);
   }
 
  private:
-  Sha256 inner_;
-  Sha256 outer_;
+  ::mori::common::HmacSha256 mac_;
 };
 
 // HMAC(secret, label || s_nonce || c_nonce || node): the handshake's proofs and the frame keys.

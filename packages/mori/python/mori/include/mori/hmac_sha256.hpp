@@ -195,30 +195,47 @@ inline Sha256Digest sha256(const uint8_t* data, size_t len) {
   return hasher.finish();
 }
 
-// RFC 2104 HMAC over SHA-256.
+// RFC 2104 HMAC over SHA-256, keyed once: each message starts from copies of the padded key's two
+// hash states (what Python's hmac.copy() does), so a MAC costs its message and two final blocks.
+class HmacSha256 {
+ public:
+  HmacSha256(const uint8_t* key, size_t key_len) {
+    constexpr size_t kBlock = Sha256::kBlockBytes;
+    uint8_t block_key[kBlock] = {};
+    if (key_len > kBlock) {
+      const Sha256Digest hashed = sha256(key, key_len);
+      std::memcpy(block_key, hashed.data(), hashed.size());
+    } else if (key_len > 0) {
+      std::memcpy(block_key, key, key_len);
+    }
+    uint8_t pad[kBlock];
+    for (size_t i = 0; i < kBlock; ++i) pad[i] = block_key[i] ^ 0x36;
+    inner_.update(pad, kBlock);
+    for (size_t i = 0; i < kBlock; ++i) pad[i] = block_key[i] ^ 0x5c;
+    outer_.update(pad, kBlock);
+  }
+
+  // A message's hash to update(), in as many parts as it comes in; then finish() it.
+  Sha256 begin() const { return inner_; }
+  Sha256Digest finish(Sha256 message) const {
+    const Sha256Digest inner_digest = message.finish();
+    Sha256 outer = outer_;
+    outer.update(inner_digest.data(), inner_digest.size());
+    return outer.finish();
+  }
+  Sha256Digest mac(const uint8_t* msg, size_t len) const {
+    Sha256 message = begin();
+    message.update(msg, len);
+    return finish(message);
+  }
+
+ private:
+  Sha256 inner_;
+  Sha256 outer_;
+};
+
 inline Sha256Digest hmac_sha256(const uint8_t* key, size_t key_len, const uint8_t* msg, size_t len) {
-  constexpr size_t kBlock = Sha256::kBlockBytes;
-  uint8_t block_key[kBlock] = {};
-  if (key_len > kBlock) {
-    const Sha256Digest hashed = sha256(key, key_len);
-    std::memcpy(block_key, hashed.data(), hashed.size());
-  } else if (key_len > 0) {
-    std::memcpy(block_key, key, key_len);
-  }
-  uint8_t inner_pad[kBlock];
-  uint8_t outer_pad[kBlock];
-  for (size_t i = 0; i < kBlock; ++i) {
-    inner_pad[i] = block_key[i] ^ 0x36;
-    outer_pad[i] = block_key[i] ^ 0x5c;
-  }
-  Sha256 inner;
-  inner.update(inner_pad, kBlock);
-  inner.update(msg, len);
-  const Sha256Digest inner_digest = inner.finish();
-  Sha256 outer;
-  outer.update(outer_pad, kBlock);
-  outer.update(inner_digest.data(), inner_digest.size());
-  return outer.finish();
+  return HmacSha256(key, key_len).mac(msg, len);
 }
 
 // Compares without an early exit, so the time taken does not reveal how many leading bytes of a
