@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: MIT
 // mori.umbp._C: NOTE [wire]'s framing and handshake in native code (mori/umbp/wire.py uses them).
 // Every blocking step runs without the GIL; a server takes it only to call its dispatch.
-#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
 
 #include <memory>
 #include <string>
