@@ -120,12 +120,12 @@ class Release:
         self.session.run(str(find_python(python)), "-m", "venv", "--clear", str(where), external=True, silent=True)
         return where / "bin" / "python"
 
-    def build_sdist(self, work: Path) -> Path:
-        builder = self._venv(self.pythons[0], work / "sdist-env")
-        self.session.run(str(builder), "-m", "pip", "install", "-q", "build==1.6.1", external=True, silent=True)
+    def build_sdist(self) -> Path:
+        """``python -m build --sdist`` from the session's venv (RELEASE_TOOLS has build): an sdist
+        is the same from any CPython, and its build backend still runs in an isolated env."""
         self.session.run(
-            str(builder), "-m", "build", "--sdist", "--outdir", str(self.out), str(package_dir(self.pkg)),
-            env=self._pip_env(), external=True,
+            "python", "-m", "build", "--sdist", "--outdir", str(self.out), str(package_dir(self.pkg)),
+            env=self._pip_env(),
         )  # fmt: skip
         sdists = sorted(self.out.glob("*.tar.gz"))
         if len(sdists) != 1:
@@ -133,8 +133,12 @@ class Release:
         return sdists[0]
 
     def build_wheel(self, python: str, sdist: Path, work: Path) -> Path:
-        """A user's ``pip wheel <sdist>`` on ``python``, repaired to manylinux unless pure."""
-        builder = self._venv(python, work / f"build-{python}")
+        """A user's ``pip wheel <sdist>`` on ``python``, repaired to manylinux unless pure. The
+        interpreter's own pip builds it where it has one: ``pip wheel`` installs nothing into it,
+        and the build runs in an isolated env as a user's does."""
+        builder = find_python(python)
+        if subprocess.run([str(builder), "-m", "pip", "--version"], capture_output=True).returncode != 0:
+            builder = self._venv(python, work / f"build-{python}")
         raw = work / f"raw-{python}"
         # --config-settings: the pip that comes with an older CPython (3.10) has no -C spelling.
         setup = [f"--config-settings=setup-args={a}" for a in SETUP_ARGS.get(self.pkg, ())]
@@ -197,7 +201,7 @@ class Release:
         self.out.mkdir(parents=True)
         with tempfile.TemporaryDirectory(prefix=f"release-{self.pkg}-") as tmp:
             work = Path(tmp)
-            sdist = self.build_sdist(work)
+            sdist = self.build_sdist()
             wheels = [self.build_wheel(self.pythons[0], sdist, work)]
             if not wheels[0].name.endswith("-py3-none-any.whl"):  # native: one wheel per CPython
                 wheels += [self.build_wheel(python, sdist, work) for python in self.pythons[1:]]

@@ -45,7 +45,9 @@ def test_device_sources_compile(compiler_name, tmp_path, monkeypatch):
         jit.KernelSpec(f"compile-test-{i}", source, defines, [jit.include_dir()])
         for i, (source, defines) in enumerate(sources)
     ]
-    for arch in ("sm_90", "sm_80"):  # each arch's compiles at once (compile_specs), on every core
+    # nvcc on sm_90 only: NVRTC compiles sm_80's paths, and nvcc on sm_80 as well cost 29 s of CI.
+    arches = ("sm_90", "sm_80") if compiler_name == "nvrtc" else ("sm_90",)
+    for arch in arches:  # each arch's compiles at once (compile_specs), on every core
         cubins = jit.compile_specs(specs, arch=arch, compiler=compiler_name)
         assert len(cubins) == len(specs)
         for cubin in cubins:
