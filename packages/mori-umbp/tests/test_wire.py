@@ -39,7 +39,7 @@ from conftest import (
     wait_for,
 )
 
-from mori.umbp import MasterServer, MasterUnavailableError, PeerUnavailableError, UMBPMasterClient, auth, rpc, wire
+from mori.umbp import MasterServer, MasterUnavailableError, PeerUnavailableError, UMBPMasterClient, _C, auth, rpc, wire
 from mori.umbp.peer import service as peer_service
 from mori.umbp.rpc import pb
 
@@ -383,6 +383,34 @@ def test_bodies_of_every_size_cross_both_ways_byte_for_byte(size):
     finally:
         channel.close()
         server.stop()
+
+
+@pytest.mark.parametrize("answer", [(300, b"x"), None], ids=["status-300", "none"])
+def test_a_dispatch_answer_that_is_no_status_and_bytes_is_answered_unknown_and_logged(answer, caplog):
+    """A dispatch whose answer the native server cannot send: the caller gets UNKNOWN with the
+    reason, the error is logged on mori.umbp.wire, and the connection serves the next call."""
+    secret = secrets.token_bytes(32)
+    calls = []
+
+    def dispatch(node: str, name: bytes, body: bytes):
+        calls.append((node, name, body))
+        return answer if len(calls) == 1 else (0, body[::-1])
+
+    server = _C.WireServer(secret, HOST, 4, 5.0, 30.0, dispatch)
+    conn = _C.WireConnection(HOST, server.port, "member-1", secret, 5.0)
+    try:
+        conn.send(b"Any", b"first", 5.0)
+        status, body = conn.receive(5.0)
+        assert status == grpc.StatusCode.UNKNOWN.value[0]
+        assert body.startswith(b"wire dispatch failed: ")
+        conn.send(b"Any", b"second", 5.0)
+        assert conn.receive(5.0) == (0, b"dnoces")
+    finally:
+        conn.close()
+        server.stop()
+    assert calls == [("member-1", b"Any", b"first"), ("member-1", b"Any", b"second")]
+    logged = [r.getMessage() for r in caplog.records if r.name == "mori.umbp.wire" and r.levelname == "ERROR"]
+    assert len(logged) == 1 and "wire dispatch failed" in logged[0] and "member-1" in logged[0], logged
 
 
 def test_a_stopped_server_refuses_connections_at_once():

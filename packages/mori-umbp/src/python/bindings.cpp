@@ -63,6 +63,16 @@ class CallerThreadState {
 
 thread_local CallerThreadState caller_thread_state;
 
+// With the GIL: `message` as an error of the logger mori.umbp.wire (the Python wire's logger);
+// never throws, as its callers hold the GIL in a thread state they must leave.
+void log_error(const std::string& message) {
+  try {
+    py::module_::import("logging").attr("getLogger")("mori.umbp.wire").attr("error")("%s", message);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("mori.umbp wire logging");
+  }
+}
+
 // The server holds the dispatch callable; it is called with the GIL, and dropped with it.
 ServerHolder make_server(const py::bytes& secret, const std::string& host, size_t max_connections,
                          double handshake_timeout_s, double idle_timeout_s, py::function dispatch) {
@@ -77,11 +87,12 @@ ServerHolder make_server(const py::bytes& secret, const std::string& host, size_
     try {
       py::tuple result = (*held)(node, py::bytes(name), py::bytes(body));
       answer = {result[0].cast<uint8_t>(), result[1].cast<std::string>()};
-    } catch (py::error_already_set& e) {
-      // The dispatch answers its handlers' failures itself: this is a failure of the dispatch.
-      std::string why = e.what();
-      e.discard_as_unraisable("mori.umbp wire dispatch");
-      answer = {2, "wire dispatch failed: " + why};  // grpc.StatusCode.UNKNOWN
+    } catch (const std::exception& e) {
+      // The dispatch answers its handlers' failures itself: this is a failure of the dispatch (it
+      // raised, or its answer is no (status, bytes)). Answered UNKNOWN, and logged.
+      const std::string why = std::string("wire dispatch failed: ") + e.what();
+      log_error(why + " (a call of " + node + ")");
+      answer = {2, why};  // grpc.StatusCode.UNKNOWN
     } catch (...) {
       caller_thread_state.leave();
       throw;
@@ -89,9 +100,16 @@ ServerHolder make_server(const py::bytes& secret, const std::string& host, size_
     caller_thread_state.leave();
     return answer;
   };
+  Report report = [interpreter](const std::string& node, const std::string& why) {
+    if (interpreter_finalizing()) return;
+    caller_thread_state.enter(interpreter);
+    log_error("wire connection of " + (node.empty() ? std::string("an unauthenticated caller") : node) +
+              " closed on an error of the server: " + why);
+    caller_thread_state.leave();
+  };
   py::gil_scoped_release release;
   return ServerHolder(new Server(std::string(view_of(secret)), host, max_connections, handshake_timeout_s,
-                                 idle_timeout_s, std::move(call)));
+                                 idle_timeout_s, std::move(call), std::move(report)));
 }
 
 }  // namespace

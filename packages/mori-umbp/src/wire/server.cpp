@@ -53,12 +53,13 @@ void send_bytes(int fd, const void* data, size_t n, Deadline deadline) {
 }  // namespace
 
 Server::Server(std::string secret, const std::string& host, size_t max_connections, double handshake_timeout_s,
-               double idle_timeout_s, Dispatch dispatch)
+               double idle_timeout_s, Dispatch dispatch, Report report)
     : secret_(std::move(secret)),
       max_connections_(max_connections),
       handshake_timeout_s_(handshake_timeout_s),
       idle_timeout_s_(idle_timeout_s),
-      dispatch_(std::move(dispatch)) {
+      dispatch_(std::move(dispatch)),
+      report_(std::move(report)) {
   listener_ = listen_on(host, &port_);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
@@ -108,10 +109,10 @@ void Server::end_connection(int fd, bool handshaking) {
 void Server::serve(Fd conn) {
   const int fd = conn.get();
   bool handshaking = true;
+  std::string node;
   try {
     make_wire_socket(fd);
     Reader reader(fd);
-    std::string node;
     FrameKeys keys;
     const bool member = handshake(fd, reader, &node, &keys);
     {
@@ -120,8 +121,12 @@ void Server::serve(Fd conn) {
       handshaking = false;
     }
     if (member) frames(fd, reader, node, keys);
-  } catch (const std::exception&) {
+  } catch (const Closed&) {
     // The caller went away, timed out or broke the protocol: nothing to answer.
+  } catch (const Timeout&) {
+  } catch (const SocketError&) {
+  } catch (const std::exception& e) {
+    if (report_) report_(node, e.what());  // this side failed: said, not swallowed
   }
   conn.close();  // before the slot is given back: stop() waits for both
   end_connection(fd, handshaking);

@@ -23,12 +23,15 @@ namespace mori::umbp::wire {
 using Answer = std::pair<uint8_t, std::string>;
 // Serves one call of the member `node` (UTF-8): its method's name (bytes as sent) and its request body.
 using Dispatch = std::function<Answer(const std::string& node, const std::string& name, std::string body)>;
+// Told why a connection ended on an error of this side (not the caller's going away, timing out
+// or breaking the protocol), from the connection's thread; the connection is closed after.
+using Report = std::function<void(const std::string& node, const std::string& why)>;
 
 class Server {
  public:
   // A handshake must end within handshake_timeout_s; a connection idle for idle_timeout_s is closed.
   Server(std::string secret, const std::string& host, size_t max_connections, double handshake_timeout_s,
-         double idle_timeout_s, Dispatch dispatch);
+         double idle_timeout_s, Dispatch dispatch, Report report);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -51,6 +54,7 @@ class Server {
   const double handshake_timeout_s_;
   const double idle_timeout_s_;
   const Dispatch dispatch_;
+  const Report report_;
   Fd listener_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
