@@ -29,11 +29,6 @@ from release_gate import release_problems  # noqa: E402
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]  # a bare `nox`; benchmarks and docs are asked for by name
 
-# pip without byte-compiling what it installs (the modules a run imports are compiled then): the
-# torch wheel installs in 13 s instead of 32 here, and CI fills a dozen venvs with torch, jax or
-# triton. pip reads a store_false flag's variable inverted: PIP_NO_COMPILE=0 is --no-compile.
-os.environ.setdefault("PIP_NO_COMPILE", "0")
-
 #: The package graph: package -> the packages it needs (to build against, or at run time).
 #: ci/changed_packages.py reads this literal, so keep it a plain dict of lists.
 #: "root" is the distribution ``mori`` (packages/mori) that owns mori/__init__.py; every wheel needs it.

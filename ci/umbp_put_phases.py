@@ -11,6 +11,9 @@ and of its last occurrence in a call (several owners: several occurrences), besi
 bare mori-io write of the same blocks to the pool process (the bench's ceiling), and the CPU time
 one call took in the client and in the pool's processes (``/proc``, 10 ms ticks: give enough calls).
 
+``--threads`` adds the CPU one call took in each thread of the client and of the pool's processes
+(``/proc/<pid>/task``, named by the thread's name), so the native work can start where the CPU goes.
+
 ``--across`` adds the stages in every process of the pool: each stamps, on the system-wide monotonic
 clock, when a wire frame starts and ends being written (the client's calls, a peer's heartbeat),
 when a wire server starts and ends serving a call (peers, master) and when a peer starts and ends
@@ -31,6 +34,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -155,6 +159,24 @@ def _across(folder: str, client_pid: int, master_pid: int) -> list[tuple[float, 
     return sorted((statistics.median(v), k) for k, v in offsets.items() if len(v) > len(puts) / 2)
 
 
+def _thread_ticks(pids: dict[int, str]) -> dict[tuple[str, str], int]:
+    """User plus system clock ticks of every thread of these processes, by (process role, thread):
+    a thread is its kernel name and id, and in this process its Python name where it has one."""
+    named = {t.native_id: t.name for t in threading.enumerate()}
+    ticks: dict[tuple[str, str], int] = {}
+    for pid, role in pids.items():
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    head, fields = f.read().rsplit(")", 1)
+            except FileNotFoundError:  # ended meanwhile
+                continue
+            rest = fields.split()
+            name = named.get(int(tid)) if pid == os.getpid() else None
+            ticks[(role, name or f"{head.split('(', 1)[1]} {tid}")] = int(rest[11]) + int(rest[12])
+    return ticks
+
+
 def _bare_write_cpu(ceiling: Ceiling, pool: PoolProcess, block: int, batch: int, calls: int) -> tuple[float, float]:
     """The CPU seconds one bare mori-io write of ``batch`` blocks takes in this process and in the
     pool's (the ceiling's target is the first peer's process), over ``calls`` writes."""
@@ -169,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=2 << 20)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--across", action="store_true", help="the stages in every process of the pool too")
+    parser.add_argument("--threads", action="store_true", help="the CPU per call of every thread, by process")
     args = parser.parse_args(argv)
     block, batch = args.block, args.batch
     _instrument()
@@ -187,9 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         client.register_memory(src.ctypes.data, src.nbytes)
         ptrs = [int(src[j].ctypes.data) for j in range(batch)]
         cpu = [0.0, 0.0]  # this process's and the pool's CPU seconds over the timed calls
+        roles = {os.getpid(): "client", pool.info.pids[0]: "master"}
+        roles.update({pid: f"peer {i}" for i, pid in enumerate(pool.info.pids[1:])})
+        ticks: dict[tuple[str, str], int] = {}
         for call in range(args.calls + 2):  # the first two warm connections and caches up
             if call == 2:
                 cpu = [time.process_time(), pool.cpu_s()]
+                ticks = _thread_ticks(roles) if args.threads else {}
             keys = [f"phases-{call}-{j}" for j in range(batch)]
             _events.clear()
             if call >= 2:
@@ -210,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, ats in seen.items():
                 spans.setdefault(name, []).append((min(ats), max(ats)))
         cpu = [(time.process_time() - cpu[0]) / args.calls, (pool.cpu_s() - cpu[1]) / args.calls]
+        if args.threads:
+            after = _thread_ticks(roles)
+            per_call = {k: (v - ticks.get(k, 0)) / os.sysconf("SC_CLK_TCK") / args.calls for k, v in after.items()}
         bare = ceiling.measure(block, batch, args.calls)["write"]
         bare_cpu = _bare_write_cpu(ceiling, pool, block, batch, args.calls)
         master_pid = pool.info.pids[0]
@@ -225,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         first = statistics.median(s[0] for s in occurrences) * 1e3
         last = statistics.median(s[1] for s in occurrences) * 1e3
         lines.append(f"{name:28s} {first:9.2f} {last:9.2f}")
+    if args.threads:
+        lines.append("CPU per call by thread (ms):")
+        rows = sorted(((v, k) for k, v in per_call.items() if v > 0), reverse=True)
+        lines += [f"{v * 1e3:8.3f}  {role}: {name}" for v, (role, name) in rows]
     if folder:  # the pool's children wrote their stamps when they stopped
         _dump_stamps()
         lines.append("across the processes, median offset from the put's start:")

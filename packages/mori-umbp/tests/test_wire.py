@@ -39,7 +39,7 @@ from conftest import (
     wait_for,
 )
 
-from mori.umbp import MasterServer, MasterUnavailableError, PeerUnavailableError, UMBPMasterClient, _C, auth, rpc, wire
+from mori.umbp import _C, MasterServer, MasterUnavailableError, PeerUnavailableError, UMBPMasterClient, auth, rpc, wire
 from mori.umbp.peer import service as peer_service
 from mori.umbp.rpc import pb
 

@@ -106,28 +106,30 @@ def _per_call(api: str, batch: int) -> int:
     return batch if api == "batch" else 1
 
 
+def _case_bytes(pool_bytes: int) -> int:
+    """The most a case may hold: half the pool. A case that fills the pool evicts its own blocks
+    before its gets, and its threads' puts wait for each other's room and for read leases (16 x
+    8 MiB on four threads against two 256 MiB peers: 570 ms a call)."""
+    return pool_bytes // 2
+
+
 def case_keys(api: str, block: int, batch: int, bytes_per_case: int, max_keys: int, pool_bytes: int) -> int:
     """Keys a case puts: ``bytes_per_case`` of blocks (at most ``max_keys``), but at least
-    MIN_CALLS calls' worth, and at most half the pool's bytes (a case that fills the pool evicts
-    its own blocks before its gets, and its threads' batches wait for each other's room), though
-    never less than a call (``run_case`` gives each thread a call at least; ``overfills`` says
-    when that alone is too much)."""
+    MIN_CALLS calls' worth, and at most ``_case_bytes``, though never less than a call
+    (``run_case`` gives each thread a call at least; ``overfills`` says when that alone is too much)."""
     step = _per_call(api, batch)
     wanted = max(MIN_CALLS * step, min(max_keys, bytes_per_case // block))
-    return max(step, min(wanted, pool_bytes // 2 // block))
+    return max(step, min(wanted, _case_bytes(pool_bytes) // block))
 
 
 def overfills(api: str, block: int, batch: int, threads: int, pool_bytes: int) -> str:
     """Why a case cannot be measured ('' when it can): one call per thread in flight at once holds
-    more than half the pool, so its puts would wait for each other's room and for read leases
-    (16 x 8 MiB on four threads against two 256 MiB peers: 570 ms a call) or evict their own blocks."""
+    more than ``_case_bytes``."""
     step = _per_call(api, batch)
-    held = threads * step * block
-    if held <= pool_bytes // 2:
+    held, most = threads * step * block, _case_bytes(pool_bytes)
+    if held <= most:
         return ""
-    return (
-        f"{threads} thread(s) x {step} block(s) of {block} bytes = {held} bytes, over half the pool ({pool_bytes // 2})"
-    )
+    return f"{threads} thread(s) x {step} block(s) of {block} bytes = {held} bytes, over half the pool ({most})"
 
 
 def run_case(
