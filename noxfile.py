@@ -19,6 +19,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "ci"))  # the shared helpers, also used by CI scripts directly
 
+import linked_installs  # noqa: E402
 import release  # noqa: E402
 import wheelhouse  # noqa: E402
 from pkggraph import closure, topo_order  # noqa: E402
@@ -134,6 +135,13 @@ def _tests_dir(pkg: str) -> Path:
     return wheelhouse.package_dir(pkg) / "tests"
 
 
+def _install_deps(session: nox.Session, requirements: Sequence[str]) -> None:
+    """pip install of ``requirements``, the large pinned ones hard-linked in first (NOTE [linked
+    installs] in ci/linked_installs.py)."""
+    linked_installs.link_into(session, requirements, ROOT / ".nox" / "_linked")
+    session.install(*requirements)
+
+
 def _install_wheels(session: nox.Session, pkgs: Sequence[str]) -> None:
     """Install the wheelhouse wheels of ``pkgs`` (non-editable) and their run dependencies."""
     if not pkgs:
@@ -207,7 +215,7 @@ def _test(pkg: str) -> SessionFn:
     def test(session: nox.Session) -> None:
         if not _tests_dir(pkg).is_dir():
             session.skip(f"{wheelhouse.distribution(pkg)} has no tests yet")
-        session.install(*TEST_DEPS.get(pkg, DEFAULT_TEST_DEPS))
+        _install_deps(session, TEST_DEPS.get(pkg, DEFAULT_TEST_DEPS))
         _install_wheels(session, _test_pkgs(pkg))
         args = session.posargs or ["-m", "not slow"]
         env = {"MORI_WHEELHOUSE": str(wheelhouse.WHEELHOUSE)}  # the root's tests make venvs from it
