@@ -12,7 +12,8 @@ bare mori-io write of the same blocks to the pool process (the bench's ceiling),
 one call took in the client and in the pool's processes (``/proc``, 10 ms ticks: give enough calls).
 
 ``--threads`` adds the CPU one call took in each thread of the client and of the pool's processes
-(``/proc/<pid>/task``, named by the thread's name), so the native work can start where the CPU goes.
+(``/proc/<pid>/task``; a thread is named by its kernel name and id, or in the client by its Python
+name), so the native work can start where the CPU goes.
 
 ``--across`` adds the stages in every process of the pool: each stamps, on the system-wide monotonic
 clock, when a wire frame starts and ends being written (the client's calls, a peer's heartbeat),
