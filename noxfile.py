@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "ci"))  # the shared helpers, also used by CI scri
 
 import linked_installs  # noqa: E402
 import release  # noqa: E402
+import session_streams  # noqa: E402
 import wheelhouse  # noqa: E402
 from pkggraph import closure, topo_order  # noqa: E402
 from pythons import RELEASE_PYTHONS  # noqa: E402
@@ -297,10 +298,22 @@ for _pkg in ORDER:
         nox.session(name=f"bench-{_pkg}", tags=[_pkg, "bench"], requires=_needs)(_bench(_pkg, BENCH[_pkg]))
 
 
-@nox.session(requires=[f"test-{p}" for p in ORDER if _tests_dir(p).is_dir()], venv_backend="none")
+#: NOTE [test streams] (ci/session_streams.py): the test sessions `nox -s tests` runs at once, a
+#: stream each, its sessions in turn; balanced by their CI times (6, 2, 0.8, 0.5 min and 6, 2, 2, 1).
+TEST_STREAMS: tuple[tuple[str, ...], ...] = (("shmem", "cco", "ir", "viz"), ("ep", "umbp", "root", "io"))
+_TESTED = [p for p in ORDER if _tests_dir(p).is_dir()]
+
+
+@nox.session(requires=list(dict.fromkeys(f"build-{d}" for p in _TESTED for d in _test_pkgs(p))), venv_backend="none")
 def tests(session: nox.Session) -> None:
-    """Run every package's tests, dependencies first; fails if any package's tests fail."""
-    session.log("passed: " + ", ".join(f"test-{p}" for p in ORDER if _tests_dir(p).is_dir()))
+    """Run every package's tests (NOTE [test streams]: two streams at once); fails if any package's tests fail."""
+    streamed = [p for stream in TEST_STREAMS for p in stream]
+    if sorted(streamed) != sorted(_TESTED):
+        session.error(f"TEST_STREAMS must name each package with tests once: {streamed} against {_TESTED}")
+    failed = session_streams.run_streams([[f"test-{p}" for p in stream] for stream in TEST_STREAMS], ROOT, session.log)
+    if failed:
+        session.error("failed in a stream of: " + ", ".join(failed))
+    session.log("passed: " + ", ".join(f"test-{p}" for p in _TESTED))
 
 
 #: The tests that run again on the newest torch (what a plain `pip install torch` gives users) and
@@ -346,7 +359,7 @@ def release_all(session: nox.Session) -> None:
 def check_wheels(session: nox.Session) -> None:
     """The release metadata checks and `twine check` on every wheelhouse wheel, and the tests that
     those checks catch what they exist for (ci/tests); cheap, run by CI."""
-    session.install(*RELEASE_TOOLS, "pytest")
+    session.install(*RELEASE_TOOLS, "pytest", "nox")  # nox: the test streams' tests start it
     session.run("pytest", "-q", "ci/tests")
     wheels = [wheelhouse.wheel_path(p) for p in ORDER]
     problems: list[str] = []
