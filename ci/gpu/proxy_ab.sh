@@ -23,6 +23,8 @@
 #          then test_internode.py's two-host cases of one PE per host ($SANITIZE_EP_K, -k), no MPS;
 #   pytest: builds mori-viz, mori-ep and mori-cco against new, then runs pytest with $PYTEST_ARGS (paths
 #          and -k of those packages' tests) under MPS, $PYTEST_TIMEOUT s (300) at most;
+#   doorbell: ci/gpu/doorbell_probe.py (how long the host takes to tell a running kernel something),
+#          without MPS, under MPS, and two at once under MPS;
 #   hang:  the small-size hang (docs/benchmarks/shmem.md): 4 KiB puts on new, each PE's threads'
 #          native stacks (cuda-gdb) $HANG_AFTER s (45) in, then Python's (faulthandler); with
 #          $HANG_ENV (e.g. CUDA_DEVICE_MAX_CONNECTIONS=32) in the PEs' environment when set.
@@ -30,7 +32,7 @@
 # and the folder removed (the device tool brings back only a few files: a call's others are lost).
 # Needs .whl/ as ci/gpu/setup.sh does.
 set -uo pipefail
-stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, rounds, arms, ep, sanitize, sanitize-ep, pytest, hang}
+stages=${1:?usage: proxy_ab.sh STAGE[,STAGE...] [BASE_SHMEM_DIR] with STAGE in sweep, tests, base, ab, rounds, arms, ep, sanitize, sanitize-ep, pytest, hang, doorbell}
 base_dir=${2:-}
 out=${OUT:-proxy-ab}
 mkdir -p "$out"
@@ -227,6 +229,20 @@ case $stage in
     pkill -ABRT -f multiprocessing.spawn 2>/dev/null
     wait
     grep -vE "^\[#|DEBUG" "$out/proxy-hang.out" | tail -30 | tee -a "$log"
+    mps_off
+    ;;
+  doorbell)
+    mps_off
+    step "doorbell: host-to-kernel round trips, no MPS"
+    timeout 120 python3 ci/gpu/doorbell_probe.py --rounds 3000 2>&1 | tee -a "$log"
+    mps_on
+    step "doorbell: under MPS, alone"
+    timeout 120 python3 ci/gpu/doorbell_probe.py --rounds 3000 2>&1 | tee -a "$log"
+    step "doorbell: under MPS, two processes at once (as two PEs)"
+    timeout 120 python3 ci/gpu/doorbell_probe.py --rounds 3000 >"$out/doorbell-pair-0.txt" 2>&1 &
+    timeout 120 python3 ci/gpu/doorbell_probe.py --rounds 3000 >"$out/doorbell-pair-1.txt" 2>&1
+    wait
+    cat "$out/doorbell-pair-0.txt" "$out/doorbell-pair-1.txt" | tee -a "$log"
     mps_off
     ;;
   *) echo "unknown stage $stage" | tee -a "$log" ;;
